@@ -1,0 +1,64 @@
+# Every external dependency becomes an imported target here; a missing one
+# stops configure with the Debian package to install.
+find_package(PkgConfig)
+if(NOT PKG_CONFIG_FOUND)
+  message(FATAL_ERROR "pkg-config not found: apt-get install pkg-config")
+endif()
+
+function(preflight_require_pc target module package)
+  pkg_check_modules(${target} QUIET IMPORTED_TARGET GLOBAL ${module})
+  if(NOT ${target}_FOUND)
+    message(FATAL_ERROR "${module} (pkg-config ${module}) not found: apt-get install ${package}")
+  endif()
+  add_library(preflight::${module} ALIAS PkgConfig::${target})
+endfunction()
+
+preflight_require_pc(HWLOC hwloc libhwloc-dev)
+preflight_require_pc(PMIX pmix libpmix-dev)
+
+# Slurm: Debian's 22.05 ships no slurm.pc, so try pkg-config, then SLURM_ROOT, then /usr.
+set(SLURM_ROOT "" CACHE PATH "Prefix holding include/slurm/spank.h")
+pkg_check_modules(SLURM_PC QUIET slurm)
+find_path(SLURM_INCLUDE_DIR slurm/spank.h
+  HINTS ${SLURM_ROOT}/include ${SLURM_PC_INCLUDE_DIRS})
+if(NOT SLURM_INCLUDE_DIR)
+  message(FATAL_ERROR "Slurm headers (slurm/spank.h) not found: apt-get install libslurm-dev, or pass -DSLURM_ROOT=")
+endif()
+add_library(preflight::slurm INTERFACE IMPORTED GLOBAL)
+target_include_directories(preflight::slurm INTERFACE ${SLURM_INCLUDE_DIR})
+file(STRINGS ${SLURM_INCLUDE_DIR}/slurm/slurm_version.h _slurm_ver REGEX "#define SLURM_VERSION_NUMBER")
+message(STATUS "Slurm headers: ${SLURM_INCLUDE_DIR} (${_slurm_ver})")
+
+find_package(Boost 1.67 COMPONENTS program_options)
+if(NOT Boost_PROGRAM_OPTIONS_FOUND)
+  message(FATAL_ERROR "Boost.Program_options not found: apt-get install libboost-program-options-dev")
+endif()
+
+# CUDA/NCCL: headers only at build time; the libraries are dlopen'ed at run time.
+set(CUDA_ROOT "/usr/local/cuda" CACHE PATH "CUDA toolkit prefix (headers for cuda_runtime.h and nccl.h)")
+find_path(CUDA_RUNTIME_INCLUDE_DIR cuda_runtime_api.h HINTS ${CUDA_ROOT}/include NO_DEFAULT_PATH)
+find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDA_ROOT}/include NO_DEFAULT_PATH)
+if(NOT CUDA_RUNTIME_INCLUDE_DIR OR NOT NCCL_INCLUDE_DIR)
+  message(FATAL_ERROR "CUDA/NCCL headers not found under ${CUDA_ROOT}: install the CUDA toolkit and NCCL, or pass -DCUDA_ROOT=")
+endif()
+add_library(preflight::cuda_headers INTERFACE IMPORTED GLOBAL)
+target_include_directories(preflight::cuda_headers SYSTEM INTERFACE ${CUDA_RUNTIME_INCLUDE_DIR} ${NCCL_INCLUDE_DIR})
+
+if(PREFLIGHT_BUILD_TESTS)
+  find_package(GTest)
+  if(NOT GTest_FOUND)
+    message(FATAL_ERROR "GoogleTest not found: apt-get install libgtest-dev")
+  endif()
+endif()
+
+# Slurm's plugin directory, for install.
+if(NOT PREFLIGHT_SLURM_PLUGIN_DIR)
+  if(CMAKE_LIBRARY_ARCHITECTURE)
+    set(PREFLIGHT_SLURM_PLUGIN_DIR ${CMAKE_INSTALL_LIBDIR}/${CMAKE_LIBRARY_ARCHITECTURE}/slurm-wlm)
+  else()
+    set(PREFLIGHT_SLURM_PLUGIN_DIR ${CMAKE_INSTALL_LIBDIR}/slurm)
+  endif()
+  if(EXISTS /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/slurm-wlm AND CMAKE_INSTALL_PREFIX STREQUAL "/usr")
+    set(PREFLIGHT_SLURM_PLUGIN_DIR /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/slurm-wlm)
+  endif()
+endif()

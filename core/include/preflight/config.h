@@ -1,0 +1,96 @@
+// The site configuration: one struct, one key table, strict parsing.
+//
+// File format (conf/preflight.conf): one `key = value` a line; `#` starts a
+// comment; blank lines ignored; a key given twice is an error. In path-valued
+// keys `%n` becomes the node name (as in slurm.conf) and `%%` a literal `%`.
+//
+// Precedence, lowest to highest: built-in defaults < site config file <
+// plugstack.conf arguments (plugin) or --set KEY=VALUE (binaries). The
+// environment never changes the site config: a job's user controls the
+// environment, the admin controls the config.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "preflight/options.h"
+#include "preflight/status.h"
+
+namespace preflight {
+
+inline constexpr const char* kDefaultConfigPath = "/etc/preflight/preflight.conf";
+
+struct Config {
+  // Where per-job results (JSON) and node state live. Root-owned.
+  std::string state_dir = "/var/lib/preflight";
+  // node_exporter textfile collector directory; empty disables metrics.
+  std::string textfile_dir;
+  // Level used for jobs that did not pass --nccl-check (off: check only on request).
+  Level default_level = Level::kOff;
+  // One root for /sys, /proc and /dev reads (tests point it at a fixture tree).
+  std::string fsroot = "/";
+  // hwloc XML to load instead of probing the machine (empty: probe).
+  std::string topology_xml;
+
+  // Node-local scratch (NVMe) check; empty scratch_dir skips it.
+  std::string scratch_dir;
+  uint64_t scratch_min_free_bytes = 1ull << 30;
+  uint64_t scratch_min_free_inodes = 10000;
+
+  // After a failed prolog check, set the node's drain reason to name the
+  // check (a detached, time-bounded scontrol; see man preflight(7)).
+  bool set_drain_reason = true;
+  std::string scontrol = "scontrol";
+  // SLURM_CONF for the scontrol calls (empty: inherit slurmd's environment).
+  std::string slurm_conf;
+  // Upper bound for any single probe.
+  uint32_t probe_timeout_ms = 10000;
+
+  // Where the config was read from (empty: defaults only).
+  std::string source;
+};
+
+struct ConfigKey {
+  const char* name;
+  const char* type;     // "path", "bool", "size", "count", "duration", "level", "string"
+  const char* help;     // one line, for `preflight config keys` and the man page
+  std::string (*get)(const Config&);
+  Status (*set)(Config&, const std::string& value);
+};
+
+const std::vector<ConfigKey>& ConfigKeys();
+
+// Parse the file at `path`. `%n` in path values expands to `node` (left as is
+// when node is empty). If `required` is false a missing file yields defaults.
+// Errors read "FILE:LINE: key 'K': CAUSE".
+Expected<Config> LoadConfig(const std::string& path, const std::string& node, bool required);
+
+// Apply `key=value` overrides (plugstack arguments, --set); errors name the
+// origin given, e.g. "plugstack.conf argument 'foo=1': unknown key 'foo'".
+Status ApplyOverrides(Config& cfg, const std::vector<std::string>& kv, const std::string& origin,
+                      const std::string& node);
+
+// Arguments on the plugin's plugstack.conf line: conf=PATH plus config keys.
+struct PluginArgs {
+  std::string conf = kDefaultConfigPath;
+  bool conf_given = false;
+  std::vector<std::string> overrides;  // validated key=value
+};
+Expected<PluginArgs> ParsePluginArgs(int argc, char** argv);
+
+// Load the config the plugin's arguments point at, with their overrides.
+Expected<Config> LoadPluginConfig(const PluginArgs& args, const std::string& node);
+
+// Value parsers shared with the CLIs.
+Expected<bool> ParseBool(const std::string& s);
+Expected<uint64_t> ParseSize(const std::string& s);      // 4096, 64K, 10M, 2G, 1T
+Expected<uint64_t> ParseCount(const std::string& s);
+Expected<uint32_t> ParseDurationMs(const std::string& s);  // 250ms, 10s, 2m; bare = seconds
+std::string ExpandNode(const std::string& value, const std::string& node);
+
+// The whole config as `key = value` lines (for `preflight config show`).
+std::string DumpConfig(const Config& cfg);
+
+}  // namespace preflight

@@ -1,0 +1,53 @@
+// The user-facing job options (sbatch/salloc/srun), in one table. The SPANK
+// plugin registers exactly these, `--help` prints their usage, and the man
+// page's OPTIONS list is checked against this table by a test.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "preflight/status.h"
+
+namespace preflight {
+
+// How much checking a job asked for with --nccl-check[=LEVEL].
+enum class Level { kOff = 0, kQuick = 1, kFull = 2 };
+
+const char* LevelName(Level l);
+// Accepts "off", "quick", "full". A bare option (Slurm passes NULL, "" or,
+// in the prolog environment, the literal "(null)") means quick.
+Expected<Level> ParseLevel(const char* text);
+
+// What the topology environment does for a job (--preflight-env).
+enum class EnvMode { kOn = 0, kShow = 1, kOff = 2 };
+const char* EnvModeName(EnvMode m);
+Expected<EnvMode> ParseEnvMode(const char* text);
+
+// The job's choices, filled by option callbacks. Callbacks may run twice
+// (Slurm's remote context does), so setters are idempotent.
+struct JobOptions {
+  bool nccl_check_given = false;
+  Level nccl_check = Level::kOff;
+  bool env_given = false;
+  EnvMode env = EnvMode::kOn;
+};
+
+struct UserOption {
+  const char* name;     // without leading dashes
+  const char* arginfo;  // "LEVEL", or nullptr for none
+  const char* usage;    // one line for --help and the man page
+  int has_arg;          // 0 none, 1 required, 2 optional (Slurm's convention)
+  int val;              // index passed back to the callback
+  // Parse `arg` (may be nullptr) into `opts`; an error is the refusal text.
+  Status (*apply)(const char* arg, JobOptions& opts);
+  // Name of the job-control variable carrying the value to prolog/epilog
+  // (seen there as SPANK_<name>) and into the task environment.
+  const char* env_name;
+  // Whether the user gave it, and its value as the text put into env_name.
+  bool (*given)(const JobOptions& opts);
+  std::string (*value_text)(const JobOptions& opts);
+};
+
+const std::vector<UserOption>& UserOptions();
+
+}  // namespace preflight

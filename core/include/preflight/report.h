@@ -1,0 +1,62 @@
+// Check results, and the per-job/per-node report built from them: one JSON
+// file per job and node under state_dir, one Prometheus textfile per node.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "preflight/config.h"
+#include "preflight/status.h"
+
+namespace preflight {
+
+// skip means "could not run here" (no driver, no HCA on a CPU node): it is
+// never reported as pass.
+enum class Verdict { kPass, kWarn, kSkip, kFail };
+const char* VerdictName(Verdict v);
+
+struct CheckResult {
+  std::string check;      // e.g. "scratch", "gpu.ecc", "ib.port_state"
+  std::string device;     // e.g. "GPU1 0000:1b:00.0", "mlx5_0 port 1", "/scratch"
+  std::string value;      // the measured figure, as text with unit
+  std::string threshold;  // the bound it was held against, e.g. ">= 1G"
+  Verdict verdict = Verdict::kPass;
+  std::string message;    // one line a person can act on
+  double seconds = 0;     // time the check took
+};
+
+// "<check> <device>: <message>" -- the text that goes to sinfo -R and job output.
+std::string Describe(const CheckResult& r);
+
+struct Report {
+  std::string tool;       // "prolog", "epilog", "health"
+  std::string node;
+  std::string job_id;     // empty for health checks
+  std::string level;      // "quick", "full", "off"
+  double started_unix = 0;
+  double seconds = 0;
+  std::vector<CheckResult> checks;
+  std::vector<std::pair<std::string, std::string>> notes;  // extra key/values
+  Verdict Overall() const;  // worst verdict, skip counting as pass
+};
+
+std::string ReportJson(const Report& r);
+// node_exporter textfile format; labels escaped per the exposition format.
+std::string ReportPrometheus(const Report& r);
+
+// The drain reason for a failed report, prefixed "preflight: " so admins and
+// the health check can tell preflight's drains from others; at most `max`
+// characters.
+inline constexpr const char* kDrainPrefix = "preflight: ";
+std::string DrainReason(const Report& r, size_t max = 200);
+
+// JSON to <state_dir>/jobs/<job>/<node>.<tool>.json (or
+// <state_dir>/nodes/<node>.<tool>.json with no job), Prometheus to
+// <textfile_dir>/preflight_<node>_<tool>.prom, both written atomically.
+// Returns the JSON path written.
+Expected<std::string> WriteReport(const Config& cfg, const Report& r);
+
+double NowUnix();
+double MonotonicSeconds();
+
+}  // namespace preflight

@@ -1,0 +1,152 @@
+#include "preflight/node_shell.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <iostream>
+
+#include "preflight/cli.h"
+#include "preflight/fileutil.h"
+#include "preflight/log.h"
+#include "preflight/node_run.h"
+#include "preflight/process.h"
+#include "preflight/slurmctl.h"
+
+extern char** environ;
+
+namespace preflight {
+namespace {
+
+const char* ProgramName(Phase p) {
+  switch (p) {
+    case Phase::kProlog: return "preflight-prolog";
+    case Phase::kEpilog: return "preflight-epilog";
+    case Phase::kHealth: return "preflight-healthcheck";
+  }
+  return "preflight";
+}
+
+const char* Purpose(Phase p) {
+  switch (p) {
+    case Phase::kProlog: return "Node checks before a job starts; run by slurmd as Prolog= (PrologFlags=Alloc).";
+    case Phase::kEpilog: return "Node checks and cleanup after a job; run by slurmd as Epilog=.";
+    case Phase::kHealth: return "Re-check a node; return it to service only if preflight drained it and it now passes (HealthCheckProgram=).";
+  }
+  return "";
+}
+
+int Main(int argc, char** argv, Phase phase) {
+  const char* prog = ProgramName(phase);
+  CommonCli cli;
+  std::string node, level_text, finish_drain, reason;
+  po::options_description visible(std::string("Usage: ") + prog + " [OPTIONS]\n" + Purpose(phase) + "\n\nOptions");
+  AddCommonOptions(visible, cli);
+  visible.add_options()
+      ("node", po::value<std::string>(&node)->value_name("NAME"), "node name (default: $SLURMD_NODENAME, else the host name)")
+      ("level", po::value<std::string>(&level_text)->value_name("LEVEL"), "check level quick|full|off, overriding the job's");
+  po::options_description hidden;
+  hidden.add_options()
+      ("finish-drain", po::value<std::string>(&finish_drain), "internal: set NODE's drain reason once Slurm drained it")
+      ("reason", po::value<std::string>(&reason), "internal: the reason for --finish-drain");
+  po::options_description all;
+  all.add(visible).add(hidden);
+  po::variables_map vm;
+  Status s = ParseCommandLine(argc, argv, all, nullptr, vm);
+  if (!s.ok()) {
+    Log(LogLevel::kError, prog, "bad command line", s.message());
+    return 2;
+  }
+  if (cli.help) { std::cout << visible << "\n"; return 0; }
+  if (cli.version) { std::cout << prog << " " << VersionString() << "\n"; return 0; }
+
+  EnvMap env = EnvironToMap(environ);
+  if (node.empty()) node = env.count("SLURMD_NODENAME") ? env["SLURMD_NODENAME"] : ShortHostname();
+  auto cfg = LoadCliConfig(cli, node);
+  if (!cfg) {
+    Log(LogLevel::kError, prog, "site config", cfg.status().message());
+    return 2;
+  }
+
+  if (!finish_drain.empty()) {
+    // Detached from the prolog; may take as long as slurmctld needs.
+    Status d = FinishDrain(*cfg, finish_drain, reason, 60000);
+    if (!d.ok()) Log(LogLevel::kError, prog, "drain " + finish_drain, d.message());
+    return d.ok() ? 0 : 1;
+  }
+
+  env["SLURMD_NODENAME"] = node;
+  auto job = JobContextFromEnv(env, *cfg, /*allow_no_job=*/true);
+  if (!job) {
+    Log(LogLevel::kError, prog, "job environment", job.status().message());
+    return 2;
+  }
+  if (!level_text.empty()) {
+    auto l = ParseLevel(level_text.c_str());
+    if (!l) {
+      Log(LogLevel::kError, prog, "--level", l.status().message());
+      return 2;
+    }
+    job->level = *l;
+  }
+  bool job_failed = false;
+  if (phase == Phase::kEpilog && env.count("SLURM_JOB_EXIT_CODE")) job_failed = env["SLURM_JOB_EXIT_CODE"] != "0";
+
+  NodeRunOutcome out = RunNode(*cfg, *job, phase, job_failed);
+  // slurmd logs what a prolog prints (SlurmdDebug=debug); an admin running it by hand sees it.
+  std::fputs(out.summary.c_str(), stdout);
+  std::fflush(stdout);
+  if (!out.write_status.ok()) Log(LogLevel::kError, prog, "result file", out.write_status.message());
+  if (!job->job_id.empty() && phase == Phase::kProlog) {
+    std::string txt = cfg->state_dir + "/jobs/" + job->job_id + "/" + node + ".prolog.txt";
+    Status w = WriteFileAtomic(txt, out.summary, 0644);
+    if (!w.ok()) Log(LogLevel::kError, prog, "summary file", w.message());
+  }
+
+  if (phase == Phase::kHealth) {
+    auto st = QueryNode(*cfg, node);
+    if (!st) {
+      Log(LogLevel::kError, prog, "node state", st.status().message());
+      return out.failed ? 1 : 0;
+    }
+    if (out.failed && !st->drained()) {
+      Status d = DrainNode(*cfg, node, out.drain_reason);
+      if (!d.ok()) Log(LogLevel::kError, prog, "drain " + node, d.message());
+    } else if (!out.failed && st->drained() && st->ours()) {
+      Status r = ResumeNode(*cfg, node);
+      if (!r.ok()) Log(LogLevel::kError, prog, "resume " + node, r.message());
+      else std::printf("preflight: health: %s passes again; resumed (was: %s)\n", node.c_str(), st->reason.c_str());
+    }
+    return out.failed ? 1 : 0;
+  }
+
+  if (out.failed) {
+    Log(LogLevel::kError, PhaseName(phase), "node " + node + " failed", out.drain_reason.substr(std::strlen(kDrainPrefix)));
+    if (cfg->set_drain_reason) {
+      std::string self = SelfExe();
+      std::vector<std::string> argv2 = {self, "--finish-drain", node, "--reason", out.drain_reason};
+      if (cli.config_given()) { argv2.push_back("--config"); argv2.push_back(cli.config); }
+      for (const auto& kv : cli.sets) { argv2.push_back("--set"); argv2.push_back(kv); }
+      Status d = SpawnDetached(argv2, {});
+      if (!d.ok()) Log(LogLevel::kError, prog, "drain reason", d.message());
+    }
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int NodeShellMain(int argc, char** argv, Phase phase) {
+  try {
+    return Main(argc, argv, phase);
+  } catch (const std::exception& e) {
+    Log(LogLevel::kError, ProgramName(phase), "unexpected error", e.what());
+  } catch (...) {
+    Log(LogLevel::kError, ProgramName(phase), "unexpected error", "unknown exception");
+  }
+  return 2;
+}
+
+}  // namespace preflight

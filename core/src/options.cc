@@ -1,0 +1,81 @@
+#include "preflight/options.h"
+
+#include <cstring>
+
+namespace preflight {
+
+const char* LevelName(Level l) {
+  switch (l) {
+    case Level::kOff: return "off";
+    case Level::kQuick: return "quick";
+    case Level::kFull: return "full";
+  }
+  return "off";
+}
+
+Expected<Level> ParseLevel(const char* text) {
+  if (text == nullptr || *text == '\0' || std::strcmp(text, "(null)") == 0) return Level::kQuick;
+  if (std::strcmp(text, "quick") == 0) return Level::kQuick;
+  if (std::strcmp(text, "full") == 0) return Level::kFull;
+  if (std::strcmp(text, "off") == 0) return Level::kOff;
+  return Status::InvalidArgument(std::string("invalid level '") + text +
+                                 "' (expected quick, full or off)");
+}
+
+const char* EnvModeName(EnvMode m) {
+  switch (m) {
+    case EnvMode::kOn: return "on";
+    case EnvMode::kShow: return "show";
+    case EnvMode::kOff: return "off";
+  }
+  return "on";
+}
+
+Expected<EnvMode> ParseEnvMode(const char* text) {
+  if (text == nullptr || *text == '\0' || std::strcmp(text, "(null)") == 0) return EnvMode::kShow;
+  if (std::strcmp(text, "on") == 0) return EnvMode::kOn;
+  if (std::strcmp(text, "show") == 0) return EnvMode::kShow;
+  if (std::strcmp(text, "off") == 0) return EnvMode::kOff;
+  return Status::InvalidArgument(std::string("invalid value '") + text +
+                                 "' (expected on, show or off)");
+}
+
+namespace {
+
+Status ApplyNcclCheck(const char* arg, JobOptions& o) {
+  auto l = ParseLevel(arg);
+  if (!l) return l.status();
+  o.nccl_check = *l;
+  o.nccl_check_given = true;
+  return Status::Ok();
+}
+
+Status ApplyEnv(const char* arg, JobOptions& o) {
+  auto m = ParseEnvMode(arg);
+  if (!m) return m.status();
+  o.env = *m;
+  o.env_given = true;
+  return Status::Ok();
+}
+
+bool NcclCheckGiven(const JobOptions& o) { return o.nccl_check_given; }
+std::string NcclCheckText(const JobOptions& o) { return LevelName(o.nccl_check); }
+bool EnvGiven(const JobOptions& o) { return o.env_given; }
+std::string EnvText(const JobOptions& o) { return EnvModeName(o.env); }
+
+}  // namespace
+
+const std::vector<UserOption>& UserOptions() {
+  static const std::vector<UserOption> kOptions = {
+      {"nccl-check", "LEVEL",
+       "Verify GPUs, interconnect and collective bandwidth before the job starts; "
+       "LEVEL is quick (default), full or off",
+       2, 0, ApplyNcclCheck, "PREFLIGHT_NCCL_CHECK", NcclCheckGiven, NcclCheckText},
+      {"preflight-env", "MODE",
+       "Topology-aware NCCL/RDMA environment per task: on (default), show (also print it) or off",
+       2, 1, ApplyEnv, "PREFLIGHT_ENV", EnvGiven, EnvText},
+  };
+  return kOptions;
+}
+
+}  // namespace preflight

@@ -1,0 +1,156 @@
+#include "preflight/report.h"
+
+#include <sys/time.h>
+#include <time.h>
+
+#include <cstdio>
+
+#include "preflight/fileutil.h"
+#include "preflight/json.h"
+
+namespace preflight {
+
+const char* VerdictName(Verdict v) {
+  switch (v) {
+    case Verdict::kPass: return "pass";
+    case Verdict::kWarn: return "warn";
+    case Verdict::kSkip: return "skipped";
+    case Verdict::kFail: return "fail";
+  }
+  return "fail";
+}
+
+double NowUnix() {
+  struct timeval tv;
+  gettimeofday(&tv, nullptr);
+  return tv.tv_sec + tv.tv_usec / 1e6;
+}
+
+double MonotonicSeconds() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+std::string Describe(const CheckResult& r) {
+  std::string s = r.check;
+  if (!r.device.empty()) s += " " + r.device;
+  if (!r.message.empty()) s += ": " + r.message;
+  return s;
+}
+
+Verdict Report::Overall() const {
+  Verdict worst = Verdict::kPass;
+  for (const auto& c : checks) {
+    if (c.verdict == Verdict::kFail) return Verdict::kFail;
+    if (c.verdict == Verdict::kWarn) worst = Verdict::kWarn;
+  }
+  return worst;
+}
+
+std::string ReportJson(const Report& r) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Field("tool", r.tool).Field("node", r.node);
+  if (!r.job_id.empty()) w.Field("job_id", r.job_id);
+  w.Field("level", r.level).Field("started_unix", r.started_unix).Field("seconds", r.seconds);
+  w.Field("verdict", VerdictName(r.Overall()));
+  w.Key("checks").BeginArray();
+  for (const auto& c : r.checks) {
+    w.BeginObject()
+        .Field("check", c.check)
+        .Field("device", c.device)
+        .Field("value", c.value)
+        .Field("threshold", c.threshold)
+        .Field("verdict", VerdictName(c.verdict))
+        .Field("message", c.message)
+        .Field("seconds", c.seconds)
+        .EndObject();
+  }
+  w.EndArray();
+  if (!r.notes.empty()) {
+    w.Key("notes").BeginObject();
+    for (const auto& n : r.notes) w.Field(n.first, n.second);
+    w.EndObject();
+  }
+  w.EndObject();
+  return w.str() + "\n";
+}
+
+namespace {
+
+std::string PromLabel(const std::string& v) {
+  std::string o;
+  for (char c : v) {
+    if (c == '\\') o += "\\\\";
+    else if (c == '"') o += "\\\"";
+    else if (c == '\n') o += "\\n";
+    else o += c;
+  }
+  return o;
+}
+
+std::string Num(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.6g", v);
+  return b;
+}
+
+}  // namespace
+
+std::string ReportPrometheus(const Report& r) {
+  std::string base = "node=\"" + PromLabel(r.node) + "\",tool=\"" + PromLabel(r.tool) + "\"";
+  std::string o;
+  o += "# HELP preflight_check_ok 1 if the check passed or was skipped, 0 if it failed.\n";
+  o += "# TYPE preflight_check_ok gauge\n";
+  for (const auto& c : r.checks) {
+    o += "preflight_check_ok{" + base + ",check=\"" + PromLabel(c.check) + "\",device=\"" +
+         PromLabel(c.device) + "\",verdict=\"" + VerdictName(c.verdict) + "\",value=\"" +
+         PromLabel(c.value) + "\",threshold=\"" + PromLabel(c.threshold) + "\"} " +
+         (c.verdict == Verdict::kFail ? "0" : "1") + "\n";
+  }
+  o += "# HELP preflight_check_seconds Time each check took.\n";
+  o += "# TYPE preflight_check_seconds gauge\n";
+  for (const auto& c : r.checks) {
+    o += "preflight_check_seconds{" + base + ",check=\"" + PromLabel(c.check) + "\",device=\"" +
+         PromLabel(c.device) + "\"} " + Num(c.seconds) + "\n";
+  }
+  o += "# HELP preflight_run_ok 1 if the last run on this node passed.\n# TYPE preflight_run_ok gauge\n";
+  o += "preflight_run_ok{" + base + "} " + (r.Overall() == Verdict::kFail ? "0" : "1") + "\n";
+  o += "# HELP preflight_run_timestamp_seconds When the last run started.\n# TYPE preflight_run_timestamp_seconds gauge\n";
+  o += "preflight_run_timestamp_seconds{" + base + "} " + Num(r.started_unix) + "\n";
+  o += "# HELP preflight_run_duration_seconds How long the last run took.\n# TYPE preflight_run_duration_seconds gauge\n";
+  o += "preflight_run_duration_seconds{" + base + "} " + Num(r.seconds) + "\n";
+  return o;
+}
+
+std::string DrainReason(const Report& r, size_t max) {
+  std::string s = kDrainPrefix;
+  bool first = true;
+  for (const auto& c : r.checks) {
+    if (c.verdict != Verdict::kFail) continue;
+    if (!first) s += "; ";
+    s += Describe(c);
+    first = false;
+  }
+  if (first) s += r.tool + " failed";
+  if (s.size() > max) s = s.substr(0, max - 3) + "...";
+  return s;
+}
+
+Expected<std::string> WriteReport(const Config& cfg, const Report& r) {
+  std::string dir = r.job_id.empty() ? cfg.state_dir + "/nodes" : cfg.state_dir + "/jobs/" + r.job_id;
+  Status s = MakeDirs(dir, 0755);
+  if (!s.ok()) return s;
+  std::string path = dir + "/" + r.node + "." + r.tool + ".json";
+  s = WriteFileAtomic(path, ReportJson(r));
+  if (!s.ok()) return s;
+  if (!cfg.textfile_dir.empty()) {
+    s = MakeDirs(cfg.textfile_dir, 0755);
+    if (s.ok()) s = WriteFileAtomic(cfg.textfile_dir + "/preflight_" + r.node + "_" + r.tool + ".prom", ReportPrometheus(r));
+    if (!s.ok()) return s.Context("metrics");
+  }
+  return path;
+}
+
+}  // namespace preflight

@@ -1,0 +1,156 @@
+// The SPANK shell: turns Slurm callbacks into calls on preflight's core.
+// Nothing here decides anything the core could decide; every callback
+// catches everything (no exception may cross into slurmstepd/sbatch).
+//
+// Contexts (spank(8)): allocator = sbatch/salloc, local = srun, remote =
+// slurmstepd, job_script = prolog/epilog run by slurmd. Options are
+// registered with spank_option_register() in slurm_spank_init so sbatch and
+// salloc see them (a spank_options[] table is not read in allocator mode).
+extern "C" {
+#include <slurm/slurm.h>
+#include <slurm/spank.h>
+}
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "preflight/config.h"
+#include "preflight/fileutil.h"
+#include "preflight/log.h"
+#include "preflight/options.h"
+#include "spank_task.h"
+
+#define PF_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+using namespace preflight;
+
+struct PluginState {
+  PluginArgs args;
+  JobOptions opts;
+  std::vector<spank_option> table;  // storage handed to spank_option_register
+  bool initialized = false;
+};
+
+PluginState& State() {
+  static PluginState s;
+  return s;
+}
+
+void SlurmSink(LogLevel level, const std::string& line) {
+  switch (level) {
+    case LogLevel::kError: slurm_error("%s", line.c_str()); break;
+    case LogLevel::kInfo: slurm_info("%s", line.c_str()); break;
+    case LogLevel::kDebug: slurm_debug("%s", line.c_str()); break;
+  }
+}
+
+// Called by Slurm for each user option, locally (remote=0: sbatch, srun) and
+// again in slurmstepd (remote=1), there twice for an optional argument
+// (NULL, then ""). Idempotent by construction. A non-zero return makes
+// sbatch/srun refuse the submission, printing our error first.
+int OptionCallback(int val, const char* optarg, int remote) {
+  try {
+    for (const auto& o : UserOptions()) {
+      if (o.val != val) continue;
+      Status s = o.apply(optarg, State().opts);
+      if (!s.ok()) {
+        Log(LogLevel::kError, remote ? "remote" : "submit", "refusing --" + std::string(o.name), s.message());
+        return -1;
+      }
+      return 0;
+    }
+    return -1;
+  } catch (const std::exception& e) {
+    Log(LogLevel::kError, "option", "unexpected error", e.what());
+  } catch (...) {
+    Log(LogLevel::kError, "option", "unexpected error", "unknown exception");
+  }
+  return -1;
+}
+
+template <class F>
+int Guard(const char* phase, F&& f) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    Log(LogLevel::kError, phase, "unexpected error", e.what());
+  } catch (...) {
+    Log(LogLevel::kError, phase, "unexpected error", "unknown exception");
+  }
+  return -1;
+}
+
+}  // namespace
+
+PF_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
+  return Guard("init", [&] {
+    SetLogSink(SlurmSink);
+    PluginState& st = State();
+    auto args = ParsePluginArgs(ac, av);
+    if (!args) {
+      Log(LogLevel::kError, "init", "bad plugstack.conf arguments", args.status().message());
+      return -1;
+    }
+    st.args = *args;
+    spank_context_t ctx = spank_context();
+    if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR && ctx != S_CTX_REMOTE) return 0;
+    if (st.initialized) return 0;
+    st.table.clear();
+    for (const auto& o : UserOptions()) {
+      st.table.push_back({const_cast<char*>(o.name), const_cast<char*>(o.arginfo), const_cast<char*>(o.usage),
+                          o.has_arg, o.val, OptionCallback});
+    }
+    for (auto& opt : st.table) {
+      spank_err_t rc = spank_option_register(sp, &opt);
+      if (rc != ESPANK_SUCCESS) {
+        Log(LogLevel::kError, "init", std::string("cannot register --") + opt.name, spank_strerror(rc));
+        return -1;
+      }
+    }
+    st.initialized = true;
+    return 0;
+  });
+}
+
+// After option processing, locally: hand the job's choices to the prolog and
+// epilog (they see SPANK_<NAME>) and to the batch job (SLURM_SPANK_<NAME>).
+PF_EXPORT int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
+  return Guard("init_post_opt", [&] {
+    spank_context_t ctx = spank_context();
+    if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR) return 0;
+    const JobOptions& opts = State().opts;
+    for (const auto& o : UserOptions()) {
+      if (!o.given(opts)) continue;
+      spank_err_t rc = spank_job_control_setenv(sp, o.env_name, o.value_text(opts).c_str(), 1);
+      if (rc != ESPANK_SUCCESS) {
+        Log(LogLevel::kError, "init_post_opt", std::string("cannot pass --") + o.name + " to the job",
+            spank_strerror(rc));
+        return -1;
+      }
+    }
+    return 0;
+  });
+}
+
+// In each task, as the user, before exec: the environment (see spank_task.cc).
+PF_EXPORT int slurm_spank_task_init(spank_t sp, int ac, char** av) {
+  return Guard("task_init", [&] {
+    if (spank_context() != S_CTX_REMOTE) return 0;
+    return preflight::spank::TaskInit(sp, State().args, State().opts);
+  });
+}
+
+PF_EXPORT int slurm_spank_exit(spank_t sp, int ac, char** av) {
+  return Guard("exit", [&] {
+    State().table.clear();
+    State().initialized = false;
+    return 0;
+  });
+}

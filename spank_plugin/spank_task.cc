@@ -1,0 +1,66 @@
+#include "spank_task.h"
+
+extern "C" {
+#include <slurm/slurm.h>
+}
+
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#include "preflight/fileutil.h"
+#include "preflight/log.h"
+
+namespace preflight::spank {
+
+std::string GetJobEnv(spank_t sp, const char* name, bool* found) {
+  std::vector<char> buf(4096);
+  for (;;) {
+    spank_err_t rc = spank_getenv(sp, name, buf.data(), static_cast<int>(buf.size()));
+    if (rc == ESPANK_NOSPACE && buf.size() < (1u << 20)) {
+      buf.resize(buf.size() * 4);
+      continue;
+    }
+    if (found) *found = rc == ESPANK_SUCCESS;
+    return rc == ESPANK_SUCCESS ? std::string(buf.data()) : std::string();
+  }
+}
+
+namespace {
+
+// Set `name` unless the user already has it (job env or --export).
+void SetIfUnset(spank_t sp, const char* name, const std::string& value) {
+  bool found = false;
+  GetJobEnv(sp, name, &found);
+  if (found) return;
+  spank_err_t rc = spank_setenv(sp, name, value.c_str(), 0);
+  if (rc != ESPANK_SUCCESS && rc != ESPANK_ENV_EXISTS)
+    Log(LogLevel::kError, "task_init", std::string("cannot set ") + name, spank_strerror(rc));
+}
+
+}  // namespace
+
+int TaskInit(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
+  for (const auto& o : UserOptions())
+    if (o.given(opts)) SetIfUnset(sp, o.env_name, o.value_text(opts));
+
+  uint32_t step = 0, task = 0;
+  if (spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS) return 0;
+  if (spank_get_item(sp, S_TASK_ID, &task) != ESPANK_SUCCESS) return 0;
+  if (step != SLURM_BATCH_SCRIPT || task != 0) return 0;
+
+  // The batch step's output is the job's output: show what this node's
+  // prolog found, so the user sees the checks without asking an admin.
+  std::string node = GetJobEnv(sp, "SLURMD_NODENAME");
+  std::string job = GetJobEnv(sp, "SLURM_JOB_ID");
+  auto cfg = LoadPluginConfig(args, node);
+  if (!cfg) {
+    Log(LogLevel::kError, "task_init", "site config", cfg.status().message());
+    return 0;  // the environment is set; a summary is not worth failing the job
+  }
+  auto line = ReadWholeFile(cfg->state_dir + "/jobs/" + job + "/" + node + ".prolog.txt");
+  if (line) std::fprintf(stderr, "%s", line->c_str());
+  return 0;
+}
+
+}  // namespace preflight::spank

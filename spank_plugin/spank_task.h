@@ -1,0 +1,23 @@
+// Remote-context (slurmstepd) work done per task.
+#pragma once
+
+extern "C" {
+#include <slurm/spank.h>
+}
+
+#include <string>
+
+#include "preflight/config.h"
+#include "preflight/options.h"
+
+namespace preflight::spank {
+
+// The value of `name` in the job's environment, or "" with *found=false.
+std::string GetJobEnv(spank_t sp, const char* name, bool* found = nullptr);
+
+// Sets the task's preflight variables, never overriding one the user set,
+// and in the batch step's first task prints this node's prolog summary to
+// the job's output. Returns 0, or -1 with the error logged.
+int TaskInit(spank_t sp, const PluginArgs& args, const JobOptions& opts);
+
+}  // namespace preflight::spank

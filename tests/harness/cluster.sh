@@ -1,0 +1,180 @@
+#!/bin/bash
+# A real, private Slurm on this host: munged, slurmctld and 3 slurmd that
+# emulate nodes n1..n3, all under one scratch folder, on free ports, with a
+# private munge socket, so nothing of the host's own Slurm or munge is used
+# or disturbed. Installs nothing (scripts/deps does that).
+#
+#   cluster.sh start DIR BUILD_DIR   write configs, start daemons, wait until nodes are idle
+#   cluster.sh stop DIR              stop everything it started, by PID, in Slurm's order
+#   cluster.sh env DIR               print the exports a client needs (SLURM_CONF)
+#
+# The preflight pieces come from BUILD_DIR: the plugin (plugstack.conf), the
+# prolog and epilog (through tiny wrappers that pass --config), and the
+# health check. Per-node fixture roots live in DIR/nodes/<node>/.
+set -euo pipefail
+
+NODES=(n1 n2 n3)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+die() { echo "cluster.sh: $*" >&2; exit 1; }
+
+free_port_base() {
+  # Four consecutive free TCP ports (slurmctld + 3 slurmd).
+  local used base i ok
+  used=$(ss -Htan 2>/dev/null | awk '{print $4}' | sed 's/.*://' | sort -u)
+  for _ in $(seq 1 50); do
+    base=$((20000 + RANDOM % 30000))
+    ok=1
+    for i in 0 1 2 3; do grep -qx "$((base + i))" <<<"$used" && ok=0; done
+    [ $ok = 1 ] && { echo $base; return; }
+  done
+  die "no free port range found"
+}
+
+write_configs() {
+  local dir=$1 build=$2 host base
+  host=$(hostname -s)
+  base=$(free_port_base)
+  mkdir -p "$dir"/{etc,run/state,run/log,run/spool,munge,fakedev,state,metrics,bin}
+  for n in "${NODES[@]}"; do
+    mkdir -p "$dir/run/tmp/$n" "$dir/nodes/$n/root" "$dir/nodes/$n/scratch"
+    for g in 0 1 2 3; do [ -e "$dir/fakedev/$n-nvidia$g" ] || mknod "$dir/fakedev/$n-nvidia$g" c 1 3; done
+  done
+  for g in 0 1 2 3; do [ -e "$dir/fakedev/nvidia$g" ] || mknod "$dir/fakedev/nvidia$g" c 1 3; done
+
+  cat >"$dir/etc/slurm.conf" <<CONF
+# Written by tests/harness/cluster.sh: private 3-node Slurm for preflight's system tests.
+ClusterName=preflight-test
+SlurmctldHost=$host
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort=$base
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$dir/munge/munge.sock
+MailProg=/bin/true
+StateSaveLocation=$dir/run/state
+SlurmdSpoolDir=$dir/run/spool/%n
+SlurmctldPidFile=$dir/run/slurmctld.pid
+SlurmdPidFile=$dir/run/slurmd.%n.pid
+SlurmctldLogFile=$dir/run/log/slurmctld.log
+SlurmdLogFile=$dir/run/log/slurmd.%n.log
+SlurmctldDebug=debug
+SlurmdDebug=debug
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SchedulerType=sched/backfill
+# batch_sched_delay=0: else every sbatch waits ~3 s. nohold_on_prolog_fail:
+# a job whose prolog failed is requeued and runs elsewhere instead of held.
+SchedulerParameters=batch_sched_delay=0,nohold_on_prolog_fail
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+ReturnToService=2
+SlurmctldTimeout=30
+SlurmdTimeout=30
+InactiveLimit=0
+MinJobAge=300
+KillWait=5
+Waittime=0
+TmpFS=$dir/run/tmp/%n
+GresTypes=gpu
+PlugStackConfig=$dir/etc/plugstack.conf
+Prolog=$dir/bin/prolog
+Epilog=$dir/bin/epilog
+PrologFlags=Alloc
+HealthCheckProgram=$dir/bin/healthcheck
+HealthCheckInterval=0
+NodeName=n[1-3] NodeHostname=$host NodeAddr=127.0.0.1 Port=$((base + 1))-$((base + 3)) CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=2000 Gres=gpu:4 State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+CONF
+  {
+    echo "AutoDetect=off"
+    for n in "${NODES[@]}"; do echo "NodeName=$n Name=gpu File=$dir/fakedev/$n-nvidia[0-3]"; done
+  } >"$dir/etc/gres.conf"
+  cat >"$dir/etc/preflight.conf" <<CONF
+# Site config for the system tests (see conf/preflight.conf for every key).
+state_dir = $dir/state
+textfile_dir = $dir/metrics
+fsroot = $dir/nodes/%n/root
+scratch_dir = $dir/nodes/%n/scratch
+scratch_min_free = 1M
+scontrol = $(command -v scontrol)
+slurm_conf = $dir/etc/slurm.conf
+probe_timeout = 10s
+CONF
+  echo "required $build/spank_plugin/preflight.so conf=$dir/etc/preflight.conf" >"$dir/etc/plugstack.conf"
+  for b in prolog epilog healthcheck; do
+    printf '#!/bin/sh\nexec %s --config %s "$@"\n' "$build/$([ $b = epilog ] && echo epilog || echo prolog)/preflight-$b" "$dir/etc/preflight.conf" >"$dir/bin/$b"
+    chmod 755 "$dir/bin/$b"
+  done
+}
+
+start() {
+  local dir=$1 build=$2
+  [ "$(id -u)" = 0 ] || die "must run as root (munged, slurmd)"
+  command -v slurmctld >/dev/null || die "slurmctld not installed: run scripts/deps"
+  [ -f "$build/spank_plugin/preflight.so" ] || die "$build has no built plugin"
+  [ -f "$dir/run/slurmctld.pid" ] && stop "$dir" || true
+  rm -rf "$dir/run" "$dir/state" "$dir/metrics"
+  write_configs "$dir" "$build"
+  export SLURM_CONF=$dir/etc/slurm.conf
+
+  # Private munged: own key, socket, pid and log.
+  if [ ! -f "$dir/munge/munge.key" ]; then
+    dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
+  fi
+  chmod 700 "$dir/munge"; chmod 400 "$dir/munge/munge.key"
+  munged --force --socket="$dir/munge/munge.sock" --key-file="$dir/munge/munge.key" \
+    --pid-file="$dir/munge/munged.pid" --log-file="$dir/munge/munged.log" --seed-file="$dir/munge/munged.seed"
+
+  slurmctld -f "$SLURM_CONF"
+  for n in "${NODES[@]}"; do slurmd -f "$SLURM_CONF" -N "$n"; done
+  for _ in $(seq 1 200); do
+    [ "$(sinfo -h -o %T 2>/dev/null | sort -u)" = idle ] && { sinfo -h -N -o '%N %T'; return 0; }
+    sleep 0.05
+  done
+  sinfo -N 2>&1 || true
+  tail -20 "$dir/run/log/slurmctld.log" >&2 || true
+  die "nodes did not become idle"
+}
+
+stop_pids() {
+  local pids=("$@") alive p
+  [ ${#pids[@]} = 0 ] && return 0
+  kill "${pids[@]}" 2>/dev/null || true
+  for _ in $(seq 1 200); do
+    alive=0
+    for p in "${pids[@]}"; do [ -n "$(ps -o stat= -p "$p" 2>/dev/null | grep -v Z)" ] && alive=1; done
+    [ $alive = 0 ] && return 0
+    sleep 0.05
+  done
+  kill -9 "${pids[@]}" 2>/dev/null || true
+}
+
+pid_of() { [ -f "$1" ] && cat "$1" || true; }
+
+stop() {
+  local dir=$1 pids=()
+  export SLURM_CONF=$dir/etc/slurm.conf
+  # Let epilogs finish first, else slurmd retries to a dead slurmctld.
+  for _ in $(seq 1 100); do
+    [ -z "$(squeue -h 2>/dev/null)$(sinfo -h -t completing -o %N 2>/dev/null)" ] && break
+    sleep 0.05
+  done
+  for n in "${NODES[@]}"; do p=$(pid_of "$dir/run/slurmd.$n.pid"); [ -n "$p" ] && pids+=("$p"); done
+  stop_pids "${pids[@]}"
+  stop_pids $(pid_of "$dir/run/slurmctld.pid")
+  stop_pids $(pid_of "$dir/munge/munged.pid")
+  rm -f "$dir/run/slurmctld.pid"
+}
+
+case "${1:-}" in
+  start) [ $# = 3 ] || die "usage: cluster.sh start DIR BUILD_DIR"; start "$(realpath -m "$2")" "$(realpath "$3")" ;;
+  stop) [ $# = 2 ] || die "usage: cluster.sh stop DIR"; stop "$(realpath -m "$2")" ;;
+  env) echo "export SLURM_CONF=$(realpath -m "$2")/etc/slurm.conf" ;;
+  *) die "usage: cluster.sh start DIR BUILD_DIR | stop DIR | env DIR" ;;
+esac

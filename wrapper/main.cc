@@ -1,0 +1,65 @@
+// preflight-run: runs the training command inside the job (man preflight-run(1)).
+// This shell parses the command line and maps the core's outcome to an exit
+// code; it never throws out of main().
+#include <cstdio>
+#include <exception>
+#include <iostream>
+
+#include "preflight/cli.h"
+#include "preflight/log.h"
+#include "preflight/supervisor.h"
+
+namespace {
+
+using namespace preflight;
+
+int Main(int argc, char** argv) {
+  CommonCli cli;
+  std::vector<std::string> command;
+  po::options_description visible(
+      "Usage: preflight-run [OPTIONS] -- COMMAND [ARGS...]\n"
+      "Run COMMAND inside the job: relay signals, return its exit code.\n\nOptions");
+  AddCommonOptions(visible, cli);
+  po::options_description hidden;
+  hidden.add_options()("command", po::value<std::vector<std::string>>(&command), "");
+  po::options_description all;
+  all.add(visible).add(hidden);
+  po::positional_options_description pos;
+  pos.add("command", -1);
+  po::variables_map vm;
+  Status s = ParseCommandLine(argc, argv, all, &pos, vm);
+  if (!s.ok()) {
+    Log(LogLevel::kError, "run", "bad command line", s.message());
+    return 2;
+  }
+  if (cli.help) { std::cout << visible << "\n"; return 0; }
+  if (cli.version) { std::cout << "preflight-run " << VersionString() << "\n"; return 0; }
+  if (command.empty()) {
+    Log(LogLevel::kError, "run", "bad command line", "no COMMAND given (preflight-run [OPTIONS] -- COMMAND ...)");
+    return 2;
+  }
+  auto cfg = LoadCliConfig(cli, "");
+  if (!cfg) {
+    Log(LogLevel::kError, "run", "site config", cfg.status().message());
+    return 2;
+  }
+  auto r = RunSupervised(command);
+  if (!r) {
+    Log(LogLevel::kError, "run", "command", r.status().message());
+    return 127;
+  }
+  return r->exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    preflight::Log(preflight::LogLevel::kError, "run", "unexpected error", e.what());
+  } catch (...) {
+    preflight::Log(preflight::LogLevel::kError, "run", "unexpected error", "unknown exception");
+  }
+  return 2;
+}
