@@ -1,0 +1,141 @@
+#include "preflight/config.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+
+namespace preflight {
+namespace {
+
+std::string WriteTemp(const std::string& text) {
+  char path[] = "/tmp/preflight-config-XXXXXX";
+  int fd = mkstemp(path);
+  close(fd);
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(Config, DefaultsWhenOptionalFileMissing) {
+  auto c = LoadConfig("/nonexistent/preflight.conf", "n1", false);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->state_dir, "/var/lib/preflight");
+  EXPECT_EQ(c->default_level, Level::kOff);
+  EXPECT_TRUE(c->source.empty());
+}
+
+TEST(Config, MissingRequiredFileIsAnError) {
+  auto c = LoadConfig("/nonexistent/preflight.conf", "n1", true);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Status::Code::kNotFound);
+  EXPECT_NE(c.status().message().find("/nonexistent/preflight.conf"), std::string::npos);
+}
+
+TEST(Config, ParsesValuesCommentsAndNodeExpansion) {
+  std::string p = WriteTemp(
+      "# site config\n"
+      "state_dir = /var/lib/pf/%n   # per node\n"
+      "\n"
+      "default_level=full\n"
+      "scratch_min_free = 2G\n"
+      "probe_timeout = 250ms\n"
+      "set_drain_reason = no\n"
+      "textfile_dir = /m/100%%\n");
+  auto c = LoadConfig(p, "gpu07", true);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->state_dir, "/var/lib/pf/gpu07");
+  EXPECT_EQ(c->default_level, Level::kFull);
+  EXPECT_EQ(c->scratch_min_free_bytes, 2ull << 30);
+  EXPECT_EQ(c->probe_timeout_ms, 250u);
+  EXPECT_FALSE(c->set_drain_reason);
+  EXPECT_EQ(c->textfile_dir, "/m/100%");
+  unlink(p.c_str());
+}
+
+struct BadCase {
+  const char* text;
+  const char* expected;  // substring of the error
+};
+
+class ConfigErrors : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(ConfigErrors, NameFileLineAndKey) {
+  std::string p = WriteTemp(GetParam().text);
+  auto c = LoadConfig(p, "n1", true);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(c.status().message().find(p + ":"), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find(GetParam().expected), std::string::npos) << c.status().message();
+  unlink(p.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Catalogue, ConfigErrors,
+    ::testing::Values(BadCase{"frobnicate = 1\n", ":1: unknown key 'frobnicate'"},
+                      BadCase{"\n\nscratch_min_free = lots\n", ":3: key 'scratch_min_free': bad size 'lots'"},
+                      BadCase{"scratch_min_free = 99999999999T\n", "too large"},
+                      BadCase{"default_level = sometimes\n", "key 'default_level': invalid level 'sometimes'"},
+                      BadCase{"default_level =\n", "empty level"},
+                      BadCase{"set_drain_reason = maybe\n", "bad boolean 'maybe'"},
+                      BadCase{"probe_timeout = 3 days\n", "bad duration '3 days'"},
+                      BadCase{"state_dir /x\n", ":1: expected 'key = value'"},
+                      BadCase{"state_dir = /a\nstate_dir = /b\n", ":2: key 'state_dir' given twice"}));
+
+TEST(PluginArgs, ConfAndOverrides) {
+  const char* argv[] = {"conf=/etc/pf.conf", "default_level=quick"};
+  auto a = ParsePluginArgs(2, const_cast<char**>(argv));
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(a->conf, "/etc/pf.conf");
+  EXPECT_TRUE(a->conf_given);
+  ASSERT_EQ(a->overrides.size(), 1u);
+}
+
+TEST(PluginArgs, UnknownKeyRefusedWithItsName) {
+  const char* argv[] = {"frob=1"};
+  auto a = ParsePluginArgs(1, const_cast<char**>(argv));
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().message(), "plugstack.conf argument 'frob=1': unknown key 'frob'");
+}
+
+TEST(PluginArgs, MalformedArgument) {
+  const char* argv[] = {"quick"};
+  auto a = ParsePluginArgs(1, const_cast<char**>(argv));
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("expected key=value"), std::string::npos);
+}
+
+TEST(PluginArgs, OverridesBeatTheFile) {
+  std::string p = WriteTemp("default_level = off\n");
+  std::string conf = "conf=" + p;
+  const char* argv[] = {conf.c_str(), "default_level=full"};
+  auto a = ParsePluginArgs(2, const_cast<char**>(argv));
+  ASSERT_TRUE(a.ok());
+  auto c = LoadPluginConfig(*a, "n1");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->default_level, Level::kFull);
+  unlink(p.c_str());
+}
+
+TEST(Parsers, SizesAndDurations) {
+  EXPECT_EQ(*ParseSize("4096"), 4096u);
+  EXPECT_EQ(*ParseSize("64K"), 65536u);
+  EXPECT_FALSE(ParseSize("1.5G").ok());
+  EXPECT_FALSE(ParseSize("").ok());
+  EXPECT_EQ(*ParseDurationMs("10"), 10000u);
+  EXPECT_EQ(*ParseDurationMs("2m"), 120000u);
+  EXPECT_FALSE(ParseDurationMs("-1s").ok());
+}
+
+TEST(Config, DumpRoundTrips) {
+  Config c;
+  c.scratch_min_free_bytes = 3ull << 20;
+  std::string p = WriteTemp(DumpConfig(c));
+  auto back = LoadConfig(p, "", true);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->scratch_min_free_bytes, 3ull << 20);
+  EXPECT_EQ(DumpConfig(*back), DumpConfig(c));
+  unlink(p.c_str());
+}
+
+}  // namespace
+}  // namespace preflight

@@ -1,0 +1,77 @@
+#include "preflight/report.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "preflight/fileutil.h"
+
+namespace preflight {
+namespace {
+
+Report Sample() {
+  Report r;
+  r.tool = "prolog";
+  r.node = "n2";
+  r.job_id = "7";
+  r.level = "quick";
+  r.checks.push_back({"scratch.free", "/scratch", "10.0M", ">= 1.0G", Verdict::kFail, "free 10.0M < 1.0G", 0.001});
+  r.checks.push_back({"gpu.count", "", "", "", Verdict::kSkip, "skipped: no NVML", 0});
+  r.checks.push_back({"ib.port", "mlx5_0 port 1", "ACTIVE", "ACTIVE", Verdict::kPass, "", 0});
+  return r;
+}
+
+TEST(Report, OverallIsWorstAndSkipIsNotFail) {
+  Report r = Sample();
+  EXPECT_EQ(r.Overall(), Verdict::kFail);
+  r.checks.erase(r.checks.begin());
+  EXPECT_EQ(r.Overall(), Verdict::kPass);
+}
+
+TEST(Report, DrainReasonNamesCheckDeviceAndFigure) {
+  EXPECT_EQ(DrainReason(Sample()), "preflight: scratch.free /scratch: free 10.0M < 1.0G");
+  Report r = Sample();
+  r.checks[0].message = std::string(300, 'x');
+  EXPECT_EQ(DrainReason(r).size(), 200u);
+}
+
+TEST(Report, JsonHasEveryField) {
+  std::string j = ReportJson(Sample());
+  for (const char* s : {"\"verdict\": \"fail\"", "\"threshold\": \">= 1.0G\"", "\"verdict\": \"skipped\"",
+                        "\"device\": \"mlx5_0 port 1\"", "\"job_id\": \"7\""})
+    EXPECT_NE(j.find(s), std::string::npos) << s;
+}
+
+TEST(Report, PrometheusTextfile) {
+  std::string p = ReportPrometheus(Sample());
+  EXPECT_NE(p.find("# TYPE preflight_check_ok gauge"), std::string::npos);
+  EXPECT_NE(p.find("preflight_check_ok{node=\"n2\",tool=\"prolog\",check=\"scratch.free\",device=\"/scratch\","
+                   "verdict=\"fail\",value=\"10.0M\",threshold=\">= 1.0G\"} 0"),
+            std::string::npos)
+      << p;
+  EXPECT_NE(p.find("preflight_run_ok{node=\"n2\",tool=\"prolog\"} 0"), std::string::npos);
+}
+
+TEST(Report, WrittenAtomicallyUnderStateDir) {
+  char tmpl[] = "/tmp/preflight-report-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  Config cfg;
+  cfg.state_dir = std::string(tmpl) + "/state";
+  cfg.textfile_dir = std::string(tmpl) + "/metrics";
+  auto path = WriteReport(cfg, Sample());
+  ASSERT_TRUE(path.ok()) << path.status().message();
+  EXPECT_EQ(*path, cfg.state_dir + "/jobs/7/n2.prolog.json");
+  EXPECT_TRUE(ReadWholeFile(cfg.textfile_dir + "/preflight_n2_prolog.prom").ok());
+  std::string cmd = std::string("rm -rf ") + tmpl;
+  ASSERT_EQ(system(cmd.c_str()), 0);
+}
+
+TEST(Report, UnwritableStateDirIsAnError) {
+  Config cfg;
+  cfg.state_dir = "/proc/preflight-cannot-exist";
+  auto path = WriteReport(cfg, Sample());
+  ASSERT_FALSE(path.ok());
+  EXPECT_NE(path.status().message().find("/proc/preflight-cannot-exist"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace preflight

@@ -1,0 +1,49 @@
+# Shared helpers for system tests; sourced. The cluster (tests/harness/
+# cluster.sh) is already up; SLURM_CONF and PREFLIGHT_* come from ctest.
+set -euo pipefail
+: "${PREFLIGHT_CLUSTER_DIR:?run through ctest}"
+C=$PREFLIGHT_CLUSTER_DIR
+B=$PREFLIGHT_BUILD_DIR
+S=$PREFLIGHT_SOURCE_DIR
+T=$(basename "$0" .sh)
+OUT=$C/out/$T
+rm -rf "$OUT"; mkdir -p "$OUT"
+failures=0
+
+note() { echo "[$T] $*"; }
+fail() { echo "[$T] FAIL: $*" >&2; failures=$((failures + 1)); }
+ok() { echo "[$T] ok: $*"; }
+check() { local what=$1; shift; if "$@"; then ok "$what"; else fail "$what"; fi; }
+contains() { grep -qE -- "$2" "$1"; }
+
+# wait_job JOBID [SECONDS]: until the job has left the queue.
+wait_job() {
+  local j=$1 limit=${2:-60} i
+  for ((i = 0; i < limit * 10; i++)); do
+    [ -z "$(squeue -h -j "$j" 2>/dev/null)" ] && return 0
+    sleep 0.1
+  done
+  echo "job $j still queued after ${limit}s: $(squeue -h -j "$j" -o '%T %r')" >&2
+  return 1
+}
+job_field() { scontrol -o show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+node_state() { sinfo -h -n "$1" -N -o '%T' | head -1; }
+node_reason() { scontrol -o show node "$1" | sed -n 's/.* Reason=\(.*\) \[.*/\1/p'; }
+
+# Put every node back to idle (tests leave the cluster as they found it).
+resume_all() {
+  local n
+  for n in n1 n2 n3; do
+    case "$(node_state $n)" in *drain*|*down*) scontrol update nodename=$n state=resume >/dev/null 2>&1 || true ;; esac
+  done
+  for _ in $(seq 1 100); do
+    [ "$(sinfo -h -o %T | sort -u)" = idle ] && return 0
+    sleep 0.1
+  done
+}
+
+finish() {
+  resume_all
+  if [ "$failures" -gt 0 ]; then echo "[$T] $failures check(s) failed"; exit 1; fi
+  echo "[$T] all checks passed"
+}
