@@ -30,6 +30,14 @@ job_field() { scontrol -o show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 node_state() { sinfo -h -n "$1" -N -o '%T' | head -1; }
 node_reason() { scontrol -o show node "$1" | sed -n 's/.* Reason=\(.*\) \[.*/\1/p'; }
 
+# wait_idle NODE...: until each node has finished its epilog (bounded).
+wait_idle() {
+  local n
+  for n in "$@"; do
+    for _ in $(seq 1 100); do [ "$(node_state "$n")" = idle ] && break; sleep 0.1; done
+  done
+}
+
 # Put every node back to idle (tests leave the cluster as they found it).
 resume_all() {
   local n

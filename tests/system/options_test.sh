@@ -13,7 +13,7 @@ check "3-node job completed" test "$(job_field "$jid" JobState)" = COMPLETED
 out=$OUT/job-$jid.out
 cat "$out"
 check "job output shows the level" contains "$out" '^level=quick$'
-check "every task sees the level" test "$(grep -c 'level quick' "$out")" = 3
+check "every task sees the level" test "$(grep -c '^task [0-2] level quick$' "$out")" = 3
 check "job output shows the prolog summary" contains "$out" 'preflight: prolog ok on n[1-3]: level quick'
 for n in n1 n2 n3; do
   f=$C/state/jobs/$jid/$n.prolog.json
