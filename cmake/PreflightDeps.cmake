@@ -51,14 +51,14 @@ if(PREFLIGHT_BUILD_TESTS)
   endif()
 endif()
 
-# Slurm's plugin directory, for install.
+# Slurm's plugin directory, relative to the install prefix so --prefix and
+# DESTDIR work: Debian's layout (lib/<triplet>/slurm-wlm) when this machine's
+# Slurm uses it, upstream's (lib/slurm) otherwise. -DPREFLIGHT_SLURM_PLUGIN_DIR= wins.
 if(NOT PREFLIGHT_SLURM_PLUGIN_DIR)
-  if(CMAKE_LIBRARY_ARCHITECTURE)
-    set(PREFLIGHT_SLURM_PLUGIN_DIR ${CMAKE_INSTALL_LIBDIR}/${CMAKE_LIBRARY_ARCHITECTURE}/slurm-wlm)
+  if(CMAKE_LIBRARY_ARCHITECTURE AND EXISTS /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/slurm-wlm)
+    set(PREFLIGHT_SLURM_PLUGIN_DIR lib/${CMAKE_LIBRARY_ARCHITECTURE}/slurm-wlm)
   else()
     set(PREFLIGHT_SLURM_PLUGIN_DIR ${CMAKE_INSTALL_LIBDIR}/slurm)
   endif()
-  if(EXISTS /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/slurm-wlm AND CMAKE_INSTALL_PREFIX STREQUAL "/usr")
-    set(PREFLIGHT_SLURM_PLUGIN_DIR /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/slurm-wlm)
-  endif()
 endif()
+message(STATUS "SPANK plugin install dir: ${PREFLIGHT_SLURM_PLUGIN_DIR}")
