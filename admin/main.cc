@@ -10,7 +10,10 @@
 
 #include "preflight/cli.h"
 #include "preflight/log.h"
+#include "preflight/job.h"
 #include "preflight/options.h"
+#include "preflight/topo.h"
+#include "preflight/topo_load.h"
 
 namespace {
 
@@ -48,6 +51,70 @@ int OptionsCmd(const std::vector<std::string>&, const CommonCli&) {
   return 0;
 }
 
+// Options of `preflight topo` (parsed with the common ones).
+struct TopoCli {
+  std::string xml;
+  std::string gpus;
+  bool json = false;
+} g_topo;
+
+// preflight topo: the GPU-NIC table and the environment a task would get.
+// Always loads hwloc afresh (never the cache): this is what an admin runs to
+// see what the node looks like now.
+int TopoCmd(const std::vector<std::string>& args, const CommonCli& cli) {
+  if (!args.empty()) {
+    Log(LogLevel::kError, "topo", "unexpected argument '" + args[0] + "'", "see preflight --help");
+    return 2;
+  }
+  std::string node = ShortHostname();
+  auto cfg = LoadCliConfig(cli, node);
+  if (!cfg) {
+    Log(LogLevel::kError, "topo", "site config", cfg.status().message());
+    return 1;
+  }
+  if (!g_topo.xml.empty()) cfg->topology_xml = g_topo.xml;
+  FsRoot fs(cfg->fsroot);
+  auto topo = LoadTopologyHwloc(cfg->topology_xml, fs);
+  if (!topo) {
+    Log(LogLevel::kError, "topo", "cannot load the topology", topo.status().message());
+    return 1;
+  }
+  auto pairing = PairGpus(*topo);
+  std::vector<int> gpus;
+  if (g_topo.gpus.empty()) {
+    for (const auto& g : topo->gpus) gpus.push_back(g.index);
+  } else {
+    auto ids = ParseIdList(g_topo.gpus);
+    if (!ids) {
+      Log(LogLevel::kError, "topo", "--gpus '" + g_topo.gpus + "'", ids.status().message());
+      return 2;
+    }
+    for (int g : *ids) {
+      bool known = false;
+      for (const auto& tg : topo->gpus) known = known || tg.index == g;
+      if (!known) {
+        Log(LogLevel::kError, "topo", "--gpus: no GPU " + std::to_string(g),
+            "this topology has " + std::to_string(topo->gpus.size()) + " GPU(s)");
+        return 2;
+      }
+    }
+    gpus = *ids;
+  }
+  EnvPlan plan = ComputeEnv(*topo, pairing, gpus, PolicyFromConfig(*cfg));
+  if (g_topo.json) {
+    std::fputs(TopologyJson(*topo, pairing, &plan).c_str(), stdout);
+    return 0;
+  }
+  std::printf("Topology: %s\n\n", topo->source.c_str());
+  std::fputs(TopologyTable(*topo, pairing).c_str(), stdout);
+  std::string which;
+  for (int g : gpus) which += (which.empty() ? "" : ",") + std::to_string(g);
+  std::printf("\nEnvironment for a task with GPU(s) %s:\n", which.empty() ? "(none)" : which.c_str());
+  std::fputs(EnvPlanText(plan).c_str(), stdout);
+  std::printf("\nLegend: PIX one PCIe switch, PXB several switches, PHB host bridge, NODE same NUMA node, SYS across NUMA nodes\n");
+  return 0;
+}
+
 struct Command {
   const char* name;
   const char* usage;
@@ -57,6 +124,7 @@ struct Command {
 const Command kCommands[] = {
     {"config", "config check|show|keys [NODE]   validate, print or list the site config", ConfigCmd},
     {"options", "options                         the job options the SPANK plugin adds", OptionsCmd},
+    {"topo", "topo [--xml F] [--gpus L] [--json] GPU-NIC table and the env a task would get", TopoCmd},
 };
 
 int Main(int argc, char** argv) {
@@ -66,6 +134,12 @@ int Main(int argc, char** argv) {
   for (const auto& c : kCommands) usage += std::string("  ") + c.usage + "\n";
   po::options_description visible(usage + "\nOptions");
   AddCommonOptions(visible, cli);
+  po::options_description topo_opts("Options of 'preflight topo'");
+  topo_opts.add_options()
+      ("xml", po::value<std::string>(&g_topo.xml)->value_name("FILE"), "hwloc XML to load instead of topology_xml / probing")
+      ("gpus", po::value<std::string>(&g_topo.gpus)->value_name("LIST"), "GPU indexes a task would get, e.g. 0,1 (default all)")
+      ("json", po::bool_switch(&g_topo.json), "print JSON instead of the table");
+  visible.add(topo_opts);
   po::options_description hidden;
   hidden.add_options()("words", po::value<std::vector<std::string>>(&words), "");
   po::options_description all;

@@ -33,6 +33,13 @@ struct Config {
   std::string fsroot = "/";
   // hwloc XML to load instead of probing the machine (empty: probe).
   std::string topology_xml;
+  // Topology-aware NCCL/RDMA environment per task (--preflight-env).
+  bool topo_env = true;
+  // Export NCCL_IB_GID_INDEX when every paired port is RoCE with a validated
+  // RoCE v2 GID.
+  bool nccl_gid_index = true;
+  // NCCL_TOPO_FILE to set for tasks (VMs whose PCI tree is virtual); empty: never set.
+  std::string nccl_topo_file;
 
   // Node-local scratch (NVMe) check; empty scratch_dir skips it.
   std::string scratch_dir;

@@ -1,0 +1,151 @@
+// GPU-NIC topology and the NCCL/RDMA environment derived from it.
+//
+// Two halves:
+//  * Pure functions over the plain `Topology` struct (this header): the PCIe
+//    distance class of a GPU-NIC pair, the pairing of every GPU with its
+//    closest NIC(s), and the environment for the GPUs a task got. No hwloc,
+//    no file access: unit tests build a Topology by hand.
+//  * Loaders (topo_load.h): hwloc (XML or probe) plus sysfs through FsRoot
+//    into a Topology, and the per-node cache that tasks read instead.
+//
+// Distance classes are NCCL's and `nvidia-smi topo -m`'s names:
+//   PIX  through at most one PCIe switch (both below the same switch)
+//   PXB  through several PCIe switches, without a host bridge
+//   PHB  through a PCIe host bridge (same root complex)
+//   NODE between host bridges within one NUMA node
+//   SYS  across the SMP interconnect between NUMA nodes (same package or not;
+//        the pairing prefers the same package, nvidia-smi does not tell)
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "preflight/status.h"
+
+namespace preflight {
+
+enum class PathClass { kPIX = 0, kPXB = 1, kPHB = 2, kNODE = 3, kSYS = 4 };
+const char* PathClassName(PathClass c);
+
+struct TopoPort {
+  int num = 1;
+  std::string state;       // "ACTIVE", "DOWN", "INIT", ...; "" when unknown
+  std::string link_layer;  // "InfiniBand", "Ethernet" (RoCE), "" when unknown
+  std::string rate;        // as sysfs prints it, e.g. "200 Gb/sec (4X HDR)"
+  // Lowest GID index validated as RoCE v2 with an IPv4-mapped address; -1 if
+  // none (or not RoCE). Only a validated index is ever exported.
+  int gid_index = -1;
+  // Usable for traffic: ACTIVE, or state unknown (no sysfs, no hwloc attr).
+  bool usable() const { return state == "ACTIVE" || state.empty(); }
+};
+
+struct TopoNic {
+  std::string name;   // RDMA device: mlx5_0, rdmap16s27
+  std::string kind;   // "ib" (verbs HCA: IB or RoCE) or "efa"
+  std::string busid;  // PCI function, "0000:4d:00.0"
+  int numa = -1;      // OS index of the closest NUMA node, -1 unknown
+  int package = -1;   // OS index of the package, -1 unknown
+  // PCIe path from the top: path[0] names the host bridge, each further entry
+  // a PCIe switch (its upstream port). Root ports and switch downstream ports
+  // are folded into their host bridge / switch, as NCCL and nvidia-smi do.
+  std::vector<std::string> path;
+  std::vector<std::string> netdevs;     // netdevs on the same PCI function
+  std::vector<std::string> netdevs_up;  // those with operstate "up"
+  std::vector<TopoPort> ports;
+  bool usable() const;  // some port usable
+};
+
+struct TopoGpu {
+  // The index Slurm's GRES, SLURM_STEP_GPUS and /dev/nvidiaN use: the device
+  // minor when known (/proc/driver/nvidia), else the NVML index, else the
+  // position in PCI bus order.
+  int index = -1;
+  std::string busid;
+  std::string osdev;  // "nvml0", "cuda0", "card0" or "" (matched by PCI only)
+  int numa = -1;
+  int package = -1;
+  std::vector<std::string> path;  // as TopoNic::path
+};
+
+struct Topology {
+  std::vector<TopoGpu> gpus;  // sorted by index
+  std::vector<TopoNic> nics;  // sorted by name (natural order: mlx5_2 < mlx5_10)
+  std::string source;         // "xml:/path", "probe", "cache:/path" (for reports)
+};
+
+// The distance between a GPU and a NIC, with the refinements used to rank
+// NICs of the same class.
+struct PairDistance {
+  PathClass cls = PathClass::kSYS;
+  int switches = 0;           // PCIe switches traversed (PIX 1, PXB >= 2)
+  bool same_package = false;  // only meaningful for SYS
+  // Total order: lower is closer.
+  bool operator<(const PairDistance& o) const;
+  bool operator==(const PairDistance& o) const;
+};
+PairDistance Distance(const TopoGpu& gpu, const TopoNic& nic);
+
+struct GpuPairing {
+  int gpu = -1;                    // TopoGpu::index
+  std::vector<std::string> nics;   // paired NIC names, closest first; empty: no usable NIC
+  PathClass cls = PathClass::kSYS; // class of the first paired NIC
+};
+
+// Pair every GPU with its closest usable NIC(s). Deterministic:
+//  1. each GPU's candidates are the usable NICs at its minimal distance;
+//  2. GPUs are served in order (distance, candidate count, index), each taking
+//     the candidate used by the fewest GPUs so far (ties: NIC name order), so
+//     GPUs sharing a switch spread over its NICs;
+//  3. candidates no GPU took go, in name order, to the candidate GPU that has
+//     the fewest NICs (ties: lowest index): a GPU next to a dual-port pair of
+//     functions gets both.
+std::vector<GpuPairing> PairGpus(const Topology& topo);
+
+// What the site lets the environment contain (from Config).
+struct EnvPolicy {
+  bool gid_index = true;        // export a validated RoCE GID index
+  std::string nccl_topo_file;   // set NCCL_TOPO_FILE to this when non-empty
+  bool nccl_topo_file_exists = false;  // caller checked the file exists
+};
+
+struct EnvVar {
+  std::string name;
+  std::string value;
+};
+
+// The environment for a task's GPUs, and why the other variables were left
+// out. Only NCCL/UCX system-configuration variables: never NCCL_DEBUG*.
+struct EnvPlan {
+  std::vector<int> gpus;                                   // the task's GPUs
+  std::vector<std::pair<int, std::string>> gpu_nics;       // per GPU: "mlx5_0 PIX"
+  std::vector<EnvVar> vars;                                // to set, in order
+  std::vector<std::pair<std::string, std::string>> unset;  // name -> why not set
+};
+
+// `gpus` are TopoGpu indexes; unknown ones are reported in `unset` reasons.
+EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing,
+                   const std::vector<int>& gpus, const EnvPolicy& policy);
+
+// Names ComputeEnv may set (for --preflight-env=show and the docs).
+const std::vector<std::string>& EnvVarNames();
+
+// The GPUs a task got, in Slurm's global numbering, from its environment:
+// SLURM_STEP_GPUS (step), else SLURM_JOB_GPUS (batch step); narrowed by a
+// shorter CUDA_VISIBLE_DEVICES (--gpu-bind): its entries are global ids when
+// all of them are in the step's set, else positions into it (ConstrainDevices
+// renumbers from 0). Without Slurm's variables, a numeric CUDA_VISIBLE_DEVICES.
+// Empty when the task has no GPU.
+Expected<std::vector<int>> TaskGpus(const std::string& step_gpus, const std::string& job_gpus,
+                                    const std::string& cuda_visible);
+
+// Natural order for device names: "mlx5_2" < "mlx5_10".
+bool NaturalLess(const std::string& a, const std::string& b);
+
+// Human table (GPU x NIC distance classes, pairing) and JSON of a topology
+// plus, when `plan` is given, the environment.
+std::string TopologyTable(const Topology& topo, const std::vector<GpuPairing>& pairing);
+std::string EnvPlanText(const EnvPlan& plan);
+std::string TopologyJson(const Topology& topo, const std::vector<GpuPairing>& pairing, const EnvPlan* plan);
+
+}  // namespace preflight

@@ -1,0 +1,57 @@
+// Building a Topology from the machine, and the per-node cache tasks read.
+//
+// hwloc is loaded once per node (prolog, or the first task after a reboot or
+// config change); every task then reads the small text cache and computes
+// its environment from it (well under a millisecond; see bench/topo_env.sh).
+//
+// Which source is real and which is a seam:
+//  * hwloc: the real library; in tests it loads a captured real machine's XML
+//    (`topology_xml`), in production it probes (only with fsroot "/": hwloc's
+//    own probe cannot be pointed at a fixture root).
+//  * sysfs/procfs (port state, link layer, rate, RoCE GIDs, netdev operstate,
+//    GPU device minors): always through FsRoot, so fixture trees stand in.
+//    Where a fixture has no /sys/class/infiniband/<dev>, the port state falls
+//    back to the OpenFabrics attributes hwloc recorded (Port<N>State).
+#pragma once
+
+#include <string>
+
+#include "preflight/config.h"
+#include "preflight/fsroot.h"
+#include "preflight/topo.h"
+
+namespace preflight {
+
+// hwloc (XML file when `xml` is non-empty, else probe) plus FsRoot state.
+// Errors name the XML file, or say why probing is refused.
+Expected<Topology> LoadTopologyHwloc(const std::string& xml, const FsRoot& fs);
+
+// Re-read the volatile part (port state/link layer/rate/GIDs, netdev
+// operstate, GPU minors) from FsRoot into `topo`. Missing files leave what
+// hwloc said.
+void RefreshSysfsState(Topology& topo, const FsRoot& fs);
+
+// What makes a cached topology stale: boot id, hwloc runtime version, the
+// XML file (path, size, mtime), the fsroot, and the cache format version.
+std::string TopoCacheKey(const Config& cfg, const FsRoot& fs);
+std::string TopoCachePath(const Config& cfg, const std::string& node);
+
+// Cache text: one record per line, tab-separated (format in topo_load.cc).
+std::string SerializeTopology(const Topology& topo, const std::string& key);
+// Parse a cache; NotFound when its key differs from `key` (stale), an
+// InvalidArgument naming the line when it is malformed.
+Expected<Topology> ParseTopologyCache(const std::string& text, const std::string& key, const std::string& where);
+
+struct TopoLoadOptions {
+  bool write_cache = true;    // write/refresh the cache file (root only)
+  bool refresh_sysfs = false; // on a cache hit, re-read port/netdev state
+};
+
+// The topology for this node: the cache when fresh, else hwloc (then the
+// cache is written when `write_cache`). *from_cache says which happened.
+Expected<Topology> LoadTopologyCached(const Config& cfg, const std::string& node, const TopoLoadOptions& opts,
+                                      bool* from_cache = nullptr);
+
+EnvPolicy PolicyFromConfig(const Config& cfg);
+
+}  // namespace preflight

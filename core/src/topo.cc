@@ -1,0 +1,442 @@
+// Pure topology logic: distance classes, pairing, environment (see topo.h).
+#include "preflight/topo.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "preflight/job.h"
+#include "preflight/json.h"
+
+namespace preflight {
+
+const char* PathClassName(PathClass c) {
+  switch (c) {
+    case PathClass::kPIX: return "PIX";
+    case PathClass::kPXB: return "PXB";
+    case PathClass::kPHB: return "PHB";
+    case PathClass::kNODE: return "NODE";
+    case PathClass::kSYS: return "SYS";
+  }
+  return "SYS";
+}
+
+bool TopoNic::usable() const {
+  for (const auto& p : ports)
+    if (p.usable()) return true;
+  return false;
+}
+
+bool NaturalLess(const std::string& a, const std::string& b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (std::isdigit(static_cast<unsigned char>(a[i])) && std::isdigit(static_cast<unsigned char>(b[j]))) {
+      size_t ie = i, je = j;
+      while (ie < a.size() && std::isdigit(static_cast<unsigned char>(a[ie]))) ++ie;
+      while (je < b.size() && std::isdigit(static_cast<unsigned char>(b[je]))) ++je;
+      std::string na = a.substr(i, ie - i), nb = b.substr(j, je - j);
+      na.erase(0, std::min(na.find_first_not_of('0'), na.size()));
+      nb.erase(0, std::min(nb.find_first_not_of('0'), nb.size()));
+      if (na.size() != nb.size()) return na.size() < nb.size();
+      if (na != nb) return na < nb;
+      i = ie;
+      j = je;
+      continue;
+    }
+    if (a[i] != b[j]) return a[i] < b[j];
+    ++i;
+    ++j;
+  }
+  return a.size() - i < b.size() - j;
+}
+
+bool PairDistance::operator<(const PairDistance& o) const {
+  if (cls != o.cls) return cls < o.cls;
+  if (cls == PathClass::kSYS && same_package != o.same_package) return same_package;
+  return switches < o.switches;
+}
+
+bool PairDistance::operator==(const PairDistance& o) const { return !(*this < o) && !(o < *this); }
+
+PairDistance Distance(const TopoGpu& gpu, const TopoNic& nic) {
+  PairDistance d;
+  size_t common = 0;
+  while (common < gpu.path.size() && common < nic.path.size() && gpu.path[common] == nic.path[common]) ++common;
+  if (common == 0) {
+    // Different host bridges: the CPU side decides. Unknown NUMA never counts
+    // as "same".
+    d.same_package = gpu.package >= 0 && gpu.package == nic.package;
+    d.cls = gpu.numa >= 0 && gpu.numa == nic.numa ? PathClass::kNODE : PathClass::kSYS;
+    return d;
+  }
+  if (common == 1) {
+    d.cls = PathClass::kPHB;
+    d.same_package = true;
+    return d;
+  }
+  // Below a common switch: that switch plus every switch on either side of it.
+  d.switches = static_cast<int>((gpu.path.size() - common) + (nic.path.size() - common) + 1);
+  d.cls = d.switches == 1 ? PathClass::kPIX : PathClass::kPXB;
+  d.same_package = true;
+  return d;
+}
+
+std::vector<GpuPairing> PairGpus(const Topology& topo) {
+  struct Work {
+    size_t g;                       // position in topo.gpus
+    PairDistance best;
+    std::vector<size_t> candidates; // positions in topo.nics, name order
+  };
+  std::vector<Work> work;
+  for (size_t g = 0; g < topo.gpus.size(); ++g) {
+    Work w{g, {}, {}};
+    bool any = false;
+    for (size_t n = 0; n < topo.nics.size(); ++n) {
+      if (!topo.nics[n].usable()) continue;
+      PairDistance d = Distance(topo.gpus[g], topo.nics[n]);
+      if (!any || d < w.best) {
+        w.best = d;
+        w.candidates.clear();
+        any = true;
+      }
+      if (d == w.best) w.candidates.push_back(n);
+    }
+    std::sort(w.candidates.begin(), w.candidates.end(),
+              [&](size_t a, size_t b) { return NaturalLess(topo.nics[a].name, topo.nics[b].name); });
+    work.push_back(std::move(w));
+  }
+
+  std::vector<Work*> order;
+  for (auto& w : work) order.push_back(&w);
+  std::stable_sort(order.begin(), order.end(), [&](const Work* a, const Work* b) {
+    if (a->candidates.empty() != b->candidates.empty()) return !a->candidates.empty();
+    if (!(a->best == b->best)) return a->best < b->best;
+    if (a->candidates.size() != b->candidates.size()) return a->candidates.size() < b->candidates.size();
+    return topo.gpus[a->g].index < topo.gpus[b->g].index;
+  });
+
+  std::vector<int> load(topo.nics.size(), 0);
+  std::vector<std::vector<size_t>> chosen(topo.gpus.size());
+  for (Work* w : order) {
+    if (w->candidates.empty()) continue;
+    size_t pick = w->candidates[0];
+    for (size_t n : w->candidates)
+      if (load[n] < load[pick]) pick = n;  // candidates are in name order: first minimum wins
+    chosen[w->g].push_back(pick);
+    ++load[pick];
+  }
+  // Leftover candidates: a NIC nobody took goes to the closest GPU that has it
+  // as a candidate and the fewest NICs so far.
+  std::vector<size_t> nic_order;
+  for (size_t n = 0; n < topo.nics.size(); ++n) nic_order.push_back(n);
+  std::sort(nic_order.begin(), nic_order.end(),
+            [&](size_t a, size_t b) { return NaturalLess(topo.nics[a].name, topo.nics[b].name); });
+  for (size_t n : nic_order) {
+    if (load[n] != 0) continue;
+    Work* best = nullptr;
+    for (Work* w : order) {
+      if (std::find(w->candidates.begin(), w->candidates.end(), n) == w->candidates.end()) continue;
+      if (best == nullptr || chosen[w->g].size() < chosen[best->g].size() ||
+          (chosen[w->g].size() == chosen[best->g].size() && topo.gpus[w->g].index < topo.gpus[best->g].index))
+        best = w;
+    }
+    if (best == nullptr) continue;
+    chosen[best->g].push_back(n);
+    ++load[n];
+  }
+
+  std::vector<GpuPairing> out;
+  for (const auto& w : work) {
+    GpuPairing p;
+    p.gpu = topo.gpus[w.g].index;
+    p.cls = w.best.cls;
+    auto& c = chosen[w.g];
+    std::sort(c.begin(), c.end(), [&](size_t a, size_t b) { return NaturalLess(topo.nics[a].name, topo.nics[b].name); });
+    for (size_t n : c) p.nics.push_back(topo.nics[n].name);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+const std::vector<std::string>& EnvVarNames() {
+  static const std::vector<std::string> kNames = {"NCCL_IB_HCA",        "NCCL_SOCKET_IFNAME", "UCX_NET_DEVICES",
+                                                  "NCCL_NET_GDR_LEVEL", "NCCL_IB_GID_INDEX",  "NCCL_TOPO_FILE"};
+  return kNames;
+}
+
+namespace {
+
+std::string Join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+  return out;
+}
+
+const TopoNic* FindNic(const Topology& t, const std::string& name) {
+  for (const auto& n : t.nics)
+    if (n.name == name) return &n;
+  return nullptr;
+}
+
+const TopoGpu* FindGpu(const Topology& t, int index) {
+  for (const auto& g : t.gpus)
+    if (g.index == index) return &g;
+  return nullptr;
+}
+
+}  // namespace
+
+EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing, const std::vector<int>& gpus,
+                   const EnvPolicy& policy) {
+  EnvPlan plan;
+  plan.gpus = gpus;
+  auto unset_all = [&](const std::string& why) {
+    for (const auto& n : EnvVarNames()) plan.unset.push_back({n, why});
+  };
+  if (gpus.empty()) {
+    unset_all("task has no GPU");
+    return plan;
+  }
+
+  std::vector<const TopoNic*> nics;
+  std::vector<std::string> unknown;
+  PathClass worst = PathClass::kPIX;
+  for (int g : gpus) {
+    const GpuPairing* p = nullptr;
+    for (const auto& q : pairing)
+      if (q.gpu == g) p = &q;
+    if (p == nullptr || FindGpu(topo, g) == nullptr) {
+      unknown.push_back(std::to_string(g));
+      continue;
+    }
+    if (p->nics.empty()) {
+      plan.gpu_nics.push_back({g, "none"});
+      continue;
+    }
+    std::string desc;
+    for (const auto& name : p->nics) {
+      const TopoNic* n = FindNic(topo, name);
+      if (n == nullptr) continue;
+      if (std::find(nics.begin(), nics.end(), n) == nics.end()) nics.push_back(n);
+      desc += (desc.empty() ? "" : ",") + name;
+    }
+    plan.gpu_nics.push_back({g, desc + " " + PathClassName(p->cls)});
+    if (p->cls > worst) worst = p->cls;
+  }
+  if (!unknown.empty() && nics.empty()) {
+    unset_all("GPU " + Join(unknown, ",") + " not in the node's topology");
+    return plan;
+  }
+  if (nics.empty()) {
+    unset_all("no usable RDMA NIC for GPU " + [&] {
+      std::vector<std::string> s;
+      for (int g : gpus) s.push_back(std::to_string(g));
+      return Join(s, ",");
+    }());
+    return plan;
+  }
+
+  std::vector<std::string> hca, ifnames;
+  std::vector<const TopoPort*> ports;
+  bool efa = false;
+  for (const TopoNic* n : nics) {
+    if (n->kind == "efa") {
+      efa = true;
+      continue;
+    }
+    for (const auto& p : n->ports) {
+      if (!p.usable()) continue;
+      hca.push_back(n->name + ":" + std::to_string(p.num));
+      ports.push_back(&p);
+    }
+    for (const auto& i : n->netdevs_up)
+      if (std::find(ifnames.begin(), ifnames.end(), i) == ifnames.end()) ifnames.push_back(i);
+  }
+
+  if (!hca.empty()) {
+    // "=" asks NCCL for exact names: without it "mlx5_1" also matches mlx5_10.
+    plan.vars.push_back({"NCCL_IB_HCA", "=" + Join(hca, ",")});
+  } else {
+    plan.unset.push_back({"NCCL_IB_HCA", efa ? "EFA: aws-ofi-nccl pairs GPUs and EFA devices itself"
+                                             : "no usable port on the paired NICs"});
+  }
+  if (!ifnames.empty())
+    plan.vars.push_back({"NCCL_SOCKET_IFNAME", "=" + Join(ifnames, ",")});
+  else
+    plan.unset.push_back({"NCCL_SOCKET_IFNAME", "no netdev with operstate up on the paired NICs"});
+  if (!hca.empty())
+    plan.vars.push_back({"UCX_NET_DEVICES", Join(hca, ",")});
+  else
+    plan.unset.push_back({"UCX_NET_DEVICES", efa ? "EFA: left to UCX" : "no usable port on the paired NICs"});
+
+  // NCCL's default GDR level is PXB: GPUDirect RDMA is already on for PIX and
+  // PXB pairs. A pair behind one host bridge (VMs, NVLink-to-CPU hosts) needs
+  // PHB to get it; beyond the host bridge it would cross the CPU
+  // interconnect, where NCCL's choice (off) is the right one.
+  if (worst == PathClass::kPHB)
+    plan.vars.push_back({"NCCL_NET_GDR_LEVEL", "PHB"});
+  else
+    plan.unset.push_back({"NCCL_NET_GDR_LEVEL", std::string("distance ") + PathClassName(worst) +
+                                                   (worst <= PathClass::kPXB ? ": NCCL's default already uses GPUDirect RDMA"
+                                                                             : ": GPUDirect RDMA would cross the CPU; NCCL's default")});
+
+  // NCCL_IB_GID_INDEX: only when every port is RoCE and all agree on one
+  // validated RoCE v2 index; otherwise NCCL's own choice stands.
+  std::string gid_why;
+  int gid = -2;
+  if (!policy.gid_index) gid_why = "disabled by site config (nccl_gid_index)";
+  for (const TopoPort* p : ports) {
+    if (!gid_why.empty()) break;
+    if (p->link_layer != "Ethernet") {
+      gid_why = p->link_layer.empty() ? "link layer unknown" : p->link_layer + " link layer needs no GID index";
+    } else if (p->gid_index < 0) {
+      gid_why = "no validated RoCE v2 GID";
+    } else if (gid != -2 && gid != p->gid_index) {
+      gid_why = "RoCE v2 GID index differs between ports";
+    } else {
+      gid = p->gid_index;
+    }
+  }
+  if (ports.empty() && gid_why.empty()) gid_why = "no verbs port";
+  if (gid_why.empty())
+    plan.vars.push_back({"NCCL_IB_GID_INDEX", std::to_string(gid)});
+  else
+    plan.unset.push_back({"NCCL_IB_GID_INDEX", gid_why});
+
+  if (policy.nccl_topo_file.empty())
+    plan.unset.push_back({"NCCL_TOPO_FILE", "the site config does not ask for it (nccl_topo_file)"});
+  else if (!policy.nccl_topo_file_exists)
+    plan.unset.push_back({"NCCL_TOPO_FILE", "site file " + policy.nccl_topo_file + " missing"});
+  else
+    plan.vars.push_back({"NCCL_TOPO_FILE", policy.nccl_topo_file});
+  return plan;
+}
+
+Expected<std::vector<int>> TaskGpus(const std::string& step_gpus, const std::string& job_gpus,
+                                    const std::string& cuda_visible) {
+  std::string base_text = !step_gpus.empty() ? step_gpus : job_gpus;
+  const char* base_name = !step_gpus.empty() ? "SLURM_STEP_GPUS" : "SLURM_JOB_GPUS";
+  auto cvd = cuda_visible.empty() ? Expected<std::vector<int>>(std::vector<int>{}) : ParseIdList(cuda_visible);
+  if (base_text.empty()) {
+    // No Slurm GPU variables: trust CUDA_VISIBLE_DEVICES only if numeric
+    // (UUIDs and MIG names cannot be placed without NVML).
+    if (!cvd) return Status::InvalidArgument("CUDA_VISIBLE_DEVICES='" + cuda_visible + "': " + cvd.status().message());
+    return *cvd;
+  }
+  auto base = ParseIdList(base_text);
+  if (!base) return Status::InvalidArgument(std::string(base_name) + "='" + base_text + "': " + base.status().message());
+  if (!cvd || cvd->empty() || cvd->size() >= base->size()) return *base;
+  bool global = true;
+  for (int c : *cvd)
+    if (std::find(base->begin(), base->end(), c) == base->end()) global = false;
+  if (global) return *cvd;
+  std::vector<int> out;
+  for (int c : *cvd) {
+    if (c < 0 || static_cast<size_t>(c) >= base->size())
+      return Status::InvalidArgument("CUDA_VISIBLE_DEVICES='" + cuda_visible + "': entry " + std::to_string(c) +
+                                     " is outside " + base_name + "='" + base_text + "'");
+    out.push_back((*base)[static_cast<size_t>(c)]);
+  }
+  return out;
+}
+
+std::string TopologyTable(const Topology& topo, const std::vector<GpuPairing>& pairing) {
+  std::ostringstream o;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%-8s", "");
+  o << buf;
+  for (const auto& n : topo.nics) {
+    std::snprintf(buf, sizeof buf, "%-12s", n.name.c_str());
+    o << buf;
+  }
+  o << "NUMA  NIC(s)\n";
+  for (const auto& g : topo.gpus) {
+    std::snprintf(buf, sizeof buf, "GPU%-5d", g.index);
+    o << buf;
+    for (const auto& n : topo.nics) {
+      std::snprintf(buf, sizeof buf, "%-12s", PathClassName(Distance(g, n).cls));
+      o << buf;
+    }
+    std::string paired = "-";
+    for (const auto& p : pairing)
+      if (p.gpu == g.index && !p.nics.empty()) paired = Join(p.nics, ",") + " (" + PathClassName(p.cls) + ")";
+    std::snprintf(buf, sizeof buf, "%-6s", g.numa >= 0 ? std::to_string(g.numa).c_str() : "-");
+    o << buf << paired << "\n";
+  }
+  o << "\nGPUs:\n";
+  for (const auto& g : topo.gpus)
+    o << "  GPU" << g.index << "  " << g.busid << "  " << (g.osdev.empty() ? "-" : g.osdev) << "  NUMA "
+      << g.numa << "  package " << g.package << "\n";
+  o << "NICs:\n";
+  for (const auto& n : topo.nics) {
+    o << "  " << n.name << "  " << n.kind << "  " << n.busid << "  NUMA " << n.numa << "  netdev "
+      << (n.netdevs.empty() ? "-" : Join(n.netdevs, ",")) << "\n";
+    for (const auto& p : n.ports)
+      o << "    port " << p.num << "  " << (p.state.empty() ? "state unknown" : p.state) << "  "
+        << (p.link_layer.empty() ? "-" : p.link_layer) << "  " << (p.rate.empty() ? "-" : p.rate)
+        << (p.gid_index >= 0 ? "  RoCE v2 GID " + std::to_string(p.gid_index) : "") << "\n";
+  }
+  if (topo.gpus.empty()) o << "  (no NVIDIA GPU found)\n";
+  if (topo.nics.empty()) o << "  (no RDMA NIC found)\n";
+  return o.str();
+}
+
+std::string EnvPlanText(const EnvPlan& plan) {
+  std::ostringstream o;
+  for (const auto& v : plan.vars) o << "  set   " << v.name << "=" << v.value << "\n";
+  for (const auto& u : plan.unset) o << "  not set " << u.first << "  (" << u.second << ")\n";
+  return o.str();
+}
+
+std::string TopologyJson(const Topology& topo, const std::vector<GpuPairing>& pairing, const EnvPlan* plan) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Field("source", topo.source);
+  w.Key("gpus").BeginArray();
+  for (const auto& g : topo.gpus) {
+    w.BeginObject().Field("index", g.index).Field("busid", g.busid).Field("osdev", g.osdev);
+    w.Field("numa", g.numa).Field("package", g.package);
+    w.Key("nics").BeginArray();
+    for (const auto& p : pairing)
+      if (p.gpu == g.index)
+        for (const auto& n : p.nics) w.String(n);
+    w.EndArray();
+    w.Key("distance").BeginObject();
+    for (const auto& n : topo.nics) w.Field(n.name, PathClassName(Distance(g, n).cls));
+    w.EndObject().EndObject();
+  }
+  w.EndArray();
+  w.Key("nics").BeginArray();
+  for (const auto& n : topo.nics) {
+    w.BeginObject().Field("name", n.name).Field("kind", n.kind).Field("busid", n.busid).Field("numa", n.numa);
+    w.Key("netdevs").BeginArray();
+    for (const auto& d : n.netdevs) w.String(d);
+    w.EndArray();
+    w.Key("ports").BeginArray();
+    for (const auto& p : n.ports) {
+      w.BeginObject().Field("port", p.num).Field("state", p.state).Field("link_layer", p.link_layer);
+      w.Field("rate", p.rate).Field("gid_index", p.gid_index).EndObject();
+    }
+    w.EndArray().EndObject();
+  }
+  w.EndArray();
+  if (plan != nullptr) {
+    w.Key("env").BeginObject();
+    w.Key("gpus").BeginArray();
+    for (int g : plan->gpus) w.Int(g);
+    w.EndArray();
+    w.Key("set").BeginObject();
+    for (const auto& v : plan->vars) w.Field(v.name, v.value);
+    w.EndObject();
+    w.Key("unset").BeginObject();
+    for (const auto& u : plan->unset) w.Field(u.first, u.second);
+    w.EndObject().EndObject();
+  }
+  w.EndObject();
+  return w.str() + "\n";
+}
+
+}  // namespace preflight

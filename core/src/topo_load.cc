@@ -1,0 +1,454 @@
+// hwloc + sysfs -> Topology, and the per-node cache (see topo_load.h).
+#include "preflight/topo_load.h"
+
+#include <hwloc.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <sstream>
+
+#include "preflight/fileutil.h"
+
+namespace preflight {
+
+namespace {
+
+// Cache format version: bump when the text layout or the meaning of a field
+// changes, so old caches are rebuilt instead of misread.
+constexpr const char* kCacheMagic = "preflight-topo-cache 1";
+
+std::string Hex(unsigned v, int width) {
+  char b[16];
+  std::snprintf(b, sizeof b, "%0*x", width, v);
+  return b;
+}
+
+std::string BusId(hwloc_obj_t o) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%04x:%02x:%02x.%x", o->attr->pcidev.domain, o->attr->pcidev.bus, o->attr->pcidev.dev,
+                o->attr->pcidev.func);
+  return b;
+}
+
+// Collapsed PCIe path (topo.h): host bridge, then one entry per switch.
+// hwloc shows a switch as an upstream-port bridge whose children are its
+// downstream-port bridges; below a host bridge the first PCI bridge is a root
+// port. So from the top: [host] root, up, down, up, down, ... and only the
+// host bridge and the upstream ports name a hop.
+std::vector<std::string> PciPath(hwloc_obj_t dev) {
+  std::vector<hwloc_obj_t> bridges;
+  for (hwloc_obj_t o = dev->parent; o != nullptr && o->type == HWLOC_OBJ_BRIDGE; o = o->parent) bridges.push_back(o);
+  std::reverse(bridges.begin(), bridges.end());
+  std::vector<std::string> path;
+  size_t first = 0;
+  if (!bridges.empty() && bridges[0]->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST) {
+    const auto& d = bridges[0]->attr->bridge.downstream.pci;
+    path.push_back("hb:" + Hex(d.domain, 4) + ":[" + Hex(d.secondary_bus, 2) + "-" + Hex(d.subordinate_bus, 2) + "]");
+    first = 1;
+  } else if (!bridges.empty()) {
+    path.push_back("pci:" + BusId(bridges[0]));  // no host bridge object: the top bridge stands for it
+    first = 1;
+  }
+  for (size_t i = first; i < bridges.size(); ++i) {
+    size_t k = i - first;  // 0 root port, odd upstream port, even downstream port
+    if (k % 2 == 1) path.push_back(BusId(bridges[i]));
+  }
+  return path;
+}
+
+void Locality(hwloc_topology_t t, hwloc_obj_t dev, int* numa, int* package) {
+  *numa = -1;
+  *package = -1;
+  hwloc_obj_t nonio = hwloc_get_non_io_ancestor_obj(t, dev);
+  if (nonio == nullptr) return;
+  if (nonio->nodeset != nullptr && !hwloc_bitmap_iszero(nonio->nodeset)) *numa = hwloc_bitmap_first(nonio->nodeset);
+  hwloc_obj_t pkg = hwloc_get_ancestor_obj_by_type(t, HWLOC_OBJ_PACKAGE, nonio);
+  if (pkg == nullptr && nonio->type == HWLOC_OBJ_PACKAGE) pkg = nonio;
+  if (pkg == nullptr && nonio->cpuset != nullptr) {
+    for (hwloc_obj_t p = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_PACKAGE, nullptr); p != nullptr;
+         p = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_PACKAGE, p))
+      if (hwloc_bitmap_isincluded(nonio->cpuset, p->cpuset)) pkg = p;
+  }
+  if (pkg != nullptr) *package = static_cast<int>(pkg->os_index);
+}
+
+hwloc_obj_t PciParent(hwloc_obj_t o) {
+  for (hwloc_obj_t p = o->parent; p != nullptr; p = p->parent)
+    if (p->type == HWLOC_OBJ_PCI_DEVICE) return p;
+  return nullptr;
+}
+
+std::string PortStateName(const std::string& num) {
+  // ib_port_state numbering, as in sysfs "4: ACTIVE".
+  static const char* kNames[] = {"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"};
+  char* end = nullptr;
+  long v = std::strtol(num.c_str(), &end, 10);
+  if (end == num.c_str() || v < 0 || v > 5) return "";
+  return kNames[v];
+}
+
+int TrailingNumber(const std::string& s, const char* prefix) {
+  size_t n = std::strlen(prefix);
+  if (s.compare(0, n, prefix) != 0 || s.size() == n) return -1;
+  for (size_t i = n; i < s.size(); ++i)
+    if (s[i] < '0' || s[i] > '9') return -1;
+  return std::atoi(s.c_str() + n);
+}
+
+}  // namespace
+
+Expected<Topology> LoadTopologyHwloc(const std::string& xml, const FsRoot& fs) {
+  if (xml.empty() && !fs.is_real())
+    return Status::Unavailable("fsroot is " + fs.root() + " but topology_xml is empty: hwloc cannot probe a fixture root");
+  hwloc_topology_t t;
+  if (hwloc_topology_init(&t) < 0) return Status::FromErrno(errno, "hwloc_topology_init");
+  struct Guard {
+    hwloc_topology_t t;
+    ~Guard() { hwloc_topology_destroy(t); }
+  } guard{t};
+  // Without KEEP_ALL hwloc drops PCI and OS devices: no GPUs, no HCAs.
+  hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_ALL);
+  if (!xml.empty()) {
+    struct stat st;
+    if (::stat(xml.c_str(), &st) != 0) return Status::FromErrno(errno, "topology_xml " + xml);
+    if (hwloc_topology_set_xml(t, xml.c_str()) < 0) return Status::FromErrno(errno, "hwloc cannot use XML " + xml);
+  }
+  if (hwloc_topology_load(t) < 0)
+    return Status::FromErrno(errno, xml.empty() ? std::string("hwloc probe") : "hwloc cannot load XML " + xml);
+
+  Topology topo;
+  topo.source = xml.empty() ? "probe" : "xml:" + xml;
+  std::map<hwloc_obj_t, size_t> gpu_of;
+  std::map<int, int> nvml_index;  // position -> nvmlN
+  for (hwloc_obj_t o = hwloc_get_next_pcidev(t, nullptr); o != nullptr; o = hwloc_get_next_pcidev(t, o)) {
+    unsigned cls = o->attr->pcidev.class_id;
+    if (o->attr->pcidev.vendor_id != 0x10de || (cls != 0x0302 && cls != 0x0300)) continue;
+    TopoGpu g;
+    g.busid = BusId(o);
+    g.path = PciPath(o);
+    Locality(t, o, &g.numa, &g.package);
+    // Prefer NVML's name (its index is PCI order, like the device minors),
+    // then CUDA's, then DRM's: whatever this hwloc build found.
+    int rank = 99;
+    for (hwloc_obj_t c = o->io_first_child; c != nullptr; c = c->next_sibling) {
+      if (c->type != HWLOC_OBJ_OS_DEVICE || c->name == nullptr) continue;
+      std::string n = c->name;
+      int r = TrailingNumber(n, "nvml") >= 0 ? 0 : TrailingNumber(n, "cuda") >= 0 ? 1 : TrailingNumber(n, "card") >= 0 ? 2 : 99;
+      if (r < rank) {
+        rank = r;
+        g.osdev = n;
+      }
+      if (r == 0) nvml_index[static_cast<int>(topo.gpus.size())] = TrailingNumber(n, "nvml");
+    }
+    gpu_of[o] = topo.gpus.size();
+    topo.gpus.push_back(std::move(g));
+  }
+
+  for (hwloc_obj_t o = hwloc_get_next_osdev(t, nullptr); o != nullptr; o = hwloc_get_next_osdev(t, o)) {
+    if (o->attr->osdev.type != HWLOC_OBJ_OSDEV_OPENFABRICS || o->name == nullptr) continue;
+    TopoNic n;
+    n.name = o->name;
+    hwloc_obj_t pci = PciParent(o);
+    bool efa = n.name.rfind("rdmap", 0) == 0 || (pci != nullptr && pci->attr->pcidev.vendor_id == 0x1d0f);
+    n.kind = efa ? "efa" : "ib";
+    if (pci != nullptr) {
+      n.busid = BusId(pci);
+      n.path = PciPath(pci);
+      Locality(t, pci, &n.numa, &n.package);
+      for (hwloc_obj_t c = pci->io_first_child; c != nullptr; c = c->next_sibling)
+        if (c->type == HWLOC_OBJ_OS_DEVICE && c->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK && c->name != nullptr)
+          n.netdevs.push_back(c->name);
+    } else {
+      Locality(t, o, &n.numa, &n.package);
+    }
+    // Port states as hwloc recorded them; sysfs (RefreshSysfsState) wins.
+    for (unsigned i = 0; i < o->infos_count; ++i) {
+      int port = 0;
+      char tail[16] = {0};
+      if (std::sscanf(o->infos[i].name, "Port%dStat%15s", &port, tail) == 2 && std::strcmp(tail, "e") == 0) {
+        TopoPort p;
+        p.num = port;
+        p.state = PortStateName(o->infos[i].value);
+        n.ports.push_back(p);
+      }
+    }
+    std::sort(n.ports.begin(), n.ports.end(), [](const TopoPort& a, const TopoPort& b) { return a.num < b.num; });
+    std::sort(n.netdevs.begin(), n.netdevs.end());
+    topo.nics.push_back(std::move(n));
+  }
+  std::sort(topo.nics.begin(), topo.nics.end(), [](const TopoNic& a, const TopoNic& b) { return NaturalLess(a.name, b.name); });
+
+  // GPU indexes: PCI order, or NVML's when every GPU has one (the same order
+  // on real nodes); device minors from /proc replace both in RefreshSysfsState.
+  std::vector<size_t> order(topo.gpus.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return topo.gpus[a].busid < topo.gpus[b].busid; });
+  for (size_t pos = 0; pos < order.size(); ++pos) topo.gpus[order[pos]].index = static_cast<int>(pos);
+  if (nvml_index.size() == topo.gpus.size()) {
+    std::vector<int> seen;
+    for (const auto& kv : nvml_index) seen.push_back(kv.second);
+    std::sort(seen.begin(), seen.end());
+    if (std::adjacent_find(seen.begin(), seen.end()) == seen.end())
+      for (const auto& kv : nvml_index) topo.gpus[static_cast<size_t>(kv.first)].index = kv.second;
+  }
+  RefreshSysfsState(topo, fs);
+  return topo;
+}
+
+void RefreshSysfsState(Topology& topo, const FsRoot& fs) {
+  for (auto& n : topo.nics) {
+    std::string base = "/sys/class/infiniband/" + n.name + "/ports";
+    auto ports = fs.ListDir(base);
+    if (ports) {
+      std::vector<TopoPort> fresh;
+      for (const auto& pn : *ports) {
+        int num = TrailingNumber(pn, "");
+        if (num <= 0) continue;
+        TopoPort p;
+        p.num = num;
+        std::string dir = base + "/" + pn;
+        if (auto s = fs.ReadFile(dir + "/state")) {
+          size_t colon = s->find(": ");
+          p.state = colon == std::string::npos ? PortStateName(*s) : s->substr(colon + 2);
+        }
+        if (auto l = fs.ReadFile(dir + "/link_layer")) p.link_layer = *l;
+        if (auto r = fs.ReadFile(dir + "/rate")) p.rate = *r;
+        if (p.link_layer == "Ethernet") {
+          // The lowest RoCE v2 GID carrying an IPv4-mapped address is the one
+          // NCCL should use; a GID table without one is not "validated".
+          auto gids = fs.ListDir(dir + "/gids");
+          std::vector<int> idx;
+          if (gids)
+            for (const auto& g : *gids)
+              if (TrailingNumber(g, "") >= 0) idx.push_back(TrailingNumber(g, ""));
+          std::sort(idx.begin(), idx.end());
+          for (int i : idx) {
+            auto gid = fs.ReadFile(dir + "/gids/" + std::to_string(i));
+            if (!gid || gid->rfind("0000:0000:0000:0000:0000:ffff:", 0) != 0 ||
+                *gid == "0000:0000:0000:0000:0000:ffff:0000:0000")
+              continue;
+            auto type = fs.ReadFile(dir + "/gid_attrs/types/" + std::to_string(i));
+            if (!type || *type != "RoCE v2") continue;
+            p.gid_index = i;
+            break;
+          }
+        }
+        fresh.push_back(p);
+      }
+      std::sort(fresh.begin(), fresh.end(), [](const TopoPort& a, const TopoPort& b) { return a.num < b.num; });
+      if (!fresh.empty()) n.ports = std::move(fresh);
+    }
+    n.netdevs_up.clear();
+    for (const auto& d : n.netdevs) {
+      auto st = fs.ReadFile("/sys/class/net/" + d + "/operstate");
+      if (st && *st == "up") n.netdevs_up.push_back(d);
+    }
+  }
+  // Device minors: what /dev/nvidiaN, gres.conf and SLURM_STEP_GPUS number.
+  std::vector<int> minors;
+  for (const auto& g : topo.gpus) {
+    int minor = -1;
+    if (auto info = fs.ReadFile("/proc/driver/nvidia/gpus/" + g.busid + "/information")) {
+      std::istringstream in(*info);
+      std::string line;
+      while (std::getline(in, line))
+        if (line.rfind("Device Minor:", 0) == 0) minor = std::atoi(line.c_str() + 13);
+    }
+    minors.push_back(minor);
+  }
+  std::vector<int> sorted = minors;
+  std::sort(sorted.begin(), sorted.end());
+  bool all = !sorted.empty() && sorted.front() >= 0 && std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
+  if (all)
+    for (size_t i = 0; i < topo.gpus.size(); ++i) topo.gpus[i].index = minors[i];
+  std::sort(topo.gpus.begin(), topo.gpus.end(), [](const TopoGpu& a, const TopoGpu& b) { return a.index < b.index; });
+}
+
+std::string TopoCacheKey(const Config& cfg, const FsRoot& fs) {
+  std::string key = kCacheMagic;
+  auto boot = fs.ReadFile("/proc/sys/kernel/random/boot_id");
+  key += " boot=" + (boot ? *boot : std::string("unknown"));
+  key += " hwloc=" + Hex(hwloc_get_api_version(), 8);
+  key += " fsroot=" + cfg.fsroot;
+  key += " xml=" + (cfg.topology_xml.empty() ? std::string("-") : cfg.topology_xml);
+  struct stat st;
+  if (!cfg.topology_xml.empty() && ::stat(cfg.topology_xml.c_str(), &st) == 0)
+    key += ":" + std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+           std::to_string(st.st_mtim.tv_nsec);
+  return key;
+}
+
+std::string TopoCachePath(const Config& cfg, const std::string& node) {
+  return cfg.state_dir + "/nodes/" + (node.empty() ? std::string("localhost") : node) + ".topo";
+}
+
+// Format, one record a line, fields separated by tabs, "-" for empty, lists
+// joined by ",":
+//   preflight-topo-cache 1            (magic; the key line repeats it)
+//   key <TopoCacheKey>
+//   source <text>
+//   gpu <index> <busid> <osdev> <numa> <package> <path>
+//   nic <name> <kind> <busid> <numa> <package> <path> <netdevs> <netdevs_up>
+//   port <nic> <num> <state> <link_layer> <rate> <gid_index>
+namespace {
+
+std::string F(const std::string& s) { return s.empty() ? "-" : s; }
+std::string U(const std::string& s) { return s == "-" ? "" : s; }
+std::string L(const std::vector<std::string>& v) {
+  std::string o;
+  for (size_t i = 0; i < v.size(); ++i) o += (i ? "," : "") + v[i];
+  return F(o);
+}
+std::vector<std::string> SplitList(const std::string& s) {
+  std::vector<std::string> out;
+  if (s == "-" || s.empty()) return out;
+  size_t b = 0;
+  for (;;) {
+    size_t e = s.find(',', b);
+    out.push_back(s.substr(b, e == std::string::npos ? std::string::npos : e - b));
+    if (e == std::string::npos) break;
+    b = e + 1;
+  }
+  return out;
+}
+bool ToInt(const std::string& s, int* v) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  long x = std::strtol(s.c_str(), &end, 10);
+  if (*end != '\0' || errno != 0 || x < -1 || x > 1 << 20) return false;
+  *v = static_cast<int>(x);
+  return true;
+}
+
+}  // namespace
+
+std::string SerializeTopology(const Topology& topo, const std::string& key) {
+  std::string o = std::string(kCacheMagic) + "\nkey\t" + key + "\nsource\t" + F(topo.source) + "\n";
+  for (const auto& g : topo.gpus)
+    o += "gpu\t" + std::to_string(g.index) + "\t" + F(g.busid) + "\t" + F(g.osdev) + "\t" + std::to_string(g.numa) +
+         "\t" + std::to_string(g.package) + "\t" + L(g.path) + "\n";
+  for (const auto& n : topo.nics) {
+    o += "nic\t" + n.name + "\t" + n.kind + "\t" + F(n.busid) + "\t" + std::to_string(n.numa) + "\t" +
+         std::to_string(n.package) + "\t" + L(n.path) + "\t" + L(n.netdevs) + "\t" + L(n.netdevs_up) + "\n";
+    for (const auto& p : n.ports)
+      o += "port\t" + n.name + "\t" + std::to_string(p.num) + "\t" + F(p.state) + "\t" + F(p.link_layer) + "\t" +
+           F(p.rate) + "\t" + std::to_string(p.gid_index) + "\n";
+  }
+  return o;
+}
+
+Expected<Topology> ParseTopologyCache(const std::string& text, const std::string& key, const std::string& where) {
+  Topology topo;
+  size_t pos = 0;
+  int lineno = 0;
+  bool key_ok = false;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    std::string line = text.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    pos = nl == std::string::npos ? text.size() : nl + 1;
+    ++lineno;
+    std::string at = where + ":" + std::to_string(lineno);
+    if (lineno == 1) {
+      if (line != kCacheMagic) return Status::NotFound(at + ": not a cache of this version");
+      continue;
+    }
+    std::vector<std::string> f;
+    size_t b = 0;
+    for (;;) {
+      size_t e = line.find('\t', b);
+      f.push_back(line.substr(b, e == std::string::npos ? std::string::npos : e - b));
+      if (e == std::string::npos) break;
+      b = e + 1;
+    }
+    auto bad = [&](const char* what) { return Status::InvalidArgument(at + ": malformed " + what + " record"); };
+    if (f[0] == "key") {
+      if (f.size() != 2) return bad("key");
+      if (f[1] != key) return Status::NotFound(at + ": stale (key differs)");
+      key_ok = true;
+    } else if (!key_ok) {
+      return bad("leading");
+    } else if (f[0] == "source") {
+      if (f.size() != 2) return bad("source");
+      topo.source = U(f[1]);
+    } else if (f[0] == "gpu") {
+      TopoGpu g;
+      if (f.size() != 7 || !ToInt(f[1], &g.index) || !ToInt(f[4], &g.numa) || !ToInt(f[5], &g.package)) return bad("gpu");
+      g.busid = U(f[2]);
+      g.osdev = U(f[3]);
+      g.path = SplitList(f[6]);
+      topo.gpus.push_back(std::move(g));
+    } else if (f[0] == "nic") {
+      TopoNic n;
+      if (f.size() != 9 || f[1].empty() || !ToInt(f[4], &n.numa) || !ToInt(f[5], &n.package)) return bad("nic");
+      n.name = f[1];
+      n.kind = f[2];
+      n.busid = U(f[3]);
+      n.path = SplitList(f[6]);
+      n.netdevs = SplitList(f[7]);
+      n.netdevs_up = SplitList(f[8]);
+      topo.nics.push_back(std::move(n));
+    } else if (f[0] == "port") {
+      TopoPort p;
+      if (f.size() != 7 || topo.nics.empty() || topo.nics.back().name != f[1] || !ToInt(f[2], &p.num) ||
+          !ToInt(f[6], &p.gid_index))
+        return bad("port");
+      p.state = U(f[3]);
+      p.link_layer = U(f[4]);
+      p.rate = U(f[5]);
+      topo.nics.back().ports.push_back(p);
+    } else if (!line.empty()) {
+      return Status::InvalidArgument(at + ": unknown record '" + f[0] + "'");
+    }
+  }
+  if (!key_ok) return Status::InvalidArgument(where + ": no key record");
+  return topo;
+}
+
+Expected<Topology> LoadTopologyCached(const Config& cfg, const std::string& node, const TopoLoadOptions& opts,
+                                      bool* from_cache) {
+  if (from_cache) *from_cache = false;
+  FsRoot fs(cfg.fsroot);
+  std::string key = TopoCacheKey(cfg, fs);
+  std::string path = TopoCachePath(cfg, node);
+  if (auto text = ReadWholeFile(path)) {
+    auto t = ParseTopologyCache(*text, key, path);
+    if (t) {
+      if (from_cache) *from_cache = true;
+      if (!opts.refresh_sysfs) return t;
+      RefreshSysfsState(*t, fs);
+      if (opts.write_cache) {
+        Status w = MakeDirs(cfg.state_dir + "/nodes", 0755);
+        if (w.ok()) w = WriteFileAtomic(path, SerializeTopology(*t, key), 0644);
+        if (!w.ok()) return w;
+      }
+      return t;
+    }
+    // Stale or malformed: rebuild below (a malformed cache is overwritten).
+  }
+  auto t = LoadTopologyHwloc(cfg.topology_xml, fs);
+  if (!t) return t;
+  if (opts.write_cache) {
+    Status w = MakeDirs(cfg.state_dir + "/nodes", 0755);
+    if (w.ok()) w = WriteFileAtomic(path, SerializeTopology(*t, key), 0644);
+    if (!w.ok()) return w.Context("topology cache");
+  }
+  return t;
+}
+
+EnvPolicy PolicyFromConfig(const Config& cfg) {
+  EnvPolicy p;
+  p.gid_index = cfg.nccl_gid_index;
+  p.nccl_topo_file = cfg.nccl_topo_file;
+  struct stat st;
+  p.nccl_topo_file_exists = !p.nccl_topo_file.empty() && ::stat(p.nccl_topo_file.c_str(), &st) == 0;
+  return p;
+}
+
+}  // namespace preflight
