@@ -139,6 +139,15 @@ PF_EXPORT int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
   });
 }
 
+// In each task, as root, before task_init: the topology cache and the job's
+// env record (see spank_env.cc).
+PF_EXPORT int slurm_spank_task_init_privileged(spank_t sp, int ac, char** av) {
+  return Guard("task_init_privileged", [&] {
+    if (spank_context() != S_CTX_REMOTE) return 0;
+    return preflight::spank::TaskInitPrivileged(sp, State().args, State().opts);
+  });
+}
+
 // In each task, as the user, before exec: the environment (see spank_task.cc).
 PF_EXPORT int slurm_spank_task_init(spank_t sp, int ac, char** av) {
   return Guard("task_init", [&] {

@@ -43,6 +43,7 @@ void SetIfUnset(spank_t sp, const char* name, const std::string& value) {
 int TaskInit(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
   for (const auto& o : UserOptions())
     if (o.given(opts)) SetIfUnset(sp, o.env_name, o.value_text(opts));
+  TaskTopoEnv(sp, opts);
 
   uint32_t step = 0, task = 0;
   if (spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS) return 0;

@@ -13,6 +13,7 @@
 #include "preflight/node_run.h"
 #include "preflight/process.h"
 #include "preflight/slurmctl.h"
+#include "preflight/topo_load.h"
 
 extern char** environ;
 
@@ -98,6 +99,15 @@ int Main(int argc, char** argv, Phase phase) {
   std::fputs(out.summary.c_str(), stdout);
   std::fflush(stdout);
   if (!out.write_status.ok()) Log(LogLevel::kError, prog, "result file", out.write_status.message());
+  if (phase == Phase::kProlog && cfg->topo_env) {
+    // Refresh the node's topology cache (hwloc only when stale, sysfs port
+    // state always) so tasks read it instead of loading hwloc. Never fatal.
+    TopoLoadOptions lo;
+    lo.refresh_sysfs = true;
+    auto t = LoadTopologyCached(*cfg, node, lo);
+    if (!t && t.status().code() != Status::Code::kUnavailable)
+      Log(LogLevel::kError, prog, "topology cache", t.status().message());
+  }
   if (!job->job_id.empty() && phase == Phase::kProlog) {
     std::string txt = cfg->state_dir + "/jobs/" + job->job_id + "/" + node + ".prolog.txt";
     Status w = WriteFileAtomic(txt, out.summary, 0644);

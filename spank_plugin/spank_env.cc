@@ -1,0 +1,229 @@
+// The topology-aware NCCL/RDMA environment, per task (--preflight-env).
+//
+// Two callbacks in the same forked task process (slurmstepd's
+// _pre_task_child_privileged, then exec_task):
+//  * task_init_privileged (root): read the node's topology cache, building it
+//    with hwloc on first use, and open this job's record file
+//    <state_dir>/jobs/<job>/<node>.env.jsonl (root-owned directory) with
+//    O_APPEND|O_CLOEXEC. Nothing is decided yet: the task's own GPU set
+//    (CUDA_VISIBLE_DEVICES for --gpu-bind) is only final in task_init,
+//    because slurmstepd sets the GRES task environment after this callback.
+//  * task_init (user): compute the environment for the task's GPUs, set what
+//    the user did not set, append one JSON line to the record through the
+//    already-open descriptor, close it, and with --preflight-env=show print a
+//    summary to the task's stderr.
+//
+// "User-set" and our own earlier values: a batch step's tasks get the
+// environment for all the job's GPUs, and its `srun` steps inherit it. So we
+// also set PREFLIGHT_TOPO_ENV listing NAME=VALUE of what we set; a later
+// step recomputes a variable whose value still equals what we set, and
+// leaves alone any variable the user set or changed.
+//
+// Containers: pyxis (and enroot) run the task's command inside the container
+// with the task's environment as slurmstepd holds it after task_init, so the
+// values set here reach the container. pyxis also imports the image's ENV in
+// its own task_init; with preflight listed after pyxis in plugstack.conf, an
+// image's NCCL_* is seen here as set and left alone (and recorded so).
+extern "C" {
+#include <slurm/slurm.h>
+}
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+#include <string>
+
+#include "preflight/config.h"
+#include "preflight/fileutil.h"
+#include "preflight/json.h"
+#include "preflight/log.h"
+#include "preflight/report.h"
+#include "preflight/topo.h"
+#include "preflight/topo_load.h"
+#include "spank_task.h"
+
+namespace preflight::spank {
+
+namespace {
+
+constexpr const char* kMarker = "PREFLIGHT_TOPO_ENV";
+
+// Per task process: filled as root, used as the user, then dropped.
+struct TaskTopo {
+  bool ready = false;
+  Topology topo;
+  EnvPolicy policy;
+  std::string node;
+  std::string source;  // "cache" or "hwloc"
+  int record_fd = -1;
+  double load_seconds = 0;
+};
+
+TaskTopo& Task() {
+  static TaskTopo t;
+  return t;
+}
+
+bool EnvOff(const JobOptions& opts) { return opts.env_given && opts.env == EnvMode::kOff; }
+
+// NAME=VALUE pairs of a PREFLIGHT_TOPO_ENV value ("A=x;B=y").
+std::string MarkerValue(const std::string& marker, const std::string& name) {
+  size_t pos = 0;
+  while (pos < marker.size()) {
+    size_t end = marker.find(';', pos);
+    std::string item = marker.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    if (item.compare(0, name.size() + 1, name + "=") == 0) return item.substr(name.size() + 1);
+    if (end == std::string::npos) break;
+    pos = end + 1;
+  }
+  return std::string("\x01");  // never equal to a real value
+}
+
+std::string StepName(spank_t sp) {
+  uint32_t step = 0;
+  if (spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS) return "?";
+  if (step == SLURM_BATCH_SCRIPT) return "batch";
+  if (step == SLURM_EXTERN_CONT) return "extern";
+  return std::to_string(step);
+}
+
+}  // namespace
+
+int TaskInitPrivileged(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
+  TaskTopo& t = Task();
+  t = TaskTopo();
+  if (EnvOff(opts)) return 0;
+  t.node = GetJobEnv(sp, "SLURMD_NODENAME");
+  auto cfg = LoadPluginConfig(args, t.node);
+  if (!cfg) {
+    Log(LogLevel::kError, "task_init_privileged", "site config", cfg.status().message());
+    return 0;  // the environment is a help, not a gate: never fail the task for it
+  }
+  if (!cfg->topo_env) return 0;
+  double t0 = MonotonicSeconds();
+  bool from_cache = false;
+  TopoLoadOptions lo;
+  lo.write_cache = true;  // root here: the first task after a reboot writes it
+  auto topo = LoadTopologyCached(*cfg, t.node, lo, &from_cache);
+  t.load_seconds = MonotonicSeconds() - t0;
+  if (!topo) {
+    Log(topo.status().code() == Status::Code::kUnavailable ? LogLevel::kDebug : LogLevel::kError,
+        "task_init_privileged", "topology of " + t.node, topo.status().message());
+    return 0;
+  }
+  t.topo = std::move(*topo);
+  t.policy = PolicyFromConfig(*cfg);
+  t.source = from_cache ? "cache" : "hwloc";
+  t.ready = true;
+
+  std::string job = GetJobEnv(sp, "SLURM_JOB_ID");
+  if (job.empty()) return 0;
+  std::string dir = cfg->state_dir + "/jobs/" + job;
+  Status s = MakeDirs(dir, 0755);
+  if (s.ok()) {
+    std::string path = dir + "/" + t.node + ".env.jsonl";
+    t.record_fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (t.record_fd < 0) s = Status::FromErrno(errno, "open " + path);
+  }
+  if (!s.ok()) Log(LogLevel::kError, "task_init_privileged", "env record", s.message());
+  return 0;
+}
+
+int TaskTopoEnv(spank_t sp, const JobOptions& opts) {
+  TaskTopo& t = Task();
+  struct Closer {
+    int& fd;
+    ~Closer() {
+      if (fd >= 0) ::close(fd);
+      fd = -1;
+    }
+  } closer{t.record_fd};
+  if (!t.ready || EnvOff(opts)) return 0;
+  double t0 = MonotonicSeconds();
+
+  uint32_t task = 0;
+  spank_get_item(sp, S_TASK_GLOBAL_ID, &task);
+  auto gpus = TaskGpus(GetJobEnv(sp, "SLURM_STEP_GPUS"), GetJobEnv(sp, "SLURM_JOB_GPUS"),
+                       GetJobEnv(sp, "CUDA_VISIBLE_DEVICES"));
+  if (!gpus) {
+    Log(LogLevel::kError, "task_init", "task " + std::to_string(task) + " GPUs", gpus.status().message());
+    return 0;
+  }
+  auto pairing = PairGpus(t.topo);
+  EnvPlan plan = ComputeEnv(t.topo, pairing, *gpus, t.policy);
+
+  bool marker_found = false;
+  std::string marker = GetJobEnv(sp, kMarker, &marker_found);
+  std::string new_marker;
+  std::vector<EnvVar> set, kept;
+  for (const auto& v : plan.vars) {
+    bool found = false;
+    std::string current = GetJobEnv(sp, v.name.c_str(), &found);
+    bool ours = found && marker_found && current == MarkerValue(marker, v.name);
+    if (found && !ours) {
+      kept.push_back({v.name, current});
+      continue;
+    }
+    spank_err_t rc = spank_setenv(sp, v.name.c_str(), v.value.c_str(), 1);
+    if (rc != ESPANK_SUCCESS) {
+      Log(LogLevel::kError, "task_init", "cannot set " + v.name, spank_strerror(rc));
+      continue;
+    }
+    set.push_back(v);
+    new_marker += (new_marker.empty() ? "" : ";") + v.name + "=" + v.value;
+  }
+  // Variables we set in an earlier step but that this task should not have
+  // (e.g. a GPU-less step inside a GPU batch job) are removed again.
+  for (const auto& name : EnvVarNames()) {
+    bool planned = false;
+    for (const auto& v : plan.vars) planned = planned || v.name == name;
+    if (planned || !marker_found) continue;
+    bool found = false;
+    std::string current = GetJobEnv(sp, name.c_str(), &found);
+    if (found && current == MarkerValue(marker, name)) spank_unsetenv(sp, name.c_str());
+  }
+  if (!new_marker.empty() || marker_found) spank_setenv(sp, kMarker, new_marker.c_str(), 1);
+  double seconds = MonotonicSeconds() - t0;
+
+  if (t.record_fd >= 0) {
+    JsonWriter w(false);
+    w.BeginObject().Field("step", StepName(sp)).Field("task", static_cast<int64_t>(task));
+    w.Field("topology", t.source).Field("load_seconds", t.load_seconds).Field("env_seconds", seconds);
+    w.Key("gpus").BeginArray();
+    for (int g : plan.gpus) w.Int(g);
+    w.EndArray();
+    w.Key("pairing").BeginObject();
+    for (const auto& gn : plan.gpu_nics) w.Field(std::to_string(gn.first), gn.second);
+    w.EndObject();
+    w.Key("set").BeginObject();
+    for (const auto& v : set) w.Field(v.name, v.value);
+    w.EndObject();
+    w.Key("left_alone").BeginObject();
+    for (const auto& v : kept) w.Field(v.name, v.value);
+    w.EndObject();
+    w.Key("not_set").BeginObject();
+    for (const auto& u : plan.unset) w.Field(u.first, u.second);
+    w.EndObject().EndObject();
+    std::string line = w.str() + "\n";
+    // One write(2) with O_APPEND: lines of concurrent tasks do not interleave.
+    if (::write(t.record_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+      Log(LogLevel::kError, "task_init", "env record", "short write");
+  }
+
+  if (opts.env_given && opts.env == EnvMode::kShow) {
+    std::string gl;
+    for (const auto& gn : plan.gpu_nics)
+      gl += (gl.empty() ? "" : ", ") + std::string("GPU") + std::to_string(gn.first) + "->" + gn.second;
+    std::string out = "preflight-env: " + t.node + " task " + std::to_string(task) + ": " +
+                      (gl.empty() ? std::string("no GPU") : gl) + "\n";
+    for (const auto& v : set) out += "preflight-env:   set  " + v.name + "=" + v.value + "\n";
+    for (const auto& v : kept) out += "preflight-env:   kept " + v.name + "=" + v.value + " (set by the user)\n";
+    for (const auto& u : plan.unset) out += "preflight-env:   not set " + u.first + ": " + u.second + "\n";
+    std::fputs(out.c_str(), stderr);
+  }
+  return 0;
+}
+
+}  // namespace preflight::spank
