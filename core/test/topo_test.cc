@@ -1,9 +1,538 @@
+// Topology: golden tests on captured real machines (hwloc XML in
+// tests/fixtures/topology, loaded by the real hwloc; sysfs through fixture
+// FsRoot trees written here), and synthetic edge cases on the plain struct.
+//
+// Golden switch: PREFLIGHT_REGENERATE_GOLDEN=1 core_test --gtest_filter='TopoGolden.*'
+// rewrites tests/fixtures/topology/golden/*.json from the current code;
+// review the diff before committing it.
 #include "preflight/topo.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "preflight/fileutil.h"
+#include "preflight/topo_load.h"
 
 namespace preflight {
 namespace {
-TEST(Topo, Placeholder) { EXPECT_STREQ(PathClassName(PathClass::kPIX), "PIX"); }
+
+const std::string kFix = PREFLIGHT_TOPO_FIXTURES;
+const std::string kDell = kFix + "/hwloc-dell-xe8640-4xh100-cx7-cx6.xml";
+const std::string kP4d = kFix + "/hwloc-aws-p4d-24xlarge-8xa100-4xefa.xml";
+const std::string kLassen = kFix + "/hwloc-ibm-ac922-lassen-4xv100-cx5.xml";
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/preflight-topo-XXXXXX";
+  std::string d = mkdtemp(tmpl);
+  return d;
+}
+
+void Put(const std::string& root, const std::string& rel, const std::string& text) {
+  std::string path = root + rel;
+  ASSERT_TRUE(MakeDirs(path.substr(0, path.rfind('/'))).ok());
+  std::ofstream(path) << text << "\n";
+}
+
+// A fixture sysfs port as the kernel's ib_core shows it.
+void PutPort(const std::string& root, const std::string& dev, int port, const std::string& state,
+             const std::string& link_layer, const std::string& rate = "200 Gb/sec (4X HDR)") {
+  std::string d = "/sys/class/infiniband/" + dev + "/ports/" + std::to_string(port);
+  Put(root, d + "/state", state);
+  Put(root, d + "/phys_state", state == "4: ACTIVE" ? "5: LinkUp" : "3: Disabled");
+  Put(root, d + "/link_layer", link_layer);
+  Put(root, d + "/rate", rate);
+}
+
+std::string Env(const EnvPlan& p, const std::string& name) {
+  for (const auto& v : p.vars)
+    if (v.name == name) return v.value;
+  return "<unset>";
+}
+std::string Why(const EnvPlan& p, const std::string& name) {
+  for (const auto& u : p.unset)
+    if (u.first == name) return u.second;
+  return "<set>";
+}
+const GpuPairing& Pair(const std::vector<GpuPairing>& v, int gpu) {
+  for (const auto& p : v)
+    if (p.gpu == gpu) return p;
+  static GpuPairing none;
+  return none;
+}
+std::string Nics(const std::vector<GpuPairing>& v, int gpu) {
+  std::string s;
+  for (const auto& n : Pair(v, gpu).nics) s += (s.empty() ? "" : ",") + n;
+  return s;
+}
+
+Topology Load(const std::string& xml, const std::string& root) {
+  FsRoot fs(root);
+  auto t = LoadTopologyHwloc(xml, fs);
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return t.ok() ? *t : Topology();
+}
+
+// ---- Golden: Dell XE8640, 4x H100, CX-6 dual-function + 2x CX-7 ----------
+//
+// PCIe tree (tests/fixtures/topology/README.md): every H100 has its own
+// Broadcom PEX890xx switch below an Intel root port.
+//   GPU0 4e:00.0 switch 49:00.0 with mlx5_0/mlx5_1 (4d:00.0/.1) -> PIX
+//   GPU1 5f:00.0 switch 5a:00.0 with mlx5_2 (5e:00.0)             -> PIX
+//   GPU2 cb:00.0 switch c8:00.0, no NIC; mlx5_3 is on package 1 too -> SYS
+//   GPU3 db:00.0 switch d8:00.0 with mlx5_3 (da:00.0)             -> PIX
+// hwloc recorded only mlx5_0 port 1 ACTIVE; the rest DOWN.
+
+TEST(TopoGolden, DellGpusNicsAndPaths) {
+  std::string root = TempDir();  // empty fixture root: states come from hwloc
+  Topology t = Load(kDell, root);
+  ASSERT_EQ(t.gpus.size(), 4u);
+  ASSERT_EQ(t.nics.size(), 4u);
+  EXPECT_EQ(t.gpus[0].busid, "0000:4e:00.0");
+  EXPECT_EQ(t.gpus[0].osdev, "nvml0");
+  EXPECT_EQ(t.gpus[0].numa, 3);
+  EXPECT_EQ(t.gpus[2].numa, 7);
+  EXPECT_EQ(t.gpus[2].package, 1);
+  // host bridge, then the switch's upstream port (root port folded away).
+  EXPECT_EQ(t.gpus[0].path, (std::vector<std::string>{"hb:0000:[48-4e]", "0000:49:00.0"}));
+  EXPECT_EQ(t.nics[0].name, "mlx5_0");
+  EXPECT_EQ(t.nics[0].netdevs, std::vector<std::string>{"hsi0"});
+  EXPECT_EQ(t.nics[0].path, t.gpus[0].path);
+  ASSERT_EQ(t.nics[0].ports.size(), 1u);
+  EXPECT_EQ(t.nics[0].ports[0].state, "ACTIVE");
+  EXPECT_EQ(t.nics[2].ports[0].state, "DOWN");
+  EXPECT_EQ(Distance(t.gpus[0], t.nics[1]).cls, PathClass::kPIX);
+  EXPECT_EQ(Distance(t.gpus[1], t.nics[2]).cls, PathClass::kPIX);
+  EXPECT_EQ(Distance(t.gpus[3], t.nics[3]).cls, PathClass::kPIX);
+  PairDistance d = Distance(t.gpus[2], t.nics[3]);
+  EXPECT_EQ(d.cls, PathClass::kSYS);  // other NUMA node, as nvidia-smi says
+  EXPECT_TRUE(d.same_package);
+  EXPECT_FALSE(Distance(t.gpus[2], t.nics[0]).same_package);
+}
+
+TEST(TopoGolden, DellWithRecordedPortStatesUsesOnlyTheActiveHca) {
+  Topology t = Load(kDell, TempDir());
+  auto p = PairGpus(t);
+  // Only mlx5_0 can carry traffic, so every GPU uses it; GPU0 is the one
+  // on its switch.
+  EXPECT_EQ(Nics(p, 0), "mlx5_0");
+  EXPECT_EQ(Pair(p, 0).cls, PathClass::kPIX);
+  for (int g : {1, 2, 3}) {
+    EXPECT_EQ(Nics(p, g), "mlx5_0") << g;
+    EXPECT_EQ(Pair(p, g).cls, PathClass::kSYS) << g;
+  }
+  EnvPlan e = ComputeEnv(t, p, {1}, EnvPolicy());
+  EXPECT_EQ(Env(e, "NCCL_IB_HCA"), "=mlx5_0:1");
+  EXPECT_EQ(Env(e, "NCCL_NET_GDR_LEVEL"), "<unset>");
+}
+
+TEST(TopoGolden, DellAllPortsUpPairsBySwitch) {
+  std::string root = TempDir();
+  for (const char* dev : {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"}) PutPort(root, dev, 1, "4: ACTIVE", "InfiniBand");
+  Put(root, "/sys/class/net/hsi0/operstate", "up");
+  Put(root, "/sys/class/net/ibs2f1/operstate", "down");
+  Topology t = Load(kDell, root);
+  auto p = PairGpus(t);
+  // GPU0 has both functions of the CX-6 on its switch (the second is left
+  // over after every GPU took one); GPU1 and GPU3 their switch's CX-7; GPU2
+  // has none on its switch and takes mlx5_3, the one on its own package.
+  EXPECT_EQ(Nics(p, 0), "mlx5_0,mlx5_1");
+  EXPECT_EQ(Nics(p, 1), "mlx5_2");
+  EXPECT_EQ(Nics(p, 2), "mlx5_3");
+  EXPECT_EQ(Pair(p, 2).cls, PathClass::kSYS);
+  EXPECT_EQ(Nics(p, 3), "mlx5_3");
+  EXPECT_EQ(t.nics[0].ports[0].rate, "200 Gb/sec (4X HDR)");
+
+  EnvPlan e0 = ComputeEnv(t, p, {0}, EnvPolicy());
+  EXPECT_EQ(Env(e0, "NCCL_IB_HCA"), "=mlx5_0:1,mlx5_1:1");
+  EXPECT_EQ(Env(e0, "UCX_NET_DEVICES"), "mlx5_0:1,mlx5_1:1");
+  EXPECT_EQ(Env(e0, "NCCL_SOCKET_IFNAME"), "=hsi0");  // ibs2f1 is down
+  EXPECT_EQ(Why(e0, "NCCL_IB_GID_INDEX"), "InfiniBand link layer needs no GID index");
+  EXPECT_EQ(Why(e0, "NCCL_NET_GDR_LEVEL"), "distance PIX: NCCL's default already uses GPUDirect RDMA");
+  // Different GPUs, different HCAs: what the system test checks through Slurm.
+  EXPECT_EQ(Env(ComputeEnv(t, p, {1}, EnvPolicy()), "NCCL_IB_HCA"), "=mlx5_2:1");
+  EXPECT_EQ(Env(ComputeEnv(t, p, {2, 3}, EnvPolicy()), "NCCL_IB_HCA"), "=mlx5_3:1");
+}
+
+// ---- Golden: AWS p4d.24xlarge, 8x A100, 4x EFA, no switches --------------
+// Two A100s and one EFA per host bridge ([10], [20] on NUMA 0, [90], [a0]
+// on NUMA 1): GPU 2i and 2i+1 pair with EFA i at PHB, the layout AWS's own
+// p4d NCCL topology file describes.
+TEST(TopoGolden, P4dPairsTwoGpusPerEfaOnTheHostBridge) {
+  Topology t = Load(kP4d, TempDir());
+  ASSERT_EQ(t.gpus.size(), 8u);  // the 6 NVSwitches (class 0680) are not GPUs
+  ASSERT_EQ(t.nics.size(), 4u);
+  EXPECT_EQ(t.gpus[0].osdev, "card0");  // only DRM OS devices in this file
+  EXPECT_EQ(t.nics[0].kind, "efa");
+  auto p = PairGpus(t);
+  const char* want[] = {"rdmap16s27", "rdmap16s27", "rdmap32s27", "rdmap32s27",
+                        "rdmap144s27", "rdmap144s27", "rdmap160s27", "rdmap160s27"};
+  for (int g = 0; g < 8; ++g) {
+    EXPECT_EQ(Nics(p, g), want[g]) << g;
+    EXPECT_EQ(Pair(p, g).cls, PathClass::kPHB) << g;
+  }
+  EXPECT_EQ(Distance(t.gpus[0], t.nics[1]).cls, PathClass::kNODE);
+  EXPECT_EQ(Distance(t.gpus[0], t.nics[2]).cls, PathClass::kSYS);
+  EnvPlan e = ComputeEnv(t, p, {4, 5}, EnvPolicy());
+  // EFA is driven by aws-ofi-nccl, not NCCL's IB transport.
+  EXPECT_EQ(Env(e, "NCCL_IB_HCA"), "<unset>");
+  EXPECT_EQ(Why(e, "NCCL_IB_HCA"), "EFA: aws-ofi-nccl pairs GPUs and EFA devices itself");
+  // PHB: NCCL's default (PXB) would turn GPUDirect RDMA off.
+  EXPECT_EQ(Env(e, "NCCL_NET_GDR_LEVEL"), "PHB");
+}
+
+// ---- Golden: IBM AC922 (Lassen), 4x V100, 2x dual-port CX-5 --------------
+// GPUs and HCAs sit on separate PCI domains (NVLink to the CPU), so no pair
+// shares a bridge: GPUs 0,1 (NUMA 0) share mlx5_0/mlx5_1, GPUs 2,3 (NUMA 8)
+// mlx5_2/mlx5_3, all NODE; balanced, one HCA each.
+TEST(TopoGolden, LassenFallsBackToNumaAndBalances) {
+  Topology t = Load(kLassen, TempDir());
+  ASSERT_EQ(t.gpus.size(), 4u);
+  EXPECT_EQ(t.gpus[2].numa, 8);  // POWER numbering: NUMA 0 and 8
+  auto p = PairGpus(t);
+  EXPECT_EQ(Nics(p, 0), "mlx5_0");
+  EXPECT_EQ(Nics(p, 1), "mlx5_1");
+  EXPECT_EQ(Nics(p, 2), "mlx5_2");
+  EXPECT_EQ(Nics(p, 3), "mlx5_3");
+  for (int g = 0; g < 4; ++g) EXPECT_EQ(Pair(p, g).cls, PathClass::kNODE);
+  EnvPlan e = ComputeEnv(t, p, {1}, EnvPolicy());
+  EXPECT_EQ(Env(e, "NCCL_IB_HCA"), "=mlx5_1:1");
+  EXPECT_EQ(Why(e, "NCCL_NET_GDR_LEVEL"), "distance NODE: GPUDirect RDMA would cross the CPU; NCCL's default");
+}
+
+// The whole JSON for each machine against tests/fixtures/topology/golden.
+TEST(TopoGolden, JsonMatchesGoldenFiles) {
+  bool regen = std::getenv("PREFLIGHT_REGENERATE_GOLDEN") != nullptr;
+  for (const std::string& xml : {kDell, kP4d, kLassen}) {
+    Topology t = Load(xml, TempDir());
+    std::string base = xml.substr(xml.rfind('/') + 1);
+    base = base.substr(0, base.size() - 4);
+    t.source = "xml:" + base + ".xml";  // normalised: no absolute path
+    auto p = PairGpus(t);
+    std::vector<int> all;
+    for (const auto& g : t.gpus) all.push_back(g.index);
+    EnvPlan e = ComputeEnv(t, p, all, EnvPolicy());
+    std::string got = TopologyJson(t, p, &e);
+    std::string path = kFix + "/golden/" + base + ".json";
+    if (regen) {
+      ASSERT_TRUE(MakeDirs(kFix + "/golden").ok());
+      ASSERT_TRUE(WriteFileAtomic(path, got).ok());
+      continue;
+    }
+    auto want = ReadWholeFile(path);
+    ASSERT_TRUE(want.ok()) << want.status().ToString() << " (regenerate with PREFLIGHT_REGENERATE_GOLDEN=1)";
+    EXPECT_EQ(got, *want) << path;
+  }
+}
+
+// ---- Loader errors and the cache -----------------------------------------
+
+TEST(TopoLoad, BadInputsNameTheFile) {
+  FsRoot real("/");
+  auto missing = LoadTopologyHwloc("/nonexistent/topo.xml", real);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("/nonexistent/topo.xml"), std::string::npos);
+  std::string d = TempDir();
+  Put(d, "/bad.xml", "<topology><object type=\"Machine\"");
+  auto bad = LoadTopologyHwloc(d + "/bad.xml", real);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(d + "/bad.xml"), std::string::npos);
+  FsRoot fixture(d);
+  auto probe = LoadTopologyHwloc("", fixture);
+  ASSERT_FALSE(probe.ok());
+  EXPECT_EQ(probe.status().code(), Status::Code::kUnavailable);
+}
+
+TEST(TopoCache, RoundTripStaleAndMalformed) {
+  std::string root = TempDir();
+  PutPort(root, "mlx5_0", 1, "4: ACTIVE", "InfiniBand");
+  Topology t = Load(kDell, root);
+  std::string text = SerializeTopology(t, "K1");
+  auto back = ParseTopologyCache(text, "K1", "cache");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(SerializeTopology(*back, "K1"), text);
+  EXPECT_EQ(back->nics[0].ports[0].rate, "200 Gb/sec (4X HDR)");
+  auto stale = ParseTopologyCache(text, "K2", "cache");
+  EXPECT_EQ(stale.status().code(), Status::Code::kNotFound);
+  std::string broken = text;
+  broken.replace(broken.find("gpu\t0"), 5, "gpu\tx");
+  auto bad = ParseTopologyCache(broken, "K1", "/c");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("/c:4: malformed gpu record"), std::string::npos) << bad.status().message();
+  EXPECT_FALSE(ParseTopologyCache("garbage\n", "K1", "/c").ok());
+}
+
+TEST(TopoCache, FirstUseWritesThenHits) {
+  std::string d = TempDir();
+  Config cfg;
+  cfg.state_dir = d + "/state";
+  cfg.fsroot = d + "/root";
+  cfg.topology_xml = kLassen;
+  ASSERT_TRUE(MakeDirs(cfg.fsroot).ok());
+  Put(cfg.fsroot, "/proc/sys/kernel/random/boot_id", "boot-1");
+  bool hit = true;
+  auto a = LoadTopologyCached(cfg, "n1", TopoLoadOptions(), &hit);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_FALSE(hit);
+  struct stat st;
+  EXPECT_EQ(::stat((d + "/state/nodes/n1.topo").c_str(), &st), 0);
+  auto b = LoadTopologyCached(cfg, "n1", TopoLoadOptions(), &hit);
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(hit);
+  EXPECT_EQ(SerializeTopology(*a, "k"), SerializeTopology(*b, "k"));
+  // A reboot (new boot id) makes it stale: hwloc again.
+  Put(cfg.fsroot, "/proc/sys/kernel/random/boot_id", "boot-2");
+  auto c = LoadTopologyCached(cfg, "n1", TopoLoadOptions(), &hit);
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(hit);
+  // A corrupt cache is rebuilt, not trusted.
+  ASSERT_TRUE(WriteFileAtomic(d + "/state/nodes/n1.topo", "preflight-topo-cache 1\nkey\tx\ty\n").ok());
+  auto e = LoadTopologyCached(cfg, "n1", TopoLoadOptions(), &hit);
+  ASSERT_TRUE(e.ok());
+  EXPECT_FALSE(hit);
+  // refresh_sysfs picks up a port that went down since.
+  PutPort(cfg.fsroot, "mlx5_1", 1, "1: DOWN", "InfiniBand");
+  TopoLoadOptions lo;
+  lo.refresh_sysfs = true;
+  auto f = LoadTopologyCached(cfg, "n1", lo, &hit);
+  ASSERT_TRUE(f.ok());
+  EXPECT_TRUE(hit);
+  EXPECT_EQ(f->nics[1].ports[0].state, "DOWN");
+}
+
+TEST(TopoSysfs, RoceGidValidationAndDeviceMinors) {
+  std::string root = TempDir();
+  std::string p = "/sys/class/infiniband/mlx5_0/ports/1";
+  PutPort(root, "mlx5_0", 1, "4: ACTIVE", "Ethernet", "100 Gb/sec (2X HDR)");
+  Put(root, p + "/gids/0", "fe80:0000:0000:0000:0a6b:00ff:fe01:0203");
+  Put(root, p + "/gid_attrs/types/0", "IB/RoCE v1");
+  Put(root, p + "/gids/1", "fe80:0000:0000:0000:0a6b:00ff:fe01:0203");
+  Put(root, p + "/gid_attrs/types/1", "RoCE v2");
+  Put(root, p + "/gids/2", "0000:0000:0000:0000:0000:ffff:0a00:0005");
+  Put(root, p + "/gid_attrs/types/2", "IB/RoCE v1");
+  Put(root, p + "/gids/3", "0000:0000:0000:0000:0000:ffff:0a00:0005");
+  Put(root, p + "/gid_attrs/types/3", "RoCE v2");
+  Put(root, p + "/gids/10", "0000:0000:0000:0000:0000:ffff:0a00:0006");
+  Put(root, p + "/gid_attrs/types/10", "RoCE v2");
+  // Device minors in reverse PCI order: the index follows /dev/nvidiaN.
+  const char* bus[] = {"0000:4e:00.0", "0000:5f:00.0", "0000:cb:00.0", "0000:db:00.0"};
+  for (int i = 0; i < 4; ++i)
+    Put(root, std::string("/proc/driver/nvidia/gpus/") + bus[i] + "/information",
+        "Model: \t\t NVIDIA H100\nIRQ:   \t\t 17\nDevice Minor: \t " + std::to_string(3 - i) + "\nBus Location: \t x");
+  Topology t = Load(kDell, root);
+  EXPECT_EQ(t.nics[0].ports[0].gid_index, 3);  // 1 is v2 but link-local; 2 is v1
+  EXPECT_EQ(t.gpus[0].index, 0);
+  EXPECT_EQ(t.gpus[0].busid, "0000:db:00.0");  // minor 0
+  EXPECT_EQ(t.gpus[3].busid, "0000:4e:00.0");
+  auto pr = PairGpus(t);
+  EnvPlan e = ComputeEnv(t, pr, {3}, EnvPolicy());
+  EXPECT_EQ(Env(e, "NCCL_IB_HCA"), "=mlx5_0:1");
+  EXPECT_EQ(Env(e, "NCCL_IB_GID_INDEX"), "3");
+}
+
+// ---- Synthetic edge cases on the plain struct ----------------------------
+
+TopoGpu Gpu(int index, std::vector<std::string> path, int numa, int package = 0) {
+  TopoGpu g;
+  g.index = index;
+  g.busid = "0000:0" + std::to_string(index) + ":00.0";
+  g.path = std::move(path);
+  g.numa = numa;
+  g.package = package;
+  return g;
+}
+TopoNic Nic(const std::string& name, std::vector<std::string> path, int numa, int package = 0,
+            std::vector<TopoPort> ports = {{1, "ACTIVE", "InfiniBand", "", -1}}) {
+  TopoNic n;
+  n.name = name;
+  n.kind = "ib";
+  n.path = std::move(path);
+  n.numa = numa;
+  n.package = package;
+  n.ports = std::move(ports);
+  return n;
+}
+
+TEST(TopoSynthetic, NoNicSetsNothing) {
+  Topology t;
+  t.gpus = {Gpu(0, {"hb:a"}, 0)};
+  auto p = PairGpus(t);
+  EXPECT_TRUE(Pair(p, 0).nics.empty());
+  EnvPlan e = ComputeEnv(t, p, {0}, EnvPolicy());
+  EXPECT_TRUE(e.vars.empty());
+  EXPECT_EQ(Why(e, "NCCL_IB_HCA"), "no usable RDMA NIC for GPU 0");
+  EXPECT_EQ(e.unset.size(), EnvVarNames().size());
+}
+
+TEST(TopoSynthetic, NoGpuAndUnknownGpu) {
+  Topology t;
+  t.gpus = {Gpu(0, {"hb:a"}, 0)};
+  t.nics = {Nic("mlx5_0", {"hb:a"}, 0)};
+  auto p = PairGpus(t);
+  EXPECT_TRUE(ComputeEnv(t, p, {}, EnvPolicy()).vars.empty());
+  EnvPlan e = ComputeEnv(t, p, {7}, EnvPolicy());
+  EXPECT_TRUE(e.vars.empty());
+  EXPECT_EQ(Why(e, "NCCL_IB_HCA"), "GPU 7 not in the node's topology");
+}
+
+TEST(TopoSynthetic, MoreGpusThanNicsSharesBalanced) {
+  // 4 GPUs on one switch with 2 NICs: two GPUs per NIC, not all on mlx5_0.
+  Topology t;
+  for (int i = 0; i < 4; ++i) t.gpus.push_back(Gpu(i, {"hb:a", "sw1"}, 0));
+  t.nics = {Nic("mlx5_0", {"hb:a", "sw1"}, 0), Nic("mlx5_1", {"hb:a", "sw1"}, 0)};
+  auto p = PairGpus(t);
+  EXPECT_EQ(Nics(p, 0), "mlx5_0");
+  EXPECT_EQ(Nics(p, 1), "mlx5_1");
+  EXPECT_EQ(Nics(p, 2), "mlx5_0");
+  EXPECT_EQ(Nics(p, 3), "mlx5_1");
+  // Deterministic: the same input gives the same answer.
+  auto q = PairGpus(t);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(Nics(p, i), Nics(q, i));
+}
+
+TEST(TopoSynthetic, TwoGpusTwoNicsOnOneSwitchDoNotShare) {
+  // Both GPUs see both NICs at PIX; each takes the least-used one, so they
+  // get one each; the NIC on the other socket is nobody's candidate.
+  Topology t;
+  t.gpus = {Gpu(0, {"hb:a", "sw1"}, 0), Gpu(1, {"hb:a", "sw1"}, 0)};
+  t.nics = {Nic("mlx5_0", {"hb:a", "sw1"}, 0), Nic("mlx5_1", {"hb:a", "sw1"}, 0), Nic("mlx5_2", {"hb:b"}, 1, 1)};
+  auto p = PairGpus(t);
+  EXPECT_EQ(Nics(p, 0), "mlx5_0");
+  EXPECT_EQ(Nics(p, 1), "mlx5_1");
+  EXPECT_EQ(Pair(p, 0).cls, PathClass::kPIX);
+  EXPECT_EQ(Env(ComputeEnv(t, p, {0, 1}, EnvPolicy()), "NCCL_IB_HCA"), "=mlx5_0:1,mlx5_1:1");
+}
+
+TEST(TopoSynthetic, CloserGpuIsServedFirst) {
+  // GPU1 is PIX to mlx5_0 only; GPU0 sees both NICs at PHB. Served in index
+  // order GPU0 would take mlx5_0 (name order) and make GPU1 share it;
+  // served by distance, GPU1 takes mlx5_0 and GPU0 the unused mlx5_1.
+  Topology t;
+  t.gpus = {Gpu(0, {"hb:a", "sw9"}, 0), Gpu(1, {"hb:a", "sw2"}, 0)};
+  t.nics = {Nic("mlx5_0", {"hb:a", "sw2"}, 0), Nic("mlx5_1", {"hb:a", "sw3"}, 0)};
+  auto p = PairGpus(t);
+  EXPECT_EQ(Nics(p, 1), "mlx5_0");
+  EXPECT_EQ(Pair(p, 1).cls, PathClass::kPIX);
+  EXPECT_EQ(Nics(p, 0), "mlx5_1");
+  EXPECT_EQ(Pair(p, 0).cls, PathClass::kPHB);
+}
+
+TEST(TopoSynthetic, NicOnTheOtherSocketOnly) {
+  Topology t;
+  t.gpus = {Gpu(0, {"hb:a", "sw1"}, 0, 0)};
+  t.nics = {Nic("mlx5_0", {"hb:b", "sw9"}, 1, 1)};
+  auto p = PairGpus(t);
+  EXPECT_EQ(Nics(p, 0), "mlx5_0");
+  EXPECT_EQ(Pair(p, 0).cls, PathClass::kSYS);
+  EnvPlan e = ComputeEnv(t, p, {0}, EnvPolicy());
+  EXPECT_EQ(Env(e, "NCCL_IB_HCA"), "=mlx5_0:1");
+  EXPECT_EQ(Env(e, "NCCL_NET_GDR_LEVEL"), "<unset>");
+}
+
+TEST(TopoSynthetic, ClassesPixPxbPhbNodeSys) {
+  TopoGpu g = Gpu(0, {"hb:a", "up1", "up2"}, 0, 0);
+  EXPECT_EQ(Distance(g, Nic("x", {"hb:a", "up1", "up2"}, 0)).cls, PathClass::kPIX);
+  PairDistance pxb = Distance(g, Nic("x", {"hb:a", "up1", "up3"}, 0));
+  EXPECT_EQ(pxb.cls, PathClass::kPXB);  // up2 and up3 below the common switch up1
+  EXPECT_EQ(pxb.switches, 3);
+  EXPECT_EQ(Distance(g, Nic("x", {"hb:a", "up1"}, 0)).cls, PathClass::kPXB);
+  EXPECT_EQ(Distance(g, Nic("x", {"hb:a"}, 0)).cls, PathClass::kPHB);
+  EXPECT_EQ(Distance(g, Nic("x", {"hb:b"}, 0)).cls, PathClass::kNODE);
+  EXPECT_EQ(Distance(g, Nic("x", {"hb:b"}, 1, 0)).cls, PathClass::kSYS);
+  EXPECT_EQ(Distance(g, Nic("x", {}, -1, -1)).cls, PathClass::kSYS);  // unknown NUMA is never "same"
+  EXPECT_LT(Distance(g, Nic("x", {"hb:b"}, 1, 0)), Distance(g, Nic("x", {"hb:b"}, 1, 1)));
+  EXPECT_STREQ(PathClassName(PathClass::kNODE), "NODE");
+}
+
+TEST(TopoSynthetic, DualPortHcaAndPortDown) {
+  Topology t;
+  t.gpus = {Gpu(0, {"hb:a", "sw1"}, 0)};
+  t.nics = {Nic("mlx5_0", {"hb:a", "sw1"}, 0, 0,
+                {{1, "ACTIVE", "InfiniBand", "", -1}, {2, "ACTIVE", "InfiniBand", "", -1}})};
+  auto p = PairGpus(t);
+  EXPECT_EQ(Env(ComputeEnv(t, p, {0}, EnvPolicy()), "NCCL_IB_HCA"), "=mlx5_0:1,mlx5_0:2");
+  t.nics[0].ports[1].state = "DOWN";
+  EXPECT_EQ(Env(ComputeEnv(t, PairGpus(t), {0}, EnvPolicy()), "NCCL_IB_HCA"), "=mlx5_0:1");
+  // All ports down: that HCA is out, the GPU falls back to a farther one.
+  t.nics[0].ports[0].state = "DOWN";
+  t.nics.push_back(Nic("mlx5_1", {"hb:z"}, 0));
+  auto q = PairGpus(t);
+  EXPECT_EQ(Nics(q, 0), "mlx5_1");
+  EXPECT_EQ(Pair(q, 0).cls, PathClass::kNODE);
+  EXPECT_EQ(Env(ComputeEnv(t, q, {0}, EnvPolicy()), "NCCL_IB_HCA"), "=mlx5_1:1");
+}
+
+TEST(TopoSynthetic, ExactHcaNamesMlx5_1IsNotMlx5_10) {
+  Topology t;
+  t.gpus = {Gpu(0, {"hb:a", "s"}, 0)};
+  t.nics = {Nic("mlx5_10", {"hb:q"}, 1, 1), Nic("mlx5_1", {"hb:a", "s"}, 0)};
+  auto p = PairGpus(t);
+  EXPECT_EQ(Env(ComputeEnv(t, p, {0}, EnvPolicy()), "NCCL_IB_HCA"), "=mlx5_1:1");
+  EXPECT_TRUE(NaturalLess("mlx5_2", "mlx5_10"));
+  EXPECT_FALSE(NaturalLess("mlx5_10", "mlx5_2"));
+  EXPECT_TRUE(NaturalLess("mlx5_1", "mlx5_10"));
+  EXPECT_FALSE(NaturalLess("mlx5_1", "mlx5_1"));
+}
+
+TEST(TopoSynthetic, RoceVersusIbGidIndex) {
+  Topology t;
+  t.gpus = {Gpu(0, {"hb:a", "s"}, 0)};
+  t.nics = {Nic("mlx5_0", {"hb:a", "s"}, 0, 0, {{1, "ACTIVE", "Ethernet", "", 3}}),
+            Nic("mlx5_1", {"hb:a", "s"}, 0, 0, {{1, "ACTIVE", "Ethernet", "", 3}})};
+  auto p = PairGpus(t);
+  EnvPlan e = ComputeEnv(t, p, {0}, EnvPolicy());
+  EXPECT_EQ(Env(e, "NCCL_IB_GID_INDEX"), "3");
+  EnvPolicy off;
+  off.gid_index = false;
+  EXPECT_EQ(Why(ComputeEnv(t, p, {0}, off), "NCCL_IB_GID_INDEX"), "disabled by site config (nccl_gid_index)");
+  t.nics[1].ports[0].gid_index = 1;
+  EXPECT_EQ(Why(ComputeEnv(t, p, {0}, EnvPolicy()), "NCCL_IB_GID_INDEX"), "RoCE v2 GID index differs between ports");
+  t.nics[1].ports[0].gid_index = -1;
+  EXPECT_EQ(Why(ComputeEnv(t, p, {0}, EnvPolicy()), "NCCL_IB_GID_INDEX"), "no validated RoCE v2 GID");
+  t.nics[0].ports[0].link_layer = t.nics[1].ports[0].link_layer = "InfiniBand";
+  EXPECT_EQ(Why(ComputeEnv(t, p, {0}, EnvPolicy()), "NCCL_IB_GID_INDEX"), "InfiniBand link layer needs no GID index");
+}
+
+TEST(TopoSynthetic, PhbSetsGdrLevelAndTopoFileOnlyWhenAsked) {
+  Topology t;
+  t.gpus = {Gpu(0, {"hb:a"}, 0)};
+  t.nics = {Nic("mlx5_0", {"hb:a"}, 0)};
+  auto p = PairGpus(t);
+  EnvPolicy pol;
+  EnvPlan e = ComputeEnv(t, p, {0}, pol);
+  EXPECT_EQ(Env(e, "NCCL_NET_GDR_LEVEL"), "PHB");
+  EXPECT_EQ(Env(e, "NCCL_TOPO_FILE"), "<unset>");
+  pol.nccl_topo_file = "/etc/nccl/topo.xml";
+  EXPECT_EQ(Why(ComputeEnv(t, p, {0}, pol), "NCCL_TOPO_FILE"), "site file /etc/nccl/topo.xml missing");
+  pol.nccl_topo_file_exists = true;
+  EXPECT_EQ(Env(ComputeEnv(t, p, {0}, pol), "NCCL_TOPO_FILE"), "/etc/nccl/topo.xml");
+}
+
+TEST(TopoSynthetic, NeverNcclDebugVariables) {
+  for (const auto& n : EnvVarNames()) EXPECT_NE(n.rfind("NCCL_DEBUG", 0), 0u) << n;
+}
+
+TEST(TopoTaskGpus, FromSlurmVariables) {
+  using V = std::vector<int>;
+  EXPECT_EQ(*TaskGpus("1,3", "0-3", "1,3"), (V{1, 3}));
+  EXPECT_EQ(*TaskGpus("", "0-3", ""), (V{0, 1, 2, 3}));
+  EXPECT_EQ(*TaskGpus("0-3", "", "2"), (V{2}));      // --gpu-bind, global ids
+  EXPECT_EQ(*TaskGpus("2,3", "", "1"), (V{3}));      // ConstrainDevices: position 1 of 2,3
+  EXPECT_EQ(*TaskGpus("2,3", "", "0,1"), (V{2, 3})); // whole step set
+  EXPECT_EQ(*TaskGpus("", "", "0,2"), (V{0, 2}));
+  EXPECT_TRUE(TaskGpus("", "", "")->empty());
+  auto bad = TaskGpus("x", "", "");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("SLURM_STEP_GPUS='x'"), std::string::npos);
+  auto uuid = TaskGpus("", "", "GPU-0000");
+  ASSERT_FALSE(uuid.ok());
+  EXPECT_NE(uuid.status().message().find("CUDA_VISIBLE_DEVICES"), std::string::npos);
+  EXPECT_FALSE(TaskGpus("2,3,4", "", "7").ok());
+}
+
 }  // namespace
 }  // namespace preflight
