@@ -31,6 +31,24 @@ free_port_base() {
   die "no free port range found"
 }
 
+# Topology fixture for the topology-aware environment (issue 3): every node
+# is the IBM AC922 of tests/fixtures/topology (4 GPUs, 4 HCAs, GPU i nearest
+# mlx5_i); its HCA ports and IPoIB netdevs are laid out ACTIVE/up in the
+# node's fixture sysfs. Only adds files under /sys/class/{infiniband,net}.
+TOPOLOGY_XML=$here/../fixtures/topology/hwloc-ibm-ac922-lassen-4xv100-cx5.xml
+lay_topology_sysfs() {
+  local root=$1 i p
+  for i in 0 1 2 3; do
+    p=$root/sys/class/infiniband/mlx5_$i/ports/1
+    mkdir -p "$p" "$root/sys/class/net/hsi$i"
+    echo "4: ACTIVE" >"$p/state"
+    echo "5: LinkUp" >"$p/phys_state"
+    echo "InfiniBand" >"$p/link_layer"
+    echo "100 Gb/sec (4X EDR)" >"$p/rate"
+    echo "up" >"$root/sys/class/net/hsi$i/operstate"
+  done
+}
+
 write_configs() {
   local dir=$1 build=$2 host base
   host=$(hostname -s)
@@ -38,6 +56,7 @@ write_configs() {
   mkdir -p "$dir"/{etc,run/state,run/log,run/spool,munge,fakedev,state,metrics,bin}
   for n in "${NODES[@]}"; do
     mkdir -p "$dir/run/tmp/$n" "$dir/nodes/$n/root" "$dir/nodes/$n/scratch"
+    lay_topology_sysfs "$dir/nodes/$n/root"
     for g in 0 1 2 3; do [ -e "$dir/fakedev/$n-nvidia$g" ] || mknod "$dir/fakedev/$n-nvidia$g" c 1 3; done
   done
   for g in 0 1 2 3; do [ -e "$dir/fakedev/nvidia$g" ] || mknod "$dir/fakedev/nvidia$g" c 1 3; done
@@ -105,6 +124,7 @@ scratch_min_free = 1M
 scontrol = $(command -v scontrol)
 slurm_conf = $dir/etc/slurm.conf
 probe_timeout = 10s
+topology_xml = $(realpath "$TOPOLOGY_XML")
 CONF
   echo "required $build/spank_plugin/preflight.so conf=$dir/etc/preflight.conf" >"$dir/etc/plugstack.conf"
   for b in prolog epilog healthcheck; do

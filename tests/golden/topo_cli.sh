@@ -1,0 +1,40 @@
+#!/bin/bash
+# Golden test of `preflight topo` on captured real machines: the table and
+# the JSON against tests/fixtures/topology/golden/*.txt|*.json, plus the
+# refusals for bad arguments. PREFLIGHT_REGENERATE_GOLDEN=1 rewrites the
+# goldens (review the diff).
+#   topo_cli.sh PREFLIGHT_BINARY SOURCE_DIR
+set -uo pipefail
+bin=$1 src=$2
+fix=$src/tests/fixtures/topology
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# No site config: --config /dev/null keeps the host's /etc/preflight out.
+run() { "$bin" --config /dev/null topo "$@" 2>&1; }
+norm() { sed "s#$fix/##g"; }
+
+for name in hwloc-dell-xe8640-4xh100-cx7-cx6 hwloc-aws-p4d-24xlarge-8xa100-4xefa hwloc-ibm-ac922-lassen-4xv100-cx5; do
+  got=$(run --xml "$fix/$name.xml" --gpus 0 | norm)
+  want=$fix/golden/$name.topo.txt
+  if [ -n "${PREFLIGHT_REGENERATE_GOLDEN:-}" ]; then printf '%s\n' "$got" >"$want"; continue; fi
+  diff -u "$want" <(printf '%s\n' "$got") || fail "$name table differs from $want"
+done
+
+# JSON is the same document the unit test checks (whole-node env there).
+out=$(run --xml "$fix/hwloc-ibm-ac922-lassen-4xv100-cx5.xml" --gpus 2,3 --json)
+grep -q '"NCCL_IB_HCA": "=mlx5_2:1,mlx5_3:1"' <<<"$out" || fail "json env for GPUs 2,3: $out"
+
+# Bad inputs: exit code and a message naming the input.
+expect() {  # CODE PATTERN ARGS...
+  local code=$1 pat=$2; shift 2
+  local o rc
+  o=$(run "$@"); rc=$?
+  [ "$rc" = "$code" ] || fail "topo $*: exit $rc, want $code ($o)"
+  grep -qE -- "$pat" <<<"$o" || fail "topo $*: output lacks '$pat': $o"
+}
+expect 2 "no GPU 9" --xml "$fix/hwloc-dell-xe8640-4xh100-cx7-cx6.xml" --gpus 9
+expect 2 "--gpus 'x'" --xml "$fix/hwloc-dell-xe8640-4xh100-cx7-cx6.xml" --gpus x
+expect 1 "/nonexistent.xml" --xml /nonexistent.xml
+expect 1 "hwloc cannot (use|load) XML $fix/README.md" --xml "$fix/README.md"
+expect 2 "unexpected argument 'extra'" --xml "$fix/hwloc-dell-xe8640-4xh100-cx7-cx6.xml" extra
+[ $fails = 0 ] && echo "topo_cli: all checks passed" || { echo "topo_cli: $fails failed"; exit 1; }
