@@ -32,11 +32,13 @@ extern "C" {
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <string>
 
 #include "preflight/config.h"
 #include "preflight/fileutil.h"
+#include "preflight/job.h"
 #include "preflight/json.h"
 #include "preflight/log.h"
 #include "preflight/report.h"
@@ -89,13 +91,24 @@ std::string StepName(spank_t sp) {
   return std::to_string(step);
 }
 
+// This node's Slurm name. slurmd exports SLURMD_NODENAME into its own
+// environment, which slurmstepd inherits; the job's copy is only final after
+// this callback (slurmstepd's setup_env runs later, and a step's job env may
+// still carry the batch host's name), so the process's wins.
+std::string NodeName(spank_t sp) {
+  const char* own = std::getenv("SLURMD_NODENAME");
+  if (own != nullptr && *own != '\0') return own;
+  std::string job = GetJobEnv(sp, "SLURMD_NODENAME");
+  return job.empty() ? ShortHostname() : job;
+}
+
 }  // namespace
 
 int TaskInitPrivileged(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
   TaskTopo& t = Task();
   t = TaskTopo();
   if (EnvOff(opts)) return 0;
-  t.node = GetJobEnv(sp, "SLURMD_NODENAME");
+  t.node = NodeName(sp);
   auto cfg = LoadPluginConfig(args, t.node);
   if (!cfg) {
     Log(LogLevel::kError, "task_init_privileged", "site config", cfg.status().message());
@@ -118,8 +131,9 @@ int TaskInitPrivileged(spank_t sp, const PluginArgs& args, const JobOptions& opt
   t.source = from_cache ? "cache" : "hwloc";
   t.ready = true;
 
-  std::string job = GetJobEnv(sp, "SLURM_JOB_ID");
-  if (job.empty()) return 0;
+  uint32_t job_id = 0;
+  if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS) return 0;
+  std::string job = std::to_string(job_id);
   std::string dir = cfg->state_dir + "/jobs/" + job;
   Status s = MakeDirs(dir, 0755);
   if (s.ok()) {
