@@ -4,8 +4,9 @@
 #     with preflight's environment on vs --preflight-env=off (same plugin
 #     stack; off skips the topology work), alternating, on a private real
 #     Slurm (tests/harness/cluster.sh; node topology = the AC922 fixture);
-#  2. the per-task figures slurmstepd recorded in the job's env record
-#     (cache read = load_seconds, pairing + env = env_seconds);
+#  2. the figures slurmstepd recorded in the job's env record: the cache
+#     read once per step (load_seconds, inherited by the forked tasks) and
+#     the per-task work (env_seconds: GPU set, pairing, env, setenv);
 #  3. topo_env_bench: cache+env per task vs an hwloc load per task.
 #   bench/topo_env.sh BUILD_DIR [ROUNDS]     (root; starts and stops its own cluster)
 set -euo pipefail
@@ -46,7 +47,7 @@ for line in open(rec):
     r = json.loads(line)
     if r["gpus"]:
         load.append(r["load_seconds"] * 1e6); env.append(r["env_seconds"] * 1e6)
-print(f"per task in slurmstepd, {len(load)} tasks: cache read median {statistics.median(load):.1f} us"
-      f" (max {max(load):.1f}), pairing+env median {statistics.median(env):.1f} us (max {max(env):.1f})")
+print(f"in slurmstepd: cache read once per step median {statistics.median(load):.1f} us (max {max(load):.1f});"
+      f" per task ({len(env)} tasks) GPUs+pairing+env+setenv median {statistics.median(env):.1f} us (max {max(env):.1f})")
 PY
 for f in "$src"/tests/fixtures/topology/*.xml; do "$build/bench/topo_env_bench" "$f" 2000; done

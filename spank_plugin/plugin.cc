@@ -121,9 +121,11 @@ PF_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
 
 // After option processing, locally: hand the job's choices to the prolog and
 // epilog (they see SPANK_<NAME>) and to the batch job (SLURM_SPANK_<NAME>).
+// Remotely (slurmstepd, root, once per step): the topology for the tasks.
 PF_EXPORT int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
   return Guard("init_post_opt", [&] {
     spank_context_t ctx = spank_context();
+    if (ctx == S_CTX_REMOTE) return preflight::spank::StepInit(sp, State().args, State().opts);
     if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR) return 0;
     const JobOptions& opts = State().opts;
     for (const auto& o : UserOptions()) {
@@ -139,15 +141,6 @@ PF_EXPORT int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
   });
 }
 
-// In each task, as root, before task_init: the topology cache and the job's
-// env record (see spank_env.cc).
-PF_EXPORT int slurm_spank_task_init_privileged(spank_t sp, int ac, char** av) {
-  return Guard("task_init_privileged", [&] {
-    if (spank_context() != S_CTX_REMOTE) return 0;
-    return preflight::spank::TaskInitPrivileged(sp, State().args, State().opts);
-  });
-}
-
 // In each task, as the user, before exec: the environment (see spank_task.cc).
 PF_EXPORT int slurm_spank_task_init(spank_t sp, int ac, char** av) {
   return Guard("task_init", [&] {
@@ -160,6 +153,7 @@ PF_EXPORT int slurm_spank_exit(spank_t sp, int ac, char** av) {
   return Guard("exit", [&] {
     State().table.clear();
     State().initialized = false;
+    if (spank_context() == S_CTX_REMOTE) preflight::spank::StepExit();
     return 0;
   });
 }

@@ -1,17 +1,17 @@
 // The topology-aware NCCL/RDMA environment, per task (--preflight-env).
 //
-// Two callbacks in the same forked task process (slurmstepd's
-// _pre_task_child_privileged, then exec_task):
-//  * task_init_privileged (root): read the node's topology cache, building it
-//    with hwloc on first use, and open this job's record file
-//    <state_dir>/jobs/<job>/<node>.env.jsonl (root-owned directory) with
-//    O_APPEND|O_CLOEXEC. Nothing is decided yet: the task's own GPU set
-//    (CUDA_VISIBLE_DEVICES for --gpu-bind) is only final in task_init,
-//    because slurmstepd sets the GRES task environment after this callback.
-//  * task_init (user): compute the environment for the task's GPUs, set what
-//    the user did not set, append one JSON line to the record through the
-//    already-open descriptor, close it, and with --preflight-env=show print a
-//    summary to the task's stderr.
+// Two points in slurmstepd (remote context):
+//  * init_post_opt, once per step and node, as root, in slurmstepd itself:
+//    read the node's topology cache (building it with hwloc on first use)
+//    and open this job's record <state_dir>/jobs/<job>/<node>.env.jsonl
+//    (root-owned directory) with O_APPEND|O_CLOEXEC. The tasks are forked
+//    from this process, so each inherits the parsed topology and the
+//    descriptor: per task there is no file to read and nothing to parse.
+//  * task_init, in each task as the user: compute the environment for the
+//    task's GPUs (the GRES task environment, CUDA_VISIBLE_DEVICES for
+//    --gpu-bind, is only final here), set what the user did not set, append
+//    one JSON line to the record through the inherited descriptor, and with
+//    --preflight-env=show print a summary to the task's stderr.
 //
 // "User-set" and our own earlier values: a batch step's tasks get the
 // environment for all the job's GPUs, and its `srun` steps inherit it. So we
@@ -52,7 +52,8 @@ namespace {
 
 constexpr const char* kMarker = "PREFLIGHT_TOPO_ENV";
 
-// Per task process: filled as root, used as the user, then dropped.
+// Per step, in slurmstepd: filled as root before the tasks are forked; each
+// task process has its own copy.
 struct TaskTopo {
   bool ready = false;
   Topology topo;
@@ -104,26 +105,26 @@ std::string NodeName(spank_t sp) {
 
 }  // namespace
 
-int TaskInitPrivileged(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
+int StepInit(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
   TaskTopo& t = Task();
-  t = TaskTopo();
+  StepExit();
   if (EnvOff(opts)) return 0;
   t.node = NodeName(sp);
   auto cfg = LoadPluginConfig(args, t.node);
   if (!cfg) {
-    Log(LogLevel::kError, "task_init_privileged", "site config", cfg.status().message());
+    Log(LogLevel::kError, "init_post_opt", "site config", cfg.status().message());
     return 0;  // the environment is a help, not a gate: never fail the task for it
   }
   if (!cfg->topo_env) return 0;
   double t0 = MonotonicSeconds();
   bool from_cache = false;
   TopoLoadOptions lo;
-  lo.write_cache = true;  // root here: the first task after a reboot writes it
+  lo.write_cache = true;  // root here: the first step after a reboot writes it
   auto topo = LoadTopologyCached(*cfg, t.node, lo, &from_cache);
   t.load_seconds = MonotonicSeconds() - t0;
   if (!topo) {
     Log(topo.status().code() == Status::Code::kUnavailable ? LogLevel::kDebug : LogLevel::kError,
-        "task_init_privileged", "topology of " + t.node, topo.status().message());
+        "init_post_opt", "topology of " + t.node, topo.status().message());
     return 0;
   }
   t.topo = std::move(*topo);
@@ -141,12 +142,19 @@ int TaskInitPrivileged(spank_t sp, const PluginArgs& args, const JobOptions& opt
     t.record_fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (t.record_fd < 0) s = Status::FromErrno(errno, "open " + path);
   }
-  if (!s.ok()) Log(LogLevel::kError, "task_init_privileged", "env record", s.message());
+  if (!s.ok()) Log(LogLevel::kError, "init_post_opt", "env record", s.message());
   return 0;
+}
+
+void StepExit() {
+  TaskTopo& t = Task();
+  if (t.record_fd >= 0) ::close(t.record_fd);
+  t = TaskTopo();
 }
 
 int TaskTopoEnv(spank_t sp, const JobOptions& opts) {
   TaskTopo& t = Task();
+  // The task's copy of the descriptor; closed here, O_CLOEXEC anyway.
   struct Closer {
     int& fd;
     ~Closer() {

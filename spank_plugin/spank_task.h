@@ -20,11 +20,13 @@ std::string GetJobEnv(spank_t sp, const char* name, bool* found = nullptr);
 // the job's output. Returns 0, or -1 with the error logged.
 int TaskInit(spank_t sp, const PluginArgs& args, const JobOptions& opts);
 
-// Topology environment (spank_env.cc). As root: load the node's topology
-// (cache, or hwloc on first use) and open the job's env record. Then, as the
-// user: set the variables for the task's GPUs. Both return 0 even when the
-// environment cannot be computed (it is logged): it never fails a task.
-int TaskInitPrivileged(spank_t sp, const PluginArgs& args, const JobOptions& opts);
+// Topology environment (spank_env.cc). Once per step in slurmstepd, as root:
+// load the node's topology (cache, or hwloc on first use) and open the job's
+// env record; the tasks inherit both. Then in each task, as the user: set
+// the variables for the task's GPUs. Both return 0 even when the environment
+// cannot be computed (it is logged): it never fails a task. StepExit frees.
+int StepInit(spank_t sp, const PluginArgs& args, const JobOptions& opts);
 int TaskTopoEnv(spank_t sp, const JobOptions& opts);
+void StepExit();
 
 }  // namespace preflight::spank
