@@ -19,11 +19,16 @@
 // step recomputes a variable whose value still equals what we set, and
 // leaves alone any variable the user set or changed.
 //
-// Containers: pyxis (and enroot) run the task's command inside the container
-// with the task's environment as slurmstepd holds it after task_init, so the
-// values set here reach the container. pyxis also imports the image's ENV in
-// its own task_init; with preflight listed after pyxis in plugstack.conf, an
-// image's NCCL_* is seen here as set and left alone (and recorded so).
+// Containers (pyxis): pyxis's slurm_spank_task_init starts the container
+// once per node with the first task's environment, then in every task
+// imports the container's environment into the task's with overwrite, and
+// joins its namespaces; slurmstepd then execs the task inside it with the
+// task's environment. So preflight must come AFTER pyxis in plugstack.conf:
+// its task_init then runs after the import, its per-task values are what
+// the container's process gets, and an image's ENV NCCL_* (imported by
+// pyxis) counts as set and is left alone (recorded under left_alone).
+// Listed before pyxis, the import would overwrite every task's values with
+// those of the node's first task.
 extern "C" {
 #include <slurm/slurm.h>
 }
