@@ -114,6 +114,8 @@ int StepInit(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
   TaskTopo& t = Task();
   StepExit();
   if (EnvOff(opts)) return 0;
+  uint32_t step = 0;
+  if (spank_get_item(sp, S_JOB_STEPID, &step) == ESPANK_SUCCESS && step == SLURM_EXTERN_CONT) return 0;  // no tasks
   t.node = NodeName(sp);
   auto cfg = LoadPluginConfig(args, t.node);
   if (!cfg) {
@@ -174,12 +176,15 @@ int TaskTopoEnv(spank_t sp, const JobOptions& opts) {
   spank_get_item(sp, S_TASK_GLOBAL_ID, &task);
   auto gpus = TaskGpus(GetJobEnv(sp, "SLURM_STEP_GPUS"), GetJobEnv(sp, "SLURM_JOB_GPUS"),
                        GetJobEnv(sp, "CUDA_VISIBLE_DEVICES"));
-  if (!gpus) {
-    Log(LogLevel::kError, "task_init", "task " + std::to_string(task) + " GPUs", gpus.status().message());
-    return 0;
+  EnvPlan plan;
+  if (gpus) {
+    plan = ComputeEnv(t.topo, PairGpus(t.topo), *gpus, t.policy);
+  } else {
+    // E.g. CUDA_VISIBLE_DEVICES=GPU-<uuid> set by the user outside GRES: the
+    // GPUs cannot be placed, so nothing is set; the record says why.
+    for (const auto& n : EnvVarNames()) plan.unset.push_back({n, "cannot tell the task's GPUs: " + gpus.status().message()});
+    Log(LogLevel::kDebug, "task_init", "task " + std::to_string(task) + " GPUs", gpus.status().message());
   }
-  auto pairing = PairGpus(t.topo);
-  EnvPlan plan = ComputeEnv(t.topo, pairing, *gpus, t.policy);
 
   bool marker_found = false;
   std::string marker = GetJobEnv(sp, kMarker, &marker_found);
@@ -240,6 +245,10 @@ int TaskTopoEnv(spank_t sp, const JobOptions& opts) {
   }
 
   if (opts.env_given && opts.env == EnvMode::kShow) {
+    // One screen: every task says what it got; the reasons for what was not
+    // set (the same for all tasks of a node, mostly) only from local task 0.
+    uint32_t local = 0;
+    spank_get_item(sp, S_TASK_ID, &local);
     std::string gl;
     for (const auto& gn : plan.gpu_nics)
       gl += (gl.empty() ? "" : ", ") + std::string("GPU") + std::to_string(gn.first) + "->" + gn.second;
@@ -247,7 +256,8 @@ int TaskTopoEnv(spank_t sp, const JobOptions& opts) {
                       (gl.empty() ? std::string("no GPU") : gl) + "\n";
     for (const auto& v : set) out += "preflight-env:   set  " + v.name + "=" + v.value + "\n";
     for (const auto& v : kept) out += "preflight-env:   kept " + v.name + "=" + v.value + " (set by the user)\n";
-    for (const auto& u : plan.unset) out += "preflight-env:   not set " + u.first + ": " + u.second + "\n";
+    if (local == 0)
+      for (const auto& u : plan.unset) out += "preflight-env:   not set " + u.first + ": " + u.second + "\n";
     std::fputs(out.c_str(), stderr);
   }
   return 0;
