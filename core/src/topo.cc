@@ -210,6 +210,7 @@ EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing,
       if (q.gpu == g) p = &q;
     if (p == nullptr || FindGpu(topo, g) == nullptr) {
       unknown.push_back(std::to_string(g));
+      plan.gpu_nics.push_back({g, "not in the topology"});
       continue;
     }
     if (p->nics.empty()) {

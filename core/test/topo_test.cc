@@ -377,6 +377,12 @@ TEST(TopoSynthetic, NoGpuAndUnknownGpu) {
   EnvPlan e = ComputeEnv(t, p, {7}, EnvPolicy());
   EXPECT_TRUE(e.vars.empty());
   EXPECT_EQ(Why(e, "NCCL_IB_HCA"), "GPU 7 not in the node's topology");
+  // A known GPU next to an unknown one still gets its HCA; the unknown one
+  // is named in the pairing.
+  EnvPlan mixed = ComputeEnv(t, p, {0, 7}, EnvPolicy());
+  EXPECT_EQ(Env(mixed, "NCCL_IB_HCA"), "=mlx5_0:1");
+  ASSERT_EQ(mixed.gpu_nics.size(), 2u);
+  EXPECT_EQ(mixed.gpu_nics[1].second, "not in the topology");
 }
 
 TEST(TopoSynthetic, MoreGpusThanNicsSharesBalanced) {
