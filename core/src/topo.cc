@@ -371,6 +371,7 @@ std::string TopologyTable(const Topology& topo, const std::vector<GpuPairing>& p
   for (const auto& g : topo.gpus)
     o << "  GPU" << g.index << "  " << g.busid << "  " << (g.osdev.empty() ? "-" : g.osdev) << "  NUMA "
       << g.numa << "  package " << g.package << "\n";
+  if (topo.gpus.empty()) o << "  (no NVIDIA GPU found)\n";
   o << "NICs:\n";
   for (const auto& n : topo.nics) {
     o << "  " << n.name << "  " << n.kind << "  " << n.busid << "  NUMA " << n.numa << "  netdev "
@@ -380,7 +381,6 @@ std::string TopologyTable(const Topology& topo, const std::vector<GpuPairing>& p
         << (p.link_layer.empty() ? "-" : p.link_layer) << "  " << (p.rate.empty() ? "-" : p.rate)
         << (p.gid_index >= 0 ? "  RoCE v2 GID " + std::to_string(p.gid_index) : "") << "\n";
   }
-  if (topo.gpus.empty()) o << "  (no NVIDIA GPU found)\n";
   if (topo.nics.empty()) o << "  (no RDMA NIC found)\n";
   return o.str();
 }

@@ -24,6 +24,10 @@ done
 out=$(run --xml "$fix/hwloc-ibm-ac922-lassen-4xv100-cx5.xml" --gpus 2,3 --json)
 grep -q '"NCCL_IB_HCA": "=mlx5_2:1,mlx5_3:1"' <<<"$out" || fail "json env for GPUs 2,3: $out"
 
+# A real probe of this machine (whatever it has) works and says so.
+out=$(run) || fail "topo (probe) exited non-zero: $out"
+grep -q '^Topology: probe$' <<<"$out" || fail "topo (probe) does not name its source: $out"
+
 # Bad inputs: exit code and a message naming the input.
 expect() {  # CODE PATTERN ARGS...
   local code=$1 pat=$2; shift 2
