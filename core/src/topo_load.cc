@@ -114,7 +114,14 @@ Expected<Topology> LoadTopologyHwloc(const std::string& xml, const FsRoot& fs) {
   } guard{t};
   // Without KEEP_ALL hwloc drops PCI and OS devices: no GPUs, no HCAs.
   hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_ALL);
-  if (!xml.empty()) {
+  if (xml.empty()) {
+    // Probing runs in the prolog and in slurmstepd: keep hwloc's GPU-runtime
+    // backends out (CUDA/OpenCL would create a context, NVML/RSMI/Level Zero
+    // open the driver). GPUs are found by PCI class and vendor, numbered by
+    // /proc/driver/nvidia device minors.
+    for (const char* c : {"cuda", "nvml", "opencl", "rsmi", "levelzero", "gl"})
+      hwloc_topology_set_components(t, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, c);
+  } else {
     struct stat st;
     if (::stat(xml.c_str(), &st) != 0) return Status::FromErrno(errno, "topology_xml " + xml);
     if (hwloc_topology_set_xml(t, xml.c_str()) < 0) return Status::FromErrno(errno, "hwloc cannot use XML " + xml);
