@@ -22,7 +22,8 @@ export SLURM_CONF=$dir/etc/slurm.conf
 salloc -Q -N1 -w n1 --gres=gpu:4 bash -c '
   srun -O -n16 true; srun -O -n16 --preflight-env=off true   # warm-up
   for i in $(seq '"$rounds"'); do
-    for mode in on off; do
+    order="on off"; [ $((i % 2)) = 0 ] && order="off on"   # no order bias
+    for mode in $order; do
       arg=; [ $mode = off ] && arg=--preflight-env=off
       t0=$(date +%s%N); srun -O -n16 $arg true; t1=$(date +%s%N)
       echo "$mode $(( (t1 - t0) / 1000 ))"
@@ -40,6 +41,8 @@ for line in open(times):
     f = line.split()
     if f[0] in t: t[f[0]].append(int(f[1]) / 1000.0)
 on, off = statistics.median(t["on"]), statistics.median(t["off"])
+q = lambda v: statistics.quantiles(v, n=4)
+print(f"quartiles (ms): on {q(t['on'])[0]:.1f}..{q(t['on'])[2]:.1f} | off {q(t['off'])[0]:.1f}..{q(t['off'])[2]:.1f}")
 print(f"srun -O -n16 true, {rounds} rounds each (ms): env on median {on:.1f} mean {statistics.mean(t['on']):.1f}"
       f" | env off median {off:.1f} mean {statistics.mean(t['off']):.1f} | on/off {on / off:.3f} ({(on / off - 1) * 100:+.1f}%)")
 load, env = [], []
