@@ -34,6 +34,7 @@ extern "C" {
 }
 
 #include <fcntl.h>
+#include <cerrno>
 #include <unistd.h>
 
 #include <cstdio>
