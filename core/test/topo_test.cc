@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -26,9 +27,22 @@ const std::string kDell = kFix + "/hwloc-dell-xe8640-4xh100-cx7-cx6.xml";
 const std::string kP4d = kFix + "/hwloc-aws-p4d-24xlarge-8xa100-4xefa.xml";
 const std::string kLassen = kFix + "/hwloc-ibm-ac922-lassen-4xv100-cx5.xml";
 
+// Fixture roots for one test run, removed when the test binary exits.
 std::string TempDir() {
+  static std::vector<std::string> made;
+  static bool hooked = false;
+  if (!hooked) {
+    hooked = true;
+    std::atexit([] {
+      for (const auto& d : made) {
+        std::error_code ec;
+        std::filesystem::remove_all(d, ec);
+      }
+    });
+  }
   char tmpl[] = "/tmp/preflight-topo-XXXXXX";
   std::string d = mkdtemp(tmpl);
+  made.push_back(d);
   return d;
 }
 
