@@ -97,6 +97,63 @@ Expected<Level> ParseLevelKey(const std::string& s) {
   return ParseLevel(s.c_str());
 }
 
+// Health-check value types: comma-separated lists and small enumerations.
+std::string ListText(const std::vector<std::string>& v) {
+  std::string o;
+  for (const auto& x : v) o += (o.empty() ? "" : ",") + x;
+  return o;
+}
+Expected<std::vector<std::string>> ParseList(const std::string& s) {
+  std::vector<std::string> out;
+  size_t b = 0;
+  while (b <= s.size() && !s.empty()) {
+    size_t e = s.find(',', b);
+    std::string item = s.substr(b, e == std::string::npos ? std::string::npos : e - b);
+    size_t i = item.find_first_not_of(" \t"), j = item.find_last_not_of(" \t");
+    if (i == std::string::npos) return Status::InvalidArgument("empty item in list '" + s + "'");
+    out.push_back(item.substr(i, j - i + 1));
+    if (e == std::string::npos) break;
+    b = e + 1;
+  }
+  return out;
+}
+Expected<std::vector<std::string>> ParseXidList(const std::string& s) {
+  auto l = ParseList(s);
+  if (!l) return l;
+  for (const auto& x : *l)
+    if (!ParseCount(x)) return Status::InvalidArgument("bad Xid '" + x + "' (expected a number)");
+  return l;
+}
+Expected<std::vector<std::string>> ParseThrottleList(const std::string& s) {
+  static const char* kNames[] = {"idle", "app_clocks", "sw_power_cap", "hw_slowdown", "sync_boost",
+                                 "sw_thermal", "hw_thermal", "hw_power_brake", "display_clocks"};
+  auto l = ParseList(s);
+  if (!l) return l;
+  for (const auto& x : *l) {
+    bool ok = false;
+    for (const char* n : kNames) ok = ok || x == n;
+    if (!ok)
+      return Status::InvalidArgument("unknown throttle reason '" + x +
+                                     "' (expected idle, app_clocks, sw_power_cap, hw_slowdown, sync_boost, "
+                                     "sw_thermal, hw_thermal, hw_power_brake, display_clocks)");
+  }
+  return l;
+}
+std::string Same(const std::string& s) { return s; }
+Expected<std::string> OneOf(const std::string& s, std::initializer_list<const char*> allowed) {
+  std::string all;
+  for (const char* a : allowed) {
+    if (s == a) return s;
+    all += (all.empty() ? "" : ", ") + std::string(a);
+  }
+  return Status::InvalidArgument("bad value '" + s + "' (expected " + all + ")");
+}
+Expected<std::string> ParsePersistence(const std::string& s) { return OneOf(s, {"any", "on", "off"}); }
+Expected<std::string> ParseComputeMode(const std::string& s) {
+  return OneOf(s, {"any", "default", "exclusive_process", "prohibited"});
+}
+Expected<std::string> ParseLinkLayer(const std::string& s) { return OneOf(s, {"any", "InfiniBand", "Ethernet"}); }
+
 }  // namespace
 
 const std::vector<ConfigKey>& ConfigKeys() {
@@ -131,6 +188,38 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_PATH(slurm_conf)},
       {"probe_timeout", "duration", "Upper bound for any single probe (e.g. 10s, 500ms)",
        PF_PARSED(probe_timeout_ms, ParseDurationMs, DurationText)},
+      {"nvml_library", "path", "NVML library to dlopen (soname or path); absent: GPU checks are skipped",
+       PF_PATH(nvml_library)},
+      {"nvml_fault_file", "path", "Test hook: fault file handed to the fake NVML in tests/fakes (PREFLIGHT_FAKE_NVML_FAULTS)",
+       PF_PATH(nvml_fault_file)},
+      {"gpu_count", "count", "GPUs this node must show (0: as many as /dev/nvidiaN files under fsroot)",
+       PF_PARSED(gpu_count, ParseCount, CountText)},
+      {"gpu_max_ecc_uncorrected", "count", "Most uncorrected ECC errors (volatile or aggregate) a GPU may have",
+       PF_PARSED(gpu_max_ecc_uncorrected, ParseCount, CountText)},
+      {"gpu_max_retired_pages", "count", "Most retired pages a GPU may have (any pending retirement fails)",
+       PF_PARSED(gpu_max_retired_pages, ParseCount, CountText)},
+      {"gpu_max_temp", "count", "Highest GPU temperature in degrees C",
+       PF_PARSED(gpu_max_temp, ParseCount, CountText)},
+      {"gpu_throttle_fail", "list", "Clock throttle reasons that fail a GPU (e.g. hw_slowdown,hw_thermal)",
+       PF_PARSED(gpu_throttle_fail, ParseThrottleList, ListText)},
+      {"gpu_pcie_gen", "count", "Lowest PCIe generation a GPU's link may be capable of (0: not checked)",
+       PF_PARSED(gpu_pcie_gen, ParseCount, CountText)},
+      {"gpu_pcie_width", "count", "Lowest PCIe link width of a GPU (0: the device's own maximum)",
+       PF_PARSED(gpu_pcie_width, ParseCount, CountText)},
+      {"gpu_nvlinks", "count", "NVLinks that must be up per GPU (0: every link NVML reports)",
+       PF_PARSED(gpu_nvlinks, ParseCount, CountText)},
+      {"gpu_persistence", "string", "Persistence mode the site expects: any, on, off",
+       PF_PARSED(gpu_persistence, ParsePersistence, Same)},
+      {"gpu_compute_mode", "string", "Compute mode the site expects: any, default, exclusive_process, prohibited",
+       PF_PARSED(gpu_compute_mode, ParseComputeMode, Same)},
+      {"xid_ignore", "list", "Xid codes that do not fail a node (application faults)",
+       PF_PARSED(xid_ignore, ParseXidList, ListText)},
+      {"ib_hcas", "list", "HCAs that must be present and up (e.g. mlx5_0,mlx5_1; empty: every HCA found)",
+       PF_PARSED(ib_hcas, ParseList, ListText)},
+      {"ib_rate", "count", "Lowest port rate in Gb/s (0: not checked)",
+       PF_PARSED(ib_rate, ParseCount, CountText)},
+      {"ib_link_layer", "string", "Link layer every port must have: any, InfiniBand, Ethernet",
+       PF_PARSED(ib_link_layer, ParseLinkLayer, Same)},
   };
   return kKeys;
 }

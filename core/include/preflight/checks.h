@@ -30,12 +30,29 @@ struct CheckDescriptor {
   const char* summary;
   Level min_level;  // runs when env.level >= min_level (health and epilog: quick)
   std::vector<CheckResult> (*run)(const CheckEnv& env);
+  unsigned timeout_ms = 0;  // this check's budget; 0: the site's probe_timeout
 };
 
 const std::vector<CheckDescriptor>& AllChecks();
 
 // Run every check that applies; each result carries its own duration.
+// Each check runs in its own forked child, all at once, under its budget: a
+// probe that hangs (an NVML call stuck in the driver, a sysfs read on a dying
+// device) or crashes fails that check with the step it was in, and the run
+// goes on. Results come back over a pipe; what a child wrote before it hung
+// is kept. Fork, not threads: a thread stuck in a driver call can't be
+// killed, a process can.
 std::vector<CheckResult> RunChecks(const CheckEnv& env);
+std::vector<CheckResult> RunChecks(const CheckEnv& env, const std::vector<CheckDescriptor>& checks);
+
+// Inside a check: say what it is about to do ("nvmlDeviceGetTemperature" on
+// "GPU3 0000:1b:00.0"), so a hang or crash there is reported against that
+// device and call. No-op outside RunChecks' children.
+void ProbeStep(const std::string& check, const std::string& device, const std::string& what);
+// Inside a check: hand a result to the harness now, so it survives a later
+// hang in the same check. Returns false outside RunChecks' children (then
+// the caller returns it in its vector as usual).
+bool ProbeEmit(const CheckResult& r);
 
 // Individual checks, exposed for unit tests.
 std::vector<CheckResult> CheckScratch(const CheckEnv& env);

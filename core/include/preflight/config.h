@@ -55,6 +55,27 @@ struct Config {
   // Upper bound for any single probe.
   uint32_t probe_timeout_ms = 10000;
 
+  // GPU checks (NVML, dlopen'ed; see man preflight(7) "Node health checks").
+  std::string nvml_library = "libnvidia-ml.so.1";
+  // Test hook: exported as PREFLIGHT_FAKE_NVML_FAULTS to the NVML probe
+  // (the fake library in tests/fakes/ reads it; the real NVML ignores it).
+  std::string nvml_fault_file;
+  uint64_t gpu_count = 0;                 // 0: count /dev/nvidia<N> under fsroot
+  uint64_t gpu_max_ecc_uncorrected = 0;   // volatile and aggregate
+  uint64_t gpu_max_retired_pages = 60;
+  uint64_t gpu_max_temp = 85;             // degrees C
+  std::vector<std::string> gpu_throttle_fail = {"hw_slowdown", "hw_thermal", "hw_power_brake", "sw_thermal"};
+  uint64_t gpu_pcie_gen = 0;              // 0: not checked
+  uint64_t gpu_pcie_width = 0;            // 0: the device's own maximum
+  uint64_t gpu_nvlinks = 0;               // 0: every link NVML reports must be up
+  std::string gpu_persistence = "any";    // any, on, off
+  std::string gpu_compute_mode = "any";   // any, default, exclusive_process, prohibited
+  std::vector<std::string> xid_ignore = {"13", "31", "43", "45"};
+  // Interconnect checks (sysfs under fsroot).
+  std::vector<std::string> ib_hcas;       // empty: every HCA found
+  uint64_t ib_rate = 0;                   // minimum Gb/s; 0: not checked
+  std::string ib_link_layer = "any";      // any, InfiniBand, Ethernet
+
   // Where the config was read from (empty: defaults only).
   std::string source;
 };

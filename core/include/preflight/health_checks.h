@@ -1,0 +1,51 @@
+// Node health checks: GPUs through NVML (dlopen'ed), Xid events from the
+// kernel log, InfiniBand/RoCE ports from sysfs. All hardware is reached
+// through seams: NVML through nvml_library (tests: tests/fakes' fake NVML),
+// sysfs and /dev/kmsg through FsRoot (tests: tests/fixtures/sysfs trees).
+// Each function is a CheckDescriptor body run by RunChecks in its own child
+// under a time budget; results name check, device, value and threshold.
+//
+// Not here yet: the GPU-NIC pairing check (needs the topology module of
+// issue 3).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "preflight/checks.h"
+
+namespace preflight {
+
+// gpu.nvml, gpu.count, then per GPU (the job's in a prolog that knows them,
+// else all): gpu.present, gpu.ecc, gpu.retired_pages, gpu.row_remap,
+// gpu.temperature, gpu.throttle, gpu.pcie, gpu.nvlink, gpu.persistence,
+// gpu.compute_mode.
+std::vector<CheckResult> CheckGpus(const CheckEnv& env);
+
+// gpu.xid: Xid events logged by the driver since the last check.
+std::vector<CheckResult> CheckXid(const CheckEnv& env);
+
+// ib.present, ib.port (state, phys_state), ib.rate, ib.link_layer,
+// ib.flapping (link_downed moving between checks), ib.netdev (RoCE).
+std::vector<CheckResult> CheckInterconnect(const CheckEnv& env);
+
+// One Xid record parsed from a kernel log line, e.g.
+// "NVRM: Xid (PCI:0000:1b:00): 79, pid=..., GPU has fallen off the bus."
+struct XidEvent {
+  uint64_t seq = 0;
+  std::string pci;   // "0000:1b:00"
+  int xid = 0;
+  std::string text;  // the whole message
+};
+// Parse /dev/kmsg-format records ("PRI,SEQ,USEC,FLAGS;MESSAGE"); lines that
+// are not Xid records, and continuation lines, are ignored. Records with
+// seq <= after are skipped. *last_seq gets the highest seq seen.
+std::vector<XidEvent> ParseKmsgXids(const std::string& records, uint64_t after, uint64_t* last_seq);
+
+// Names of the set bits of an NVML clock throttle/event reason mask,
+// e.g. 0x48 -> "hw_slowdown,hw_thermal".
+std::string ThrottleNames(unsigned long long mask);
+unsigned long long ThrottleMask(const std::vector<std::string>& names);
+
+}  // namespace preflight

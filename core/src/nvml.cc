@@ -1,0 +1,72 @@
+#include "preflight/nvml.h"
+
+#include <dlfcn.h>
+
+namespace preflight {
+
+std::string NvmlApi::Error(nvmlReturn_t r) const {
+  std::string code = std::to_string(static_cast<int>(r));
+  if (ErrorString != nullptr) {
+    const char* s = ErrorString(r);
+    if (s != nullptr) return std::string(s) + " (" + code + ")";
+  }
+  return "NVML error " + code;
+}
+
+namespace {
+
+template <class F>
+bool Resolve(void* h, const char* name, F*& slot) {
+  slot = reinterpret_cast<F*>(::dlsym(h, name));
+  return slot != nullptr;
+}
+
+Expected<NvmlApi> Open(const std::string& library) {
+  ::dlerror();
+  void* h = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) {
+    const char* e = ::dlerror();
+    return Status::Unavailable("cannot load " + library + ": " + (e ? e : "unknown dlopen error"));
+  }
+  NvmlApi a;
+  a.library = library;
+  const char* missing = nullptr;
+  if (!Resolve(h, "nvmlInit_v2", a.Init)) missing = "nvmlInit_v2";
+  if (!Resolve(h, "nvmlShutdown", a.Shutdown)) missing = "nvmlShutdown";
+  if (!Resolve(h, "nvmlErrorString", a.ErrorString)) missing = "nvmlErrorString";
+  if (!Resolve(h, "nvmlDeviceGetCount_v2", a.DeviceGetCount)) missing = "nvmlDeviceGetCount_v2";
+  if (!Resolve(h, "nvmlDeviceGetHandleByIndex_v2", a.DeviceGetHandleByIndex)) missing = "nvmlDeviceGetHandleByIndex_v2";
+  if (!Resolve(h, "nvmlDeviceGetPciInfo_v3", a.DeviceGetPciInfo)) missing = "nvmlDeviceGetPciInfo_v3";
+  if (missing != nullptr) return Status::Unavailable(library + " lacks " + missing + " (driver too old?)");
+  Resolve(h, "nvmlSystemGetDriverVersion", a.SystemGetDriverVersion);
+  Resolve(h, "nvmlDeviceGetMinorNumber", a.DeviceGetMinorNumber);
+  Resolve(h, "nvmlDeviceGetName", a.DeviceGetName);
+  Resolve(h, "nvmlDeviceGetTotalEccErrors", a.DeviceGetTotalEccErrors);
+  Resolve(h, "nvmlDeviceGetRetiredPages", a.DeviceGetRetiredPages);
+  Resolve(h, "nvmlDeviceGetRetiredPagesPendingStatus", a.DeviceGetRetiredPagesPendingStatus);
+  Resolve(h, "nvmlDeviceGetRemappedRows", a.DeviceGetRemappedRows);
+  Resolve(h, "nvmlDeviceGetTemperature", a.DeviceGetTemperature);
+  if (!Resolve(h, "nvmlDeviceGetCurrentClocksEventReasons", a.DeviceGetClockReasons))
+    Resolve(h, "nvmlDeviceGetCurrentClocksThrottleReasons", a.DeviceGetClockReasons);
+  Resolve(h, "nvmlDeviceGetCurrPcieLinkGeneration", a.DeviceGetCurrPcieLinkGeneration);
+  Resolve(h, "nvmlDeviceGetCurrPcieLinkWidth", a.DeviceGetCurrPcieLinkWidth);
+  Resolve(h, "nvmlDeviceGetMaxPcieLinkGeneration", a.DeviceGetMaxPcieLinkGeneration);
+  Resolve(h, "nvmlDeviceGetMaxPcieLinkWidth", a.DeviceGetMaxPcieLinkWidth);
+  Resolve(h, "nvmlDeviceGetNvLinkState", a.DeviceGetNvLinkState);
+  Resolve(h, "nvmlDeviceGetPersistenceMode", a.DeviceGetPersistenceMode);
+  Resolve(h, "nvmlDeviceGetComputeMode", a.DeviceGetComputeMode);
+  return a;
+}
+
+}  // namespace
+
+Expected<const NvmlApi*> LoadNvml(const std::string& library) {
+  static Expected<NvmlApi>* loaded = nullptr;  // filled once, never freed
+  if (loaded == nullptr) loaded = new Expected<NvmlApi>(Open(library));
+  if (!loaded->ok()) return loaded->status();
+  if ((*loaded)->library != library)
+    return Status::InvalidArgument("NVML already loaded from " + (*loaded)->library + ", not " + library);
+  return &loaded->value();
+}
+
+}  // namespace preflight
