@@ -605,6 +605,7 @@ XidState LoadXidState(const std::string& path) {
 
 std::vector<CheckResult> CheckXid(const CheckEnv& env) {
   CheckResult r = Make("gpu.xid", "node");
+  if (env.job.node.empty()) return {Skip(r, "no node name to keep Xid state under")};
   std::string kmsg = env.fs.HostPath("/dev/kmsg");
   ProbeStep("gpu.xid", "node", "read " + kmsg);
   auto text = ReadKmsg(kmsg);
@@ -843,7 +844,7 @@ std::vector<CheckResult> CheckInterconnect(const CheckEnv& env) {
       }
     }
   }
-  if (!now.empty()) {
+  if (!now.empty() && !env.job.node.empty()) {
     std::string out;
     for (const auto& kv : now) out += kv.first + " " + U(kv.second) + "\n";
     Status w = MakeDirs(c.state_dir + "/nodes", 0755);
