@@ -60,6 +60,7 @@ write_configs() {
     for g in 0 1 2 3; do [ -e "$dir/fakedev/$n-nvidia$g" ] || mknod "$dir/fakedev/$n-nvidia$g" c 1 3; done
   done
   for g in 0 1 2 3; do [ -e "$dir/fakedev/nvidia$g" ] || mknod "$dir/fakedev/nvidia$g" c 1 3; done
+  health_fixtures "$dir"
 
   cat >"$dir/etc/slurm.conf" <<CONF
 # Written by tests/harness/cluster.sh: private 3-node Slurm for preflight's system tests.
@@ -125,11 +126,39 @@ scontrol = $(command -v scontrol)
 slurm_conf = $dir/etc/slurm.conf
 probe_timeout = 10s
 topology_xml = $(realpath "$TOPOLOGY_XML")
+# Node health checks: every node's GPUs come from the fake NVML (its faults
+# from the node's own file), its HCAs from the fixture sysfs in its root.
+nvml_library = $build/tests/fakes/libnvidia-ml.so.1
+nvml_fault_file = $dir/nodes/%n/nvml.faults
+gpu_count = 4
+gpu_persistence = on
+ib_hcas = mlx5_0,mlx5_1,mlx5_2,mlx5_3
+ib_rate = 100
+ib_link_layer = InfiniBand
 CONF
   echo "required $build/spank_plugin/preflight.so conf=$dir/etc/preflight.conf" >"$dir/etc/plugstack.conf"
   for b in prolog epilog healthcheck; do
     printf '#!/bin/sh\nexec %s --config %s "$@"\n' "$build/$([ $b = epilog ] && echo epilog || echo prolog)/preflight-$b" "$dir/etc/preflight.conf" >"$dir/bin/$b"
     chmod 755 "$dir/bin/$b"
+  done
+}
+
+# Per node, for the health checks (issue 4), on top of the topology sysfs
+# above (whose 4 EDR HCAs they check): a link_downed counter per port, the
+# kernel log and boot id of tests/fixtures/sysfs/healthy-8, 4 GPU device
+# files, and an NVML fault file emulating 4 healthy GPUs. Reset at every
+# start; tests edit them to inject faults. Only adds files.
+health_fixtures() {
+  local dir=$1 n g p
+  for n in "${NODES[@]}"; do
+    mkdir -p "$dir/nodes/$n/root/dev"
+    for p in "$dir/nodes/$n/root"/sys/class/infiniband/*/ports/*; do
+      mkdir -p "$p/counters"; echo 0 >"$p/counters/link_downed"
+    done
+    cp -a "$here/../fixtures/sysfs/healthy-8/proc" "$dir/nodes/$n/root/"
+    cp "$here/../fixtures/sysfs/healthy-8/dev/kmsg" "$dir/nodes/$n/root/dev/kmsg"
+    for g in 0 1 2 3; do : >"$dir/nodes/$n/root/dev/nvidia$g"; done
+    echo "gpus 4" >"$dir/nodes/$n/nvml.faults"
   done
 }
 

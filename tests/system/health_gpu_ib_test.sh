@@ -1,0 +1,92 @@
+#!/bin/bash
+# GPU and interconnect health on a real Slurm. Each emulated node loads the
+# fake NVML through the production dlopen path, with faults from its own
+# file (DIR/nodes/<n>/nvml.faults), and reads its HCAs from its fixture sysfs.
+#  - an ECC fault on n1: the prolog fails, Slurm drains n1, preflight names
+#    the check, GPU and figure vs threshold; the job is requeued and runs on
+#    a healthy node; the health check resumes n1 once the fault is cleared;
+#  - a downed HCA port on n2: the health check drains n2 and later resumes it;
+#  - a hung NVML call: the health check ends within its budget and drains
+#    with a reason naming the call;
+#  - an admin's drain stays, whatever preflight finds.
+. "$(dirname "$0")/lib.sh"
+
+healthy() { echo "gpus 4" >"$C/nodes/$1/nvml.faults"; }
+port_state() { echo "$3" >"$C/nodes/$1/root/sys/class/infiniband/$2/ports/1/state"; }
+restore() {
+  for n in n1 n2 n3; do healthy $n; done
+  port_state n2 mlx5_3 "4: ACTIVE"
+}
+trap restore EXIT
+
+# --- ECC fault on n1, found by the prolog --------------------------------
+printf 'gpus 4\necc_volatile 2 3\n' >"$C/nodes/n1/nvml.faults"
+jid=$(sbatch --parsable -N1 --nccl-check=quick -o "$OUT/job-%j.out" --wrap 'echo ran on $SLURMD_NODENAME')
+for _ in $(seq 1 100); do [ "$(job_field "$jid" Restarts)" -ge 1 ] && break; sleep 0.1; done
+check "job was requeued after the GPU check failed" test "$(job_field "$jid" Restarts)" -ge 1
+scontrol update jobid="$jid" StartTime=now  # skip Slurm's ~120 s hold of a requeued job
+wait_job "$jid"
+check "requeued job ran on a healthy node" contains "$OUT/job-$jid.out" '^ran on n[23]$'
+check "requeued job completed" test "$(job_field "$jid" JobState)" = COMPLETED
+for _ in $(seq 1 100); do node_reason n1 | grep -q '^preflight:' && break; sleep 0.1; done
+reason=$(node_reason n1)
+note "n1 reason: $reason"
+check "n1 is drained" grep -q drain <<<"$(node_state n1)"
+check "reason names check, GPU, PCI bus and figure vs threshold" \
+  grep -q '^preflight: gpu.ecc GPU2 0000:3a:00.0: uncorrected ECC errors volatile 3, aggregate 0 > 0' <<<"$reason"
+sinfo -R -h -N -o '%N|%E' >"$OUT/sinfo-R"
+check "sinfo -R shows the reason for n1" contains "$OUT/sinfo-R" '^n1\|preflight: gpu.ecc GPU2'
+f=$C/state/jobs/$jid/n1.prolog.json
+tr -d ' \n' <"$f" >"$OUT/n1.prolog.flat"  # one line, no blanks: the JSON writer indents
+check "n1's result file records the ECC check with value and threshold" contains "$OUT/n1.prolog.flat" \
+  '"check":"gpu.ecc","device":"GPU20000:3a:00.0","value":"volatile3,aggregate0","threshold":"<=0","verdict":"fail"'
+check "metrics name the failed GPU check" contains "$C/metrics/preflight_n1_prolog.prom" \
+  'preflight_check_ok\{.*check="gpu.ecc",device="GPU2 0000:3a:00.0",verdict="fail".*\} 0'
+wait_idle n2 n3
+check "n2 is not drained" test "$(node_state n2)" = idle
+
+"$C/bin/healthcheck" --node n1 >"$OUT/hc-n1-fault.out" 2>&1 || true
+check "health check keeps n1 drained while the ECC fault remains" grep -q drain <<<"$(node_state n1)"
+healthy n1
+"$C/bin/healthcheck" --node n1 >"$OUT/hc-n1-clear.out" 2>&1
+cat "$OUT/hc-n1-clear.out"
+wait_idle n1
+check "health check returned n1 to service after the fault was cleared" test "$(node_state n1)" = idle
+check "health check said why" contains "$OUT/hc-n1-clear.out" 'n1 passes again; resumed \(was: preflight: gpu.ecc'
+
+# --- a downed HCA port on n2, found by the health check -------------------
+port_state n2 mlx5_3 "1: DOWN"
+rc=0; "$C/bin/healthcheck" --node n2 >"$OUT/hc-n2-fault.out" 2>&1 || rc=$?
+check "health check exits 1 on a downed port" test $rc = 1
+check "health check drained n2" grep -q drain <<<"$(node_state n2)"
+check "n2 reason names the HCA, port and state" \
+  grep -q '^preflight: ib.port mlx5_3 port 1: port DOWN/LinkUp, need ACTIVE/LinkUp' <<<"$(node_reason n2)"
+port_state n2 mlx5_3 "4: ACTIVE"
+"$C/bin/healthcheck" --node n2 >"$OUT/hc-n2-clear.out" 2>&1
+wait_idle n2
+check "health check returned n2 to service" test "$(node_state n2)" = idle
+
+# --- a hung NVML call fails its check, not the run ------------------------
+printf 'gpus 4\nhang nvmlDeviceGetTemperature 1\n' >"$C/nodes/n2/nvml.faults"
+rc=0; timeout 60 "$C/bin/healthcheck" --node n2 --set probe_timeout=1s >"$OUT/hc-n2-hang.out" 2>&1 || rc=$?
+cat "$OUT/hc-n2-hang.out"
+check "health check with a hung NVML call ends with a verdict (exit 1, not killed)" test $rc = 1
+check "the hang is reported against the GPU and call" contains "$OUT/hc-n2-hang.out" \
+  'fail gpu.temperature GPU1 0000:2a:00.0: probe hung in nvmlDeviceGetTemperature: no answer within 1000 ms'
+check "the other checks still ran" contains "$OUT/hc-n2-hang.out" 'passed, 0 skipped, 1 failed|passed, [0-9]+ skipped, 1 failed'
+check "n2 drained for the hang" grep -q '^preflight: gpu.temperature GPU1' <<<"$(node_reason n2)"
+healthy n2
+"$C/bin/healthcheck" --node n2 >/dev/null 2>&1
+wait_idle n2
+check "n2 back after the hang cleared" test "$(node_state n2)" = idle
+
+# --- an admin's drain stays -----------------------------------------------
+scontrol update nodename=n3 state=drain reason="admin: reseat GPU tray"
+printf 'gpus 4\ngone 3\n' >"$C/nodes/n3/nvml.faults"
+"$C/bin/healthcheck" --node n3 >"$OUT/hc-n3-fault.out" 2>&1 || true
+check "preflight does not replace an admin's reason" test "$(node_reason n3)" = "admin: reseat GPU tray"
+healthy n3
+"$C/bin/healthcheck" --node n3 >"$OUT/hc-n3-clear.out" 2>&1
+check "a passing health check leaves the admin's drain alone" grep -q drain <<<"$(node_state n3)"
+check "the admin's reason is kept" test "$(node_reason n3)" = "admin: reseat GPU tray"
+finish
