@@ -1,0 +1,85 @@
+#!/bin/bash
+# The real NVML path on a GPU machine, in one short call: builds preflight's
+# GPU checks (core sources + tests/gpu/gpu_check_main.cc, no Boost or Slurm
+# needed) and the fake NVML, runs the checks against the real
+# libnvidia-ml.so.1, and checks every figure against nvidia-smi. Also proves
+# on this machine that a hung NVML call fails its check within the budget.
+#
+#   tests/gpu/run_gpu_checks.sh            (from the repository root; writes to $OUT or a temp dir)
+#
+# Exit 0: NVML loaded through dlopen, our declared ABI agrees with the
+# driver (bus ids, temperatures, modes, link widths and ECC counts match
+# nvidia-smi), nothing hung or crashed. Health findings on the machine
+# (a throttled or hot GPU) are printed, not failures of this script.
+set -uo pipefail
+src=$(cd "$(dirname "$0")/../.." && pwd)
+out=${OUT:-$(mktemp -d)}
+mkdir -p "$out"
+fails=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+command -v nvidia-smi >/dev/null || { echo "FAIL: no nvidia-smi on this machine"; exit 1; }
+cxx=${CXX:-g++}
+cc=${CC:-gcc}
+core=$src/core/src
+$cxx -std=c++17 -O2 -Wall -I"$src/core/include" "$core"/{checks,health_checks,nvml,status,fsroot,fileutil,report,json,config,options}.cc \
+  "$src/tests/gpu/gpu_check_main.cc" -ldl -o "$out/gpu-check" >"$out/build.log" 2>&1 || { cat "$out/build.log"; echo "FAIL: build"; exit 1; }
+mkdir -p "$out/fake"
+$cc -shared -fPIC -O2 -I"$src/core/include" "$src/tests/fakes/fake_nvml.c" -o "$out/fake/libnvidia-ml.so.1" >>"$out/build.log" 2>&1 ||
+  { cat "$out/build.log"; echo "FAIL: build fake"; exit 1; }
+ok "built gpu-check and the fake NVML"
+
+nvidia-smi -L >"$out/smi-L.txt" 2>&1
+n=$(grep -c '^GPU ' "$out/smi-L.txt")
+nvidia-smi --query-gpu=index,pci.bus_id,temperature.gpu,persistence_mode,compute_mode,pcie.link.width.current,ecc.errors.uncorrected.volatile.total,ecc.errors.uncorrected.aggregate.total \
+  --format=csv,noheader,nounits >"$out/smi.csv" 2>&1
+nvidia-smi -q >"$out/smi-q.txt" 2>&1 || true
+echo "nvidia-smi sees $n GPU(s)"; cat "$out/smi.csv"
+
+# Twice: the first run records the kernel log baseline; the second is the steady-state cost.
+"$out/gpu-check" libnvidia-ml.so.1 "$n" "$out/state" 10000 >"$out/first.tsv" 2>&1
+"$out/gpu-check" libnvidia-ml.so.1 "$n" "$out/state" 10000 >"$out/results.tsv" 2>&1
+cat "$out/results.tsv"
+r=$out/results.tsv
+field() { awk -F'\t' -v c="$1" -v d="$2" -v f="$3" '$1 == c && index($2, d) == 1 {print $f; exit}' "$r"; }
+
+grep -q $'^gpu.nvml\t' "$r" && bad "NVML not usable: $(grep $'^gpu.nvml\t' "$r" | cut -f6)" || ok "libnvidia-ml.so.1 loaded and initialised through dlopen"
+grep -qE 'probe hung|probe crashed|probe ended' "$r" && bad "a probe hung or crashed on real hardware" || ok "no probe hung or crashed"
+[ "$(field gpu.count node 3)" = "$n" ] && ok "gpu.count = $n as nvidia-smi" || bad "gpu.count $(field gpu.count node 3) != nvidia-smi's $n"
+
+while IFS=, read -r idx bus temp pers cmode width eccv ecca; do
+  idx=$(echo $idx); bus=$(echo $bus | tr 'A-F' 'a-f'); temp=$(echo $temp); pers=$(echo $pers)
+  cmode=$(echo $cmode | tr 'A-Z' 'a-z'); width=$(echo $width); eccv=$(echo $eccv); ecca=$(echo $ecca)
+  [ ${#bus} = 16 ] && bus=${bus:4}  # 00000000:18:00.0 -> 0000:18:00.0
+  dev="GPU$idx $bus"
+  [ "$(field gpu.present "$dev" 5)" = pass ] && ok "$dev present with nvidia-smi's bus id (nvmlPciInfo_t layout agrees)" || bad "$dev: no gpu.present pass (bus id mismatch?)"
+  t=$(field gpu.temperature "$dev" 3); t=${t%C}
+  [ -n "$t" ] && [ $((t - temp)) -le 10 ] && [ $((temp - t)) -le 10 ] && ok "$dev temperature ${t}C ~ nvidia-smi ${temp}C" || bad "$dev temperature '$t' vs nvidia-smi $temp"
+  p=$(field gpu.persistence "$dev" 3); want=$([ "$pers" = Enabled ] && echo on || echo off)
+  [ "$p" = "$want" ] && ok "$dev persistence $p" || bad "$dev persistence '$p' vs nvidia-smi $pers"
+  m=$(field gpu.compute_mode "$dev" 3)
+  [ "$m" = "$cmode" ] && ok "$dev compute mode $m" || bad "$dev compute mode '$m' vs nvidia-smi $cmode"
+  pc=$(field gpu.pcie "$dev" 3)
+  [[ "$pc" == *" x$width "* ]] && ok "$dev PCIe $pc" || bad "$dev PCIe '$pc' vs nvidia-smi width x$width"
+  e=$(field gpu.ecc "$dev" 3)
+  if [[ "$eccv" =~ ^[0-9]+$ ]]; then
+    [ "$e" = "volatile $eccv, aggregate $ecca" ] && ok "$dev ECC $e" || bad "$dev ECC '$e' vs nvidia-smi volatile $eccv aggregate $ecca"
+  else
+    [ "$(field gpu.ecc "$dev" 5)" = skipped ] && ok "$dev ECC skipped as nvidia-smi shows $eccv" || bad "$dev ECC '$e' but nvidia-smi shows $eccv"
+  fi
+done <"$out/smi.csv"
+
+echo "health findings on this machine (information, not script failures):"
+awk -F'\t' '$5 == "fail" || $5 == "skipped" {print "  " $5 " " $1 " " $2 ": " $6}' "$r"
+total=$(awk -F'\t' '$1 == "total" {print $2}' "$r")
+echo "GPU + Xid checks on $n real GPU(s): $total s (target for the whole quick level: < 0.3 s on 8 GPUs)"
+
+# A hung NVML call fails its check within the budget, on this machine too.
+PREFLIGHT_FAKE_NVML="gpus 2;hang nvmlDeviceGetTemperature 1" "$out/gpu-check" "$out/fake/libnvidia-ml.so.1" 2 "$out/fake-state" 500 >"$out/hang.tsv" 2>&1
+grep -q $'^gpu.temperature\tGPU1 0000:2a:00.0\tno answer\t< 500 ms\tfail\tprobe hung in nvmlDeviceGetTemperature' "$out/hang.tsv" &&
+  ok "fake NVML hang fails gpu.temperature GPU1 after 500 ms ($(awk -F'\t' '$1 == "total" {print $2}' "$out/hang.tsv") s)" || { cat "$out/hang.tsv"; bad "hang not reported"; }
+
+echo "outputs in $out"
+[ $fails = 0 ] && echo "GPU CHECKS: OK" || echo "GPU CHECKS: FAILED ($fails)"
+[ $fails = 0 ]

@@ -1,0 +1,30 @@
+#!/bin/bash
+# Checks run_gpu_checks.sh itself on a machine without a GPU: the fake NVML
+# stands in as libnvidia-ml.so.1 and a stub nvidia-smi reports the same two
+# GPUs; the script must pass, and must fail when nvidia-smi disagrees.
+set -euo pipefail
+src=$(cd "$(dirname "$0")/../.." && pwd)
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+mkdir -p "$d/bin" "$d/lib"
+${CC:-gcc} -shared -fPIC -I"$src/core/include" "$src/tests/fakes/fake_nvml.c" -o "$d/lib/libnvidia-ml.so.1"
+stub() {
+  cat >"$d/bin/nvidia-smi" <<STUB
+#!/bin/bash
+case "\$1" in
+  -L) echo "GPU 0: NVIDIA H100 (UUID: GPU-0)"; echo "GPU 1: NVIDIA H100 (UUID: GPU-1)" ;;
+  --query-gpu=*) echo "0, 00000000:18:00.0, 40, Enabled, Default, 16, 0, 0"; echo "1, $1, 36, Enabled, Default, 16, [N/A], [N/A]" ;;
+  *) echo "stub nvidia-smi" ;;
+esac
+STUB
+  chmod +x "$d/bin/nvidia-smi"
+}
+run() { PATH=$d/bin:$PATH LD_LIBRARY_PATH=$d/lib PREFLIGHT_FAKE_NVML="gpus 2;ecc_unsupported 1" OUT=$d/out$1 \
+  bash "$src/tests/gpu/run_gpu_checks.sh" >"$d/log$1" 2>&1; }
+stub "00000000:2A:00.0"
+run 1 || { cat "$d/log1"; echo "selftest: script failed on agreeing figures"; exit 1; }
+grep -q '^GPU CHECKS: OK$' "$d/log1"
+stub "00000000:2B:00.0"
+if run 2; then cat "$d/log2"; echo "selftest: script passed although bus ids disagree"; exit 1; fi
+grep -q '^FAIL: GPU1 0000:2b:00.0: no gpu.present pass' "$d/log2"
+echo "selftest: ok"
