@@ -9,9 +9,7 @@ namespace preflight {
 NodeRunOutcome RunNode(const Config& cfg, const JobContext& job, Phase phase, bool job_failed) {
   NodeRunOutcome out;
   Level level = phase == Phase::kProlog ? job.level : Level::kQuick;
-  // A failed job may have left hardware broken: the epilog then runs the
-  // deeper (full) checks too, whatever the job asked for.
-  if (phase == Phase::kEpilog && job_failed) level = Level::kFull;
+  if (phase == Phase::kEpilog && job_failed && job.level == Level::kFull) level = Level::kFull;
 
   FsRoot fs(cfg.fsroot);
   CheckEnv env{cfg, fs, job, phase, level, job_failed};

@@ -35,7 +35,7 @@ struct Env {
     cfg.probe_timeout_ms = 5000;
     job.node = "n1";
   }
-  ~Env() { std::system(("rm -rf " + tmp).c_str()); }
+  ~Env() { if (std::system(("rm -rf " + tmp).c_str()) != 0) ADD_FAILURE() << "cannot remove " << tmp; }
   std::vector<CheckResult> Run(const char* faults, const CheckDescriptor& d, Phase phase = Phase::kHealth) {
     if (faults != nullptr) ::setenv("PREFLIGHT_FAKE_NVML", faults, 1);
     else ::unsetenv("PREFLIGHT_FAKE_NVML");
