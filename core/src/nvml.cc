@@ -22,6 +22,8 @@ bool Resolve(void* h, const char* name, F*& slot) {
 }
 
 Expected<NvmlApi> Open(const std::string& library) {
+  // dlopen("") would hand back the main program, not a library.
+  if (library.empty()) return Status::Unavailable("nvml_library is empty");
   ::dlerror();
   void* h = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (h == nullptr) {
@@ -31,13 +33,13 @@ Expected<NvmlApi> Open(const std::string& library) {
   NvmlApi a;
   a.library = library;
   const char* missing = nullptr;
-  if (!Resolve(h, "nvmlInit_v2", a.Init)) missing = "nvmlInit_v2";
-  if (!Resolve(h, "nvmlShutdown", a.Shutdown)) missing = "nvmlShutdown";
-  if (!Resolve(h, "nvmlErrorString", a.ErrorString)) missing = "nvmlErrorString";
-  if (!Resolve(h, "nvmlDeviceGetCount_v2", a.DeviceGetCount)) missing = "nvmlDeviceGetCount_v2";
-  if (!Resolve(h, "nvmlDeviceGetHandleByIndex_v2", a.DeviceGetHandleByIndex)) missing = "nvmlDeviceGetHandleByIndex_v2";
-  if (!Resolve(h, "nvmlDeviceGetPciInfo_v3", a.DeviceGetPciInfo)) missing = "nvmlDeviceGetPciInfo_v3";
-  if (missing != nullptr) return Status::Unavailable(library + " lacks " + missing + " (driver too old?)");
+  if (!Resolve(h, "nvmlInit_v2", a.Init) && !missing) missing = "nvmlInit_v2";
+  if (!Resolve(h, "nvmlShutdown", a.Shutdown) && !missing) missing = "nvmlShutdown";
+  if (!Resolve(h, "nvmlErrorString", a.ErrorString) && !missing) missing = "nvmlErrorString";
+  if (!Resolve(h, "nvmlDeviceGetCount_v2", a.DeviceGetCount) && !missing) missing = "nvmlDeviceGetCount_v2";
+  if (!Resolve(h, "nvmlDeviceGetHandleByIndex_v2", a.DeviceGetHandleByIndex) && !missing) missing = "nvmlDeviceGetHandleByIndex_v2";
+  if (!Resolve(h, "nvmlDeviceGetPciInfo_v3", a.DeviceGetPciInfo) && !missing) missing = "nvmlDeviceGetPciInfo_v3";
+  if (missing != nullptr) return Status::Unavailable(library + " lacks " + missing + " (not NVML, or a driver older than r450)");
   Resolve(h, "nvmlSystemGetDriverVersion", a.SystemGetDriverVersion);
   Resolve(h, "nvmlDeviceGetMinorNumber", a.DeviceGetMinorNumber);
   Resolve(h, "nvmlDeviceGetName", a.DeviceGetName);

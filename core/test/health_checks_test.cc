@@ -167,6 +167,19 @@ TEST(Gpus, MissingLibraryIsSkippedOnACpuNodeAndFailsWhereGpusAreExpected) {
   EXPECT_NE(rs[0].message.find("should have 4 GPUs"), std::string::npos) << rs[0].message;
 }
 
+TEST(Gpus, ALibraryThatIsNotNvmlAndAnEmptyNameAreRefusedByName) {
+  Env e;
+  e.cfg.nvml_library = "libc.so.6";
+  auto rs = e.Gpus();
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_EQ(rs[0].verdict, Verdict::kFail);  // the fixture has 8 /dev/nvidiaN
+  EXPECT_NE(rs[0].message.find("libc.so.6 lacks nvmlInit_v2"), std::string::npos) << rs[0].message;
+  e.cfg.nvml_library = "";  // dlopen("") would return the program itself
+  rs = e.Gpus();
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_NE(rs[0].message.find("nvml_library is empty"), std::string::npos) << rs[0].message;
+}
+
 TEST(Gpus, DriverNotLoadedIsSkippedWithNvmlsReason) {
   Env e;
   e.cfg.fsroot = kFixtures + "/roce-2";

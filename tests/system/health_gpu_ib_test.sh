@@ -80,6 +80,21 @@ healthy n2
 wait_idle n2
 check "n2 back after the hang cleared" test "$(node_state n2)" = idle
 
+# --- an Xid in n3's kernel log --------------------------------------------
+"$C/bin/healthcheck" --node n3 >/dev/null 2>&1  # baseline (earlier jobs may have set it already)
+echo "3,900,900000,-;NVRM: Xid (PCI:0000:2a:00): 79, pid=4242, name=python, GPU has fallen off the bus." \
+  >>"$C/nodes/n3/root/dev/kmsg"
+rc=0; "$C/bin/healthcheck" --node n3 >"$OUT/hc-n3-xid.out" 2>&1 || rc=$?
+check "health check fails on a new Xid" test $rc = 1
+check "n3 drained naming the Xid and the GPU's PCI address" \
+  grep -q '^preflight: gpu.xid PCI 0000:2a:00: Xid 79 on PCI 0000:2a:00' <<<"$(node_reason n3)"
+"$C/bin/healthcheck" --node n3 >/dev/null 2>&1 || true
+check "the Xid finding stays open on the next check" grep -q drain <<<"$(node_state n3)"
+rm "$C/state/nodes/n3.xid"  # the admin's acknowledgement (documented in preflight(7))
+"$C/bin/healthcheck" --node n3 >/dev/null 2>&1
+wait_idle n3
+check "after the admin clears the Xid state, n3 returns to service" test "$(node_state n3)" = idle
+
 # --- an admin's drain stays -----------------------------------------------
 scontrol update nodename=n3 state=drain reason="admin: reseat GPU tray"
 printf 'gpus 4\ngone 3\n' >"$C/nodes/n3/nvml.faults"
