@@ -363,15 +363,27 @@ std::vector<CheckResult> RunChecks(const CheckEnv& env, const std::vector<CheckD
   }
   for (auto& c : kids) {
     if (c.fd >= 0) ::close(c.fd);
-    // The pipe closed: the child has exited or is about to. A child that
-    // closed its pipe early and lingers is killed (its results are in).
+    // The pipe closed: the child has exited or is about to. Reaping is
+    // bounded too: a child stuck in an uninterruptible driver call (D state,
+    // as an NVML ioctl on a GPU that fell off the bus can be) survives
+    // SIGKILL until the call returns, and waiting for it would hang the
+    // prolog. Such a child is left behind; init reaps it after we exit.
     int st = 0;
-    pid_t w;
-    double until = MonotonicSeconds() + 1.0;
-    while ((w = ::waitpid(c.pid, &st, WNOHANG)) == 0 && MonotonicSeconds() < until) ::usleep(1000);
-    if (w == 0) {
+    auto reap = [&](double seconds) {
+      double until = MonotonicSeconds() + seconds;
+      for (;;) {
+        pid_t w = ::waitpid(c.pid, &st, WNOHANG);
+        if (w == c.pid || (w < 0 && errno != EINTR)) return true;
+        if (MonotonicSeconds() >= until) return false;
+        ::usleep(1000);
+      }
+    };
+    if (!reap(c.timed_out ? 0.2 : 1.0)) {
       ::kill(c.pid, SIGKILL);
-      ::waitpid(c.pid, &st, 0);
+      if (!reap(0.2)) {
+        c.timed_out = true;
+        st = 0;
+      }
     }
     c.status = st;
     ParseLines(c, true);

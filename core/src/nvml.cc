@@ -2,7 +2,15 @@
 
 #include <dlfcn.h>
 
+#include <cstddef>
+
 namespace preflight {
+
+// The struct NVML fills must have NVIDIA's layout to the byte.
+static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t size differs from NVIDIA's");
+static_assert(offsetof(nvmlPciInfo_t, domain) == 16 && offsetof(nvmlPciInfo_t, busId) == 36,
+              "nvmlPciInfo_t layout differs from NVIDIA's");
+static_assert(sizeof(nvmlReturn_t) == 4 && sizeof(nvmlEnableState_t) == 4, "NVML enums are C ints");
 
 std::string NvmlApi::Error(nvmlReturn_t r) const {
   std::string code = std::to_string(static_cast<int>(r));
