@@ -82,15 +82,14 @@ class GpuProbe {
     dev_ = dev;
     label_ = label;
     lost_ = false;
-    Ecc();
-    if (!lost_) RetiredPages();
-    if (!lost_) RowRemap();
-    if (!lost_) Temperature();
-    if (!lost_) Throttle();
-    if (!lost_) Pcie();
-    if (!lost_) NvLink();
-    if (!lost_) Persistence();
-    if (!lost_) ComputeMode();
+    // Each result's duration is the time from the start of its check.
+    for (void (GpuProbe::*check)() : {&GpuProbe::Ecc, &GpuProbe::RetiredPages, &GpuProbe::RowRemap,
+                                      &GpuProbe::Temperature, &GpuProbe::Throttle, &GpuProbe::Pcie,
+                                      &GpuProbe::NvLink, &GpuProbe::Persistence, &GpuProbe::ComputeMode}) {
+      if (lost_) break;
+      check_t0_ = MonotonicSeconds();
+      (this->*check)();
+    }
     (void)index;
   }
 
@@ -100,9 +99,8 @@ class GpuProbe {
   template <class F>
   nvmlReturn_t Call(const char* check, const char* name, F&& f) {
     ProbeStep(check, label_, name);
-    double t0 = MonotonicSeconds();
     nvmlReturn_t rc = f();
-    last_seconds_ = MonotonicSeconds() - t0;
+    last_seconds_ = MonotonicSeconds() - check_t0_;
     if (rc == NVML_ERROR_GPU_IS_LOST && !lost_) {
       lost_ = true;
       CheckResult r = Make("gpu.present", label_);
@@ -134,6 +132,7 @@ class GpuProbe {
 
   bool Missing(CheckResult& r, const void* fn, const char* name) {
     if (fn != nullptr) return false;
+    r.seconds = MonotonicSeconds() - check_t0_;
     sink_(Skip(r, std::string(name) + " not exported by " + api_.library));
     return true;
   }
@@ -311,6 +310,7 @@ class GpuProbe {
       else down += (down.empty() ? "" : ",") + U(l);
     }
     if (present == 0) {
+      r.seconds = last_seconds_;
       sink_(Skip(r, "no NVLink on this GPU"));
       return;
     }
@@ -373,7 +373,8 @@ class GpuProbe {
   nvmlDevice_t dev_ = nullptr;
   std::string label_;
   bool lost_ = false;
-  double last_seconds_ = 0;
+  double check_t0_ = 0;      // when the current check began
+  double last_seconds_ = 0;  // check_t0_ to the end of its latest NVML call
 };
 
 }  // namespace
