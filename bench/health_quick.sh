@@ -1,6 +1,6 @@
 #!/bin/bash
-# Quick-level node checks on an 8-GPU / 8-HCA fixture node (tests/fixtures/
-# sysfs/healthy-8, the fake NVML emulating 1, 2, 4 and 8 GPUs), side by side
+# Quick-level node checks on an 8-GPU / 8-HCA fixture node (healthy-8, made by
+# tests/fixtures/sysfs/make_fixtures.sh into BUILD_DIR/fixtures/sysfs; the fake NVML emulating 1, 2, 4 and 8 GPUs), side by side
 # with what a site would otherwise run: an NHC-style shell check reading the
 # same sysfs files (one `cat` per file, as LBNL NHC's check_hw_ib does) and,
 # where present, `nvidia-smi -q` (absent on CPU hosts: printed as n/a).
@@ -13,7 +13,7 @@ set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=$(realpath "${1:-$src/build}")
 runs=${2:-20}
-fix=$src/tests/fixtures/sysfs/healthy-8
+fix=$build/fixtures/sysfs/healthy-8
 prolog=$build/prolog/preflight-prolog
 lib=$build/tests/fakes/libnvidia-ml.so.1
 [ -x "$prolog" ] && [ -f "$lib" ] || { echo "build first: $prolog, $lib" >&2; exit 1; }

@@ -60,7 +60,7 @@ write_configs() {
     for g in 0 1 2 3; do [ -e "$dir/fakedev/$n-nvidia$g" ] || mknod "$dir/fakedev/$n-nvidia$g" c 1 3; done
   done
   for g in 0 1 2 3; do [ -e "$dir/fakedev/nvidia$g" ] || mknod "$dir/fakedev/nvidia$g" c 1 3; done
-  health_fixtures "$dir"
+  health_fixtures "$dir" "$build"
 
   cat >"$dir/etc/slurm.conf" <<CONF
 # Written by tests/harness/cluster.sh: private 3-node Slurm for preflight's system tests.
@@ -145,18 +145,20 @@ CONF
 
 # Per node, for the health checks (issue 4), on top of the topology sysfs
 # above (whose 4 EDR HCAs they check): a link_downed counter per port, the
-# kernel log and boot id of tests/fixtures/sysfs/healthy-8, 4 GPU device
+# kernel log and boot id of the healthy-8 sysfs fixture (generated into
+# BUILD/fixtures/sysfs by cmake from tests/fixtures/sysfs/make_fixtures.sh), 4 GPU device
 # files, and an NVML fault file emulating 4 healthy GPUs. Reset at every
 # start; tests edit them to inject faults. Only adds files.
 health_fixtures() {
-  local dir=$1 n g p
+  local dir=$1 fix=$2/fixtures/sysfs/healthy-8 n g p
+  [ -d "$fix" ] || die "$fix missing: configure the build with tests enabled"
   for n in "${NODES[@]}"; do
     mkdir -p "$dir/nodes/$n/root/dev"
     for p in "$dir/nodes/$n/root"/sys/class/infiniband/*/ports/*; do
       mkdir -p "$p/counters"; echo 0 >"$p/counters/link_downed"
     done
-    cp -a "$here/../fixtures/sysfs/healthy-8/proc" "$dir/nodes/$n/root/"
-    cp "$here/../fixtures/sysfs/healthy-8/dev/kmsg" "$dir/nodes/$n/root/dev/kmsg"
+    cp -a "$fix/proc" "$dir/nodes/$n/root/"
+    cp "$fix/dev/kmsg" "$dir/nodes/$n/root/dev/kmsg"
     for g in 0 1 2 3; do : >"$dir/nodes/$n/root/dev/nvidia$g"; done
     echo "gpus 4" >"$dir/nodes/$n/nvml.faults"
   done
