@@ -21,19 +21,6 @@ restore() {
 }
 trap restore EXIT
 
-# Slurm holds a requeued batch job ~120 s (BeginTime). The hold can be set
-# after our first release when the requeue is still in flight, so release
-# again whenever the job waits on BeginTime, until it has left the queue.
-release_and_wait() {
-  local j=$1 i
-  for ((i = 0; i < 600; i++)); do
-    [ -z "$(squeue -h -j "$j" 2>/dev/null)" ] && return 0
-    [ "$(squeue -h -j "$j" -o %r 2>/dev/null)" = BeginTime ] && scontrol update jobid="$j" StartTime=now >/dev/null 2>&1
-    sleep 0.1
-  done
-  echo "job $j still queued after 60s: $(squeue -h -j "$j" -o '%T %r')" >&2
-  return 1
-}
 
 # --- ECC fault on n1, found by the prolog --------------------------------
 printf 'gpus 4\necc_volatile 2 3\n' >"$C/nodes/n1/nvml.faults"

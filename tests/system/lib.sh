@@ -26,6 +26,19 @@ wait_job() {
   echo "job $j still queued after ${limit}s: $(squeue -h -j "$j" -o '%T %r')" >&2
   return 1
 }
+# release_and_wait JOBID: wait for a requeued job, releasing Slurm's ~120 s
+# requeue hold (Reason=BeginTime) each time it appears: under load the job
+# can go back to BeginTime after a single release.
+release_and_wait() {
+  local j=$1 i
+  for ((i = 0; i < 600; i++)); do
+    [ -z "$(squeue -h -j "$j" 2>/dev/null)" ] && return 0
+    [ "$(squeue -h -j "$j" -o %r 2>/dev/null)" = BeginTime ] && scontrol update jobid="$j" StartTime=now >/dev/null 2>&1
+    sleep 0.1
+  done
+  echo "job $j still queued after 60s: $(squeue -h -j "$j" -o '%T %r')" >&2
+  return 1
+}
 job_field() { scontrol -o show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 node_state() { sinfo -h -n "$1" -N -o '%T' | head -1; }
 node_reason() { scontrol -o show node "$1" | sed -n 's/.* Reason=\(.*\) \[.*/\1/p'; }

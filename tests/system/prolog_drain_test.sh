@@ -13,8 +13,7 @@ for _ in $(seq 1 100); do [ "$(job_field "$jid" Restarts)" -ge 1 ] && break; sle
 check "job was requeued after the prolog failure" test "$(job_field "$jid" Restarts)" -ge 1
 # Slurm holds a requeued batch job back ~2 minutes (EligibleTime); an admin
 # would wait or release it. The test releases it.
-scontrol update jobid="$jid" StartTime=now
-wait_job "$jid"
+release_and_wait "$jid"
 cat "$OUT/job-$jid.out"
 check "requeued job ran on a healthy node" contains "$OUT/job-$jid.out" '^ran on n[23]$'
 check "requeued job completed" test "$(job_field "$jid" JobState)" = COMPLETED
