@@ -12,6 +12,7 @@
 #include "preflight/log.h"
 #include "preflight/job.h"
 #include "preflight/options.h"
+#include "preflight/pairing_check.h"
 #include "preflight/topo.h"
 #include "preflight/topo_load.h"
 
@@ -111,6 +112,8 @@ int TopoCmd(const std::vector<std::string>& args, const CommonCli& cli) {
   for (int g : gpus) which += (which.empty() ? "" : ",") + std::to_string(g);
   std::printf("\nEnvironment for a task with GPU(s) %s:\n", which.empty() ? "(none)" : which.c_str());
   std::fputs(EnvPlanText(plan).c_str(), stdout);
+  std::printf("\nPin this placement (site config; the prolog then checks it):\n  topo_expect = %s\n",
+              ExpectedPairingText(PlacementPairing(*topo)).c_str());
   std::printf("\nLegend: PIX one PCIe switch, PXB several switches, PHB host bridge, NODE same NUMA node, SYS across NUMA nodes\n");
   return 0;
 }

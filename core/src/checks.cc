@@ -15,6 +15,7 @@
 #include <exception>
 
 #include "preflight/health_checks.h"
+#include "preflight/pairing_check.h"
 
 namespace preflight {
 
@@ -110,6 +111,7 @@ const std::vector<CheckDescriptor>& AllChecks() {
       {"gpu.xid", "Xid events in the kernel log since the last check", Level::kQuick, CheckXid},
       {"ib", "HCAs present, ports ACTIVE/LinkUp, rate, link layer, flapping, RoCE netdev", Level::kQuick,
        CheckInterconnect},
+      {"topo.pairing", "GPU-NIC placement matches the pinned topo_expect", Level::kQuick, CheckPairing},
   };
   return kChecks;
 }

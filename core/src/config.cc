@@ -1,5 +1,7 @@
 #include "preflight/config.h"
 
+#include "preflight/pairing_check.h"
+
 #include <cerrno>
 #include <cctype>
 #include <fstream>
@@ -154,6 +156,12 @@ Expected<std::string> ParseComputeMode(const std::string& s) {
 }
 Expected<std::string> ParseLinkLayer(const std::string& s) { return OneOf(s, {"any", "InfiniBand", "Ethernet"}); }
 
+Expected<std::string> ParsePairingKey(const std::string& s) {
+  auto p = ParseExpectedPairing(s);
+  if (!p) return p.status();
+  return s;
+}
+
 }  // namespace
 
 const std::vector<ConfigKey>& ConfigKeys() {
@@ -174,6 +182,8 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_PARSED(nccl_gid_index, ParseBool, BoolText)},
       {"nccl_topo_file", "path", "NCCL_TOPO_FILE given to tasks (only for VMs with a virtual PCI tree); empty never sets it",
        PF_PATH(nccl_topo_file)},
+      {"topo_expect", "string", "Pinned GPU-NIC placement checked by the prolog, e.g. 0:mlx5_0,1:mlx5_1 (preflight topo prints it)",
+       PF_PARSED(topo_expect, ParsePairingKey, std::string)},
       {"scratch_dir", "path", "Node-local scratch (NVMe) directory to check; empty skips the check",
        PF_PATH(scratch_dir)},
       {"scratch_min_free", "size", "Minimum free space in scratch_dir",

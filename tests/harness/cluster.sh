@@ -126,6 +126,8 @@ scontrol = $(command -v scontrol)
 slurm_conf = $dir/etc/slurm.conf
 probe_timeout = 10s
 topology_xml = $(realpath "$TOPOLOGY_XML")
+# GPU i sits next to mlx5_i on the AC922 fixture; the prolog checks it stays so.
+topo_expect = 0:mlx5_0,1:mlx5_1,2:mlx5_2,3:mlx5_3
 # Node health checks: every node's GPUs come from the fake NVML (its faults
 # from the node's own file), its HCAs from the fixture sysfs in its root.
 nvml_library = $build/tests/fakes/libnvidia-ml.so.1

@@ -6,6 +6,13 @@ sbatch --help >"$OUT/help" 2>&1
 check "sbatch --help lists --nccl-check" contains "$OUT/help" '--nccl-check\[?=LEVEL'
 check "sbatch --help lists --preflight-env" contains "$OUT/help" '--preflight-env'
 
+# Every topo.pairing result in a prolog JSON passed (and there are some).
+pairing_passed() {
+  local verdicts
+  verdicts=$(grep -A4 '"check": "topo.pairing"' "$1" | grep '"verdict"' | sort -u)
+  [ "$verdicts" = '      "verdict": "pass",' ]
+}
+
 jid=$(sbatch --parsable -N3 --nccl-check=quick -o "$OUT/job-%j.out" \
   --wrap 'echo "level=$PREFLIGHT_NCCL_CHECK"; srun -N3 bash -c "echo task \$SLURM_PROCID level \$PREFLIGHT_NCCL_CHECK"')
 wait_job "$jid"
@@ -19,6 +26,7 @@ for n in n1 n2 n3; do
   f=$C/state/jobs/$jid/$n.prolog.json
   check "prolog on $n saw level quick" contains "$f" '"level": "quick"'
   check "prolog on $n passed" contains "$f" '"verdict": "pass"'
+  check "prolog on $n checked the pinned GPU-NIC placement" pairing_passed "$f"
 done
 
 # A bare --nccl-check means quick (Slurm hands the prolog the text "(null)").

@@ -40,6 +40,8 @@ struct Config {
   bool nccl_gid_index = true;
   // NCCL_TOPO_FILE to set for tasks (VMs whose PCI tree is virtual); empty: never set.
   std::string nccl_topo_file;
+  // Pinned GPU-NIC placement ("0:mlx5_0,1:mlx5_1"); empty skips the check.
+  std::string topo_expect;
 
   // Node-local scratch (NVMe) check; empty scratch_dir skips it.
   std::string scratch_dir;
