@@ -264,6 +264,7 @@ RunDecision Decide(const SuperviseResult& r, const RunPolicy& p, const RunCounte
   auto gate = [&](uint64_t done, uint64_t max, const std::string& what) {
     if (!in_slurm) { d.reason = what + ", but not in a Slurm job: nothing to requeue"; return; }
     if (!p.requeue) { d.reason = what + ", but requeueing is off (--requeue / run_requeue)"; return; }
+    if (max == 0) { d.reason = what + ", but requeues for this are off (max 0)"; return; }
     if (done >= max) {
       d.reason = what + ", but already requeued " + std::to_string(done) + " time(s) for this (max " +
                  std::to_string(max) + ")";
@@ -388,13 +389,14 @@ void Prune(const RunPolicy& p) {
 
 // Requeue, then (the job pending again) set its excluded nodes. Slurm's
 // requeue kills the batch step: SIGTERM first, SIGKILL KillWait later. This
-// process ignores SIGTERM meanwhile so it lives to set ExcNodeList, which
-// slurmctld refuses for a running job ("Job is no longer pending execution").
+// process ignores SIGTERM from here on (it only reports and exits after
+// this) so it lives to set ExcNodeList, which slurmctld refuses for a
+// running job ("Job is no longer pending execution"), and to write its result.
 Status Requeue(const Config& cfg, const std::string& job, const std::vector<std::string>& exclude) {
-  struct sigaction ign, old;
+  struct sigaction ign;
   std::memset(&ign, 0, sizeof ign);
   ign.sa_handler = SIG_IGN;
-  ::sigaction(SIGTERM, &ign, &old);
+  ::sigaction(SIGTERM, &ign, nullptr);
   std::string merged;
   if (!exclude.empty()) {
     auto prior = JobField(cfg, job, "ExcNodeList");
@@ -406,7 +408,6 @@ Status Requeue(const Config& cfg, const std::string& job, const std::vector<std:
     Status x = SetJobExcludedNodes(cfg, job, merged);
     if (!x.ok()) s = x.Context("requeued, but could not exclude " + merged);
   }
-  ::sigaction(SIGTERM, &old, nullptr);
   return s;
 }
 
