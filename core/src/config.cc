@@ -222,7 +222,7 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_PARSED(ib_rate, ParseCount, CountText)},
       {"ib_link_layer", "string", "Link layer every port must have: any, InfiniBand, Ethernet",
        PF_PARSED(ib_link_layer, ParseLinkLayer, Same)},
-      // preflight-run keys (man preflight-run(1)); patterns are ECMAScript regexes.
+      // preflight-run keys (man preflight-run(1)); patterns are POSIX EREs (glibc: \b works).
       {"run_requeue", "bool", "preflight-run may requeue the job (preemption, retryable failures)",
        PF_PARSED(run_requeue, ParseBool, BoolText)},
       {"run_max_requeues", "count", "preflight-run: most requeues after preemption per job",

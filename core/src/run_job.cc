@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -14,6 +13,7 @@
 #include "preflight/fileutil.h"
 #include "preflight/log.h"
 #include "preflight/process.h"
+#include "preflight/regex.h"
 #include "preflight/report.h"
 #include "preflight/slurmctl.h"
 
@@ -119,11 +119,8 @@ Expected<RunPolicy> ResolveRunPolicy(const Config& site, const po::variables_map
   for (const auto& c : {RetryClass{"nccl", cfg.run_retry_nccl}, RetryClass{"cuda", cfg.run_retry_cuda},
                         RetryClass{"node", cfg.run_retry_node}}) {
     if (c.pattern.empty()) continue;
-    try {
-      std::regex re(c.pattern, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      return Status::InvalidArgument("retry pattern " + c.name + " '" + c.pattern + "': " + e.what());
-    }
+    auto re = Regex::Compile(c.pattern);
+    if (!re) return re.status().Context("retry class " + c.name);
     p.retry_classes.push_back(c);
   }
   p.stall.output_s = cfg.run_stall_output_ms / 1000.0;
@@ -172,17 +169,15 @@ Status SaveCounters(const std::string& path, const std::string& job_id, const Ru
 
 Expected<std::string> ClassifyFailure(const std::vector<std::string>& tail, const std::vector<RetryClass>& classes,
                                       std::string* matched) {
-  std::vector<std::regex> res;
+  std::vector<Regex> res;
   for (const auto& c : classes) {
-    try {
-      res.emplace_back(c.pattern, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      return Status::InvalidArgument("retry pattern " + c.name + " '" + c.pattern + "': " + e.what());
-    }
+    auto re = Regex::Compile(c.pattern);
+    if (!re) return re.status().Context("retry class " + c.name);
+    res.push_back(*re);
   }
   for (auto it = tail.rbegin(); it != tail.rend(); ++it) {
     for (size_t i = 0; i < classes.size(); ++i) {
-      if (std::regex_search(*it, res[i])) {
+      if (res[i].Search(*it)) {
         if (matched) *matched = *it;
         return classes[i].name;
       }
@@ -364,12 +359,15 @@ Report BuildReport(const RunState& st, const std::string& command, const Supervi
 
 // Site state_dir/textfile_dir are root-owned; a user's job usually can't
 // write there. That is reported once, not treated as a failure.
+// Outside a Slurm job there is no job directory: only --result is written.
 void Publish(const RunState& st, const Report& rep) {
   static bool warned = false;
-  auto w = WriteReport(*st.cfg, rep);
-  if (!w && !warned) {
-    warned = true;
-    Log(LogLevel::kInfo, "run", "result not written to the site state dir", w.status().message());
+  if (!st.job.empty()) {
+    auto w = WriteReport(*st.cfg, rep);
+    if (!w && !warned) {
+      warned = true;
+      Log(LogLevel::kInfo, "run", "result not written to the site state dir", w.status().message());
+    }
   }
   if (!st.p->result_file.empty()) {
     Status s = WriteFileAtomic(st.p->result_file, ReportJson(rep));

@@ -30,12 +30,9 @@ StallWatch::StallWatch(const StallOptions& o, double now)
 Expected<std::unique_ptr<StallWatch>> StallWatch::Create(const StallOptions& o, double now) {
   std::unique_ptr<StallWatch> w(new StallWatch(o, now));
   if (!o.nan_pattern.empty()) {
-    try {
-      w->nan_ = std::regex(o.nan_pattern, std::regex::ECMAScript | std::regex::optimize);
-    } catch (const std::regex_error& e) {
-      return Status::InvalidArgument("NaN pattern '" + o.nan_pattern + "': " + e.what());
-    }
-    w->nan_on_ = true;
+    auto re = Regex::Compile(o.nan_pattern);
+    if (!re) return re.status().Context("NaN pattern");
+    w->nan_ = *re;
   }
   return w;
 }
@@ -43,8 +40,8 @@ Expected<std::unique_ptr<StallWatch>> StallWatch::Create(const StallOptions& o, 
 std::optional<Alert> StallWatch::OnLine(const std::string& line, double now) {
   last_line_ = now;
   output_fired_ = false;
-  if (!nan_on_ || nan_fired_) return std::nullopt;
-  if (!std::regex_search(line, nan_)) return std::nullopt;
+  if (!nan_ || nan_fired_) return std::nullopt;
+  if (!nan_->Search(line)) return std::nullopt;
   // One NaN alert per run: a diverged loss prints NaN on every step after.
   nan_fired_ = true;
   std::string shown = line.size() > 200 ? line.substr(0, 200) + "..." : line;

@@ -20,7 +20,7 @@ namespace preflight {
 
 struct RetryClass {
   std::string name;     // "nccl", "cuda", "node"
-  std::string pattern;  // ECMAScript regex
+  std::string pattern;  // POSIX ERE (preflight/regex.h)
 };
 
 struct RunPolicy {

@@ -7,10 +7,10 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 
+#include "preflight/regex.h"
 #include "preflight/status.h"
 
 namespace preflight {
@@ -32,7 +32,7 @@ struct StallOptions {
   double heartbeat_s = 0;       // heartbeat file not updated for this long (0: off)
   double gpu_s = 0;             // every GPU at or below gpu_idle_percent this long (0: off)
   unsigned gpu_idle_percent = 5;
-  std::string nan_pattern;      // ECMAScript regex on each output line (empty: off)
+  std::string nan_pattern;      // POSIX ERE (preflight/regex.h) on each output line (empty: off)
 };
 
 enum class AlertKind { kOutput, kHeartbeat, kGpu, kNan };
@@ -63,8 +63,7 @@ class StallWatch {
  private:
   explicit StallWatch(const StallOptions& o, double now);
   StallOptions o_;
-  std::regex nan_;
-  bool nan_on_ = false;
+  std::optional<Regex> nan_;
   bool nan_fired_ = false;
   double last_line_, last_heartbeat_, last_gpu_busy_;
   bool output_fired_ = false, heartbeat_fired_ = false, gpu_fired_ = false;
