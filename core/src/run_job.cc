@@ -84,7 +84,12 @@ Expected<RunPolicy> ResolveRunPolicy(const Config& site, const po::variables_map
     if (!vm.count(m.option)) continue;
     std::string v = vm[m.option].as<std::string>();
     Status s = ApplyOverrides(cfg, {std::string(m.key) + "=" + v}, std::string("--") + m.option, "");
-    if (!s.ok()) return s;
+    if (!s.ok()) {
+      // "--grace 'soon': key 'run_grace': bad duration 'soon'"
+      size_t k = s.message().find("key '");
+      return Status::InvalidArgument(std::string("--") + m.option + " '" + v + "': " +
+                                     (k == std::string::npos ? s.message() : s.message().substr(k)));
+    }
   }
   RunPolicy p;
   p.checkpoint_dir = cli.checkpoint_dir;

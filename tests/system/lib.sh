@@ -42,11 +42,14 @@ release_and_wait() {
 job_field() { scontrol -o show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 # release_requeued JOBID: Slurm holds a requeued batch job ~120 s
 # (EligibleTime). Once it is pending again (not still completing), move its
-# start to now; bounded.
+# start to now; bounded. The requeue revoked the first run's credential with
+# a one-second timestamp: a restart on the same node within that second is
+# killed ("Job credential revoked"), so wait for the next second first.
 release_requeued() {
   local j=$1
   for _ in $(seq 1 300); do
     if [ "$(job_field "$j" JobState)" = PENDING ] && ! squeue -h -j "$j" -t CG -o %i | grep -q .; then
+      sleep 1.1
       scontrol update jobid="$j" StartTime=now && return 0
     fi
     sleep 0.1
