@@ -495,6 +495,20 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
   int exit_code = r->exit.exit_code;
   bool requeued = false;
   if (d.action == RunAction::kRequeue) {
+    // scancel sends the same SIGTERM as a preemption, and slurmctld accepts
+    // a requeue of a job it is cancelling: a cancelled job must stay
+    // cancelled. While Slurm ends a job (scancel, the time limit itself) its
+    // JobState reads COMPLETING (CANCELLED once done); a job asked to
+    // checkpoint ahead (--signal=B:USR2@T) or in a preemption grace time is
+    // still RUNNING.
+    auto state = JobField(cfg, st.job, "JobState");
+    if (state && (*state == "CANCELLED" || *state == "COMPLETING")) {
+      d.action = RunAction::kExit;
+      d.kind = "cancelled";
+      d.reason = "job " + st.job + " is ending (" + *state + ", e.g. scancel): not requeued (" + d.reason + ")";
+    }
+  }
+  if (d.action == RunAction::kRequeue) {
     std::vector<std::string> exclude;
     if (d.exclude_nodes) {
       std::string nodelist = EnvOr(env, "SLURM_JOB_NODELIST", EnvOr(env, "SLURM_NODELIST"));
@@ -522,7 +536,7 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
     } else {
       Log(LogLevel::kError, "run", "requeue of job " + st.job + " failed", s.message() + " (" + d.reason + ")");
     }
-  } else if (d.kind == "done") {
+  } else if (d.kind == "done" || d.kind == "cancelled") {
     Log(LogLevel::kInfo, "run", "finished", d.reason);
   } else {
     Log(LogLevel::kError, "run", "not requeued", d.reason);

@@ -197,7 +197,7 @@ class RunJobTest : public ::testing::Test {
     log_ = dir_ + "/scontrol.log";
     std::string fake = dir_ + "/scontrol";
     std::ofstream(fake) << "#!/bin/sh\necho \"$*\" >> " << log_
-                        << "\ncase \"$*\" in\n  *'show job'*) echo 'JobId=42 JobName=x ExcNodeList=n9 Restarts=0';;\n"
+                        << "\ncase \"$*\" in\n  *'show job'*) echo \"JobId=42 JobName=x JobState=${FAKE_JOB_STATE:-RUNNING} ExcNodeList=n9 Restarts=0\";;\n"
                            "  *'show node'*) echo 'NodeName=n3 Arch=x State=IDLE+DRAIN Reason=preflight: gpu.ecc GPU0 [root@now]';;\n"
                            "esac\nexit 0\n";
     chmod(fake.c_str(), 0755);
@@ -304,6 +304,23 @@ TEST_F(RunJobTest, StallAlertWritesMetricsRunsHookAndRestarts) {
   // The hook runs detached: wait for it, bounded.
   for (int i = 0; i < 500 && Slurp(hook_out).empty(); ++i) usleep(10000);
   EXPECT_EQ(Slurp(hook_out), "output 42 n1\n");
+}
+
+TEST_F(RunJobTest, ACancelledJobIsNotRequeued) {
+  // scancel: SIGTERM to the job, JobState CANCELLED; the TERM looks like a preemption.
+  setenv("FAKE_JOB_STATE", "COMPLETING", 1);
+  std::string first = policy_.checkpoint_dir + "/ckpt-1/COMPLETE";
+  std::thread t([first] {
+    for (int i = 0; i < 6000 && access(first.c_str(), F_OK) != 0; ++i) usleep(10000);
+    kill(getpid(), SIGTERM);
+  });
+  int rc = RunJob(cfg_, policy_, env_, App({"--steps", "100000", "--step-ms", "5", "--checkpoint-every", "1"}));
+  t.join();
+  unsetenv("FAKE_JOB_STATE");
+  EXPECT_EQ(rc, 0);  // the app checkpointed and exited 0
+  std::string log = Slurp(log_);
+  EXPECT_EQ(log.find("requeue"), std::string::npos) << log;
+  EXPECT_NE(Slurp(policy_.result_file).find("\"kind\": \"cancelled\""), std::string::npos);
 }
 
 TEST_F(RunJobTest, OutsideSlurmNothingIsRequeued) {

@@ -76,3 +76,20 @@ TEST(StallWatch, BadRegexIsAnError) {
 
 }  // namespace
 }  // namespace preflight
+
+namespace preflight {
+namespace {
+
+TEST(Regex, PosixExtendedWithGnuWordBoundaries) {
+  auto r = Regex::Compile("\\b(nan|NaN)\\b|loss=inf");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->Search("step 3 loss nan"));
+  EXPECT_TRUE(r->Search("loss=inf"));
+  EXPECT_FALSE(r->Search("banana"));
+  auto bad = Regex::Compile("a{2");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("a{2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace preflight

@@ -2,7 +2,8 @@
 # preflight-run on the real Slurm: a plain user error is not retried; a
 # retryable NCCL failure requeues the job excluding the node the error names;
 # a hung job is detected within its budget and stopped well before its time
-# limit.
+# limit; a cancelled job stays cancelled although scancel's SIGTERM looks
+# like a preemption.
 . "$(dirname "$0")/lib.sh"
 run="$B/wrapper/preflight-run --config $C/etc/preflight.conf"
 app=$B/tests/pf_test_app
@@ -64,4 +65,18 @@ node=$(job_field "$jid" BatchHost)
 check "hang: result JSON records the stall" contains "$C/state/jobs/$jid/$node.run.json" '"kind": "stall:output"'
 check "hang: Prometheus textfile records the stall" contains "$C/metrics/preflight_${node}_run.prom" \
   'preflight_check_ok\{.*check="run.stall",device="output",verdict="fail".*\} 0'
+
+# 4. scancel: SIGTERM is a preemption signal, but the job is CANCELLED, so
+# preflight-run asks for the checkpoint and does not requeue.
+jid=$(sbatch --parsable -N1 -o "$OUT/cancel-%j.out" --wrap \
+  "exec $run --checkpoint-dir $OUT/ck-cancel --grace 2s -- $app --steps 100000 --step-ms 20")
+out=$OUT/cancel-$jid.out
+for _ in $(seq 1 300); do grep -q '^step 3 ' "$out" 2>/dev/null && break; sleep 0.1; done
+scancel "$jid"
+wait_job "$jid" 60
+sleep 1  # let preflight-run finish its last line (the job is gone from the queue first)
+cat "$out"
+check "cancel: preflight-run did not requeue" contains "$out" "^preflight: run: finished: job $jid is ending \(COMPLETING, e.g. scancel\): not requeued"
+check "cancel: job stays cancelled" test "$(job_field "$jid" JobState)" = CANCELLED
+check "cancel: restart count 0" test "$(job_field "$jid" Restarts)" = 0
 finish
