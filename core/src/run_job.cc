@@ -459,6 +459,8 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
       (in_slurm ? "job " + st.job + " on " + st.node : "on " + st.node) + ", restart " + std::to_string(st.restarts),
       st.resume.empty() ? "no complete checkpoint: starting fresh" : "resuming from " + st.resume);
 
+  if (p.stall.gpu_s > 0 && p.gpu == nullptr)
+    Log(LogLevel::kInfo, "run", "GPU stall watch off", "no GPU utilisation source (NVML) in this build");
   SuperviseOptions so;
   so.argv = argv;
   so.env = child_env;
