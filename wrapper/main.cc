@@ -56,9 +56,6 @@ int Main(int argc, char** argv) {
     Log(LogLevel::kError, "run", "bad option", policy.status().message());
     return 2;
   }
-  // policy->gpu stays null: the NVML utilisation source (a GpuUtilSource over
-  // the dlopen'ed NVML layer of the health branch, limited to the job's
-  // GPUs) is bound here at merge. Until then --stall-gpu never fires.
   return RunJob(*cfg, *policy, env, command);
 }
 

@@ -11,6 +11,7 @@
 
 #include "preflight/checkpoint.h"
 #include "preflight/fileutil.h"
+#include "preflight/gpu_util.h"
 #include "preflight/log.h"
 #include "preflight/process.h"
 #include "preflight/regex.h"
@@ -459,8 +460,20 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
       (in_slurm ? "job " + st.job + " on " + st.node : "on " + st.node) + ", restart " + std::to_string(st.restarts),
       st.resume.empty() ? "no complete checkpoint: starting fresh" : "resuming from " + st.resume);
 
-  if (p.stall.gpu_s > 0 && p.gpu == nullptr)
-    Log(LogLevel::kInfo, "run", "GPU stall watch off", "no GPU utilisation source (NVML) in this build");
+  std::unique_ptr<GpuUtilSource> nvml_gpu;
+  GpuUtilSource* gpu = p.gpu;
+  if (p.stall.gpu_s > 0 && gpu == nullptr) {
+    std::vector<int> minors;
+    auto ids = ParseIdList(EnvOr(env, "SLURM_JOB_GPUS"));
+    if (ids) minors = *ids;
+    auto src = OpenNvmlGpuUtil(cfg.nvml_library, minors);
+    if (src) {
+      nvml_gpu = std::move(*src);
+      gpu = nvml_gpu.get();
+    } else {
+      Log(LogLevel::kInfo, "run", "GPU stall watch off", src.status().message());
+    }
+  }
   SuperviseOptions so;
   so.argv = argv;
   so.env = child_env;
@@ -471,7 +484,8 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
   so.kill_wait_s = p.kill_wait_s;
   so.stall = p.stall;
   so.heartbeat_file = p.heartbeat_file;
-  so.gpu = p.gpu;
+  so.gpu = gpu;
+  so.gpu_sample_s = p.gpu_sample_s;
   so.kill_on_stall = p.stall_restart;
   so.on_alert = [&](const Alert& a) {
     st.alerts.push_back(a);

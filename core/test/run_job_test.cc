@@ -330,6 +330,36 @@ TEST_F(RunJobTest, OutsideSlurmNothingIsRequeued) {
   EXPECT_EQ(Slurp(log_), "");
 }
 
+TEST_F(RunJobTest, IdleGpusThroughNvmlAreAStall) {
+  // The fake NVML (tests/fakes) behind the production dlopen path: the job's
+  // GPUs 2 and 3 (SLURM_JOB_GPUS are minor numbers) sit at 0 % utilisation.
+  cfg_.nvml_library = PREFLIGHT_FAKE_NVML;
+  setenv("PREFLIGHT_FAKE_NVML", "util 2 0;util 3 0", 1);
+  env_["SLURM_JOB_GPUS"] = "2,3";
+  policy_.stall.gpu_s = 0.5;
+  policy_.gpu_sample_s = 0.1;
+  policy_.stall_restart = true;
+  policy_.kill_wait_s = 5;
+  int rc = RunJob(cfg_, policy_, env_, App({"--steps", "100000", "--step-ms", "5"}));
+  unsetenv("PREFLIGHT_FAKE_NVML");
+  EXPECT_EQ(rc, kRequeuedExit);
+  std::string result = Slurp(policy_.result_file);
+  EXPECT_NE(result.find("\"kind\": \"stall:gpu\""), std::string::npos) << result;
+  EXPECT_NE(result.find("every GPU at or below 5% utilisation"), std::string::npos) << result;
+}
+
+TEST_F(RunJobTest, BusyGpusAreNoStall) {
+  cfg_.nvml_library = PREFLIGHT_FAKE_NVML;
+  setenv("PREFLIGHT_FAKE_NVML", "util 2 0", 1);  // GPU 3 stays busy (the fake's default)
+  env_["SLURM_JOB_GPUS"] = "2,3";
+  policy_.stall.gpu_s = 0.3;
+  policy_.gpu_sample_s = 0.05;
+  int rc = RunJob(cfg_, policy_, env_, App({"--steps", "100", "--step-ms", "10"}));
+  unsetenv("PREFLIGHT_FAKE_NVML");
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(Slurp(policy_.result_file).find("run.stall"), std::string::npos);
+}
+
 TEST_F(RunJobTest, PruneKeepsNewestK) {
   policy_.keep_checkpoints = 2;
   int rc = RunJob(cfg_, policy_, env_, App({"--steps", "10", "--step-ms", "1", "--checkpoint-every", "2"}));

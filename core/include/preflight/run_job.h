@@ -44,7 +44,10 @@ struct RunPolicy {
   StallOptions stall;
   bool stall_restart = false;
   std::string alert_hook;
-  GpuUtilSource* gpu = nullptr;         // not owned; null until the NVML layer is bound
+  // GPU samples for the stall watch. Null: RunJob opens NVML (nvml_library)
+  // for the job's GPUs (SLURM_JOB_GPUS) when stall.gpu_s > 0. Not owned.
+  GpuUtilSource* gpu = nullptr;
+  double gpu_sample_s = 5;
 };
 
 // The wrapper's options that mirror a run_* config key, and the user-only

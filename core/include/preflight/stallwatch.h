@@ -16,10 +16,9 @@
 namespace preflight {
 
 // GPU utilisation, one figure (0-100 %) per GPU of this job. The seam for
-// NVML: the real source (nvmlDeviceGetUtilizationRates through the dlopen'ed
-// NVML layer) is bound at merge with the `health` branch; until then
-// preflight-run has no default source and the GPU stall watch stays off
-// unless a source is passed in (tests pass a fake).
+// NVML: the real source is OpenNvmlGpuUtil (preflight/gpu_util.h,
+// nvmlDeviceGetUtilizationRates through the dlopen'ed NVML table); tests
+// pass a fake source here or put the fake NVML behind that one.
 class GpuUtilSource {
  public:
   virtual ~GpuUtilSource() = default;
