@@ -44,7 +44,8 @@ job_field() { scontrol -o show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 # (EligibleTime). Once it is pending again (not still completing), move its
 # start to now; bounded. The requeue revoked the first run's credential with
 # a one-second timestamp: a restart on the same node within that second is
-# killed ("Job credential revoked"), so wait for the next second first.
+# killed ("Job credential revoked", the job then fails or is held again),
+# so wait for the next second first; follow with release_and_wait.
 release_requeued() {
   local j=$1
   for _ in $(seq 1 300); do

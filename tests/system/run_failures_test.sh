@@ -44,7 +44,7 @@ check "nccl: preflight-run names the class and the excluded node" contains "$out
 for _ in $(seq 1 100); do [ "$(job_field "$jid" ExcNodeList)" != "(null)" ] && break; sleep 0.1; done
 check "nccl: the peer is excluded from the requeued job" test "$(job_field "$jid" ExcNodeList)" = "$peer"
 release_requeued "$jid"
-wait_job "$jid" 120
+release_and_wait "$jid"
 cat "$out"
 check "nccl: restart succeeded" test "$(job_field "$jid" JobState)" = COMPLETED
 check "nccl: restart ran without the peer" test -z "$(scontrol show hostnames "$(job_field "$jid" NodeList)" | grep -x "$peer")"

@@ -33,7 +33,7 @@ check "the checkpoint is complete" test -f "$ck/step-$at/COMPLETE"
 check "preemption excluded no node" test "$(job_field "$jid" ExcNodeList)" = "(null)"
 
 release_requeued "$jid"
-wait_job "$jid" 120
+release_and_wait "$jid"
 cat "$out"
 check "restart resumed from the checkpoint" contains "$out" "^preflight: run: job $jid on n[123], restart 1: resuming from $ck/step-$at$"
 check "application resumed at the checkpointed step" contains "$out" "^resumed from $ck/step-$at at step $at$"

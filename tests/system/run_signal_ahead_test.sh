@@ -22,7 +22,7 @@ for _ in $(seq 1 700); do [ "$(job_field "$jid" Restarts)" -ge 1 ] && break; sle
 check "Slurm's own signal led to a requeue" test "$(job_field "$jid" Restarts)" = 1
 check "preflight-run got SIGUSR2 and requeued" contains "$out" "^preflight: run: requeued job $jid: preempted \(SIGUSR2\)"
 release_requeued "$jid"
-wait_job "$jid" 120
+release_and_wait "$jid"
 grep -v '^step ' "$out"
 check "resumed from the checkpoint" contains "$out" "^resumed from $ck/step-[0-9]+ at step [0-9]+$"
 check "right result and restart count" contains "$out" '^result sum=500500 steps=1000 restart=1$'
