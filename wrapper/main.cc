@@ -1,13 +1,15 @@
 // preflight-run: runs the training command inside the job (man preflight-run(1)).
-// This shell parses the command line and maps the core's outcome to an exit
-// code; it never throws out of main().
+// This shell parses the command line into a RunPolicy and hands it to the
+// core's RunJob; it never throws out of main().
 #include <cstdio>
 #include <exception>
 #include <iostream>
 
 #include "preflight/cli.h"
 #include "preflight/log.h"
-#include "preflight/supervisor.h"
+#include "preflight/run_job.h"
+
+extern char** environ;
 
 namespace {
 
@@ -15,11 +17,15 @@ using namespace preflight;
 
 int Main(int argc, char** argv) {
   CommonCli cli;
+  RunCli run;
   std::vector<std::string> command;
   po::options_description visible(
       "Usage: preflight-run [OPTIONS] -- COMMAND [ARGS...]\n"
-      "Run COMMAND inside the job: relay signals, return its exit code.\n\nOptions");
+      "Run COMMAND inside the job: relay signals, turn preemption into checkpoint + requeue,\n"
+      "resume from the newest complete checkpoint, retry infrastructure failures, watch for stalls.\n"
+      "Options override the site config's run_* keys.\n\nOptions");
   AddCommonOptions(visible, cli);
+  AddRunOptions(visible, run);
   po::options_description hidden;
   hidden.add_options()("command", po::value<std::vector<std::string>>(&command), "");
   po::options_description all;
@@ -38,17 +44,19 @@ int Main(int argc, char** argv) {
     Log(LogLevel::kError, "run", "bad command line", "no COMMAND given (preflight-run [OPTIONS] -- COMMAND ...)");
     return 2;
   }
-  auto cfg = LoadCliConfig(cli, "");
+  EnvMap env = EnvironToMap(environ);
+  auto node = env.count("SLURMD_NODENAME") ? env["SLURMD_NODENAME"] : ShortHostname();
+  auto cfg = LoadCliConfig(cli, node);
   if (!cfg) {
     Log(LogLevel::kError, "run", "site config", cfg.status().message());
     return 2;
   }
-  auto r = RunSupervised(command);
-  if (!r) {
-    Log(LogLevel::kError, "run", "command", r.status().message());
-    return 127;
+  auto policy = ResolveRunPolicy(*cfg, vm, run);
+  if (!policy) {
+    Log(LogLevel::kError, "run", "bad option", policy.status().message());
+    return 2;
   }
-  return r->exit_code;
+  return RunJob(*cfg, *policy, env, command);
 }
 
 }  // namespace

@@ -91,6 +91,8 @@ std::string DurationText(uint32_t ms) {
     return Status::Ok();                                                      \
   }
 
+#define PF_STRING(field) PF_PATH(field)
+
 std::string BoolText(bool b) { return b ? "yes" : "no"; }
 std::string CountText(uint64_t v) { return std::to_string(v); }
 std::string LevelText(Level l) { return LevelName(l); }
@@ -230,12 +232,52 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_PARSED(ib_rate, ParseCount, CountText)},
       {"ib_link_layer", "string", "Link layer every port must have: any, InfiniBand, Ethernet",
        PF_PARSED(ib_link_layer, ParseLinkLayer, Same)},
+      // preflight-run keys (man preflight-run(1)); patterns are POSIX EREs (glibc: \b works).
+      {"run_requeue", "bool", "preflight-run may requeue the job (preemption, retryable failures)",
+       PF_PARSED(run_requeue, ParseBool, BoolText)},
+      {"run_max_requeues", "count", "preflight-run: most requeues after preemption per job",
+       PF_PARSED(run_max_requeues, ParseCount, CountText)},
+      {"run_max_failure_restarts", "count", "preflight-run: most requeues after a retryable failure per job",
+       PF_PARSED(run_max_failure_restarts, ParseCount, CountText)},
+      {"run_grace", "duration", "preflight-run: time the command gets to checkpoint and exit after preemption",
+       PF_PARSED(run_grace_ms, ParseDurationMs, DurationText)},
+      {"run_kill_wait", "duration", "preflight-run: SIGTERM to SIGKILL wait when stopping the command",
+       PF_PARSED(run_kill_wait_ms, ParseDurationMs, DurationText)},
+      {"run_preempt_signals", "string", "preflight-run: signals that mean preemption (e.g. USR2,TERM)",
+       PF_STRING(run_preempt_signals)},
+      {"run_checkpoint_signal", "string", "preflight-run: signal sent to ask for a checkpoint (none: file only)",
+       PF_STRING(run_checkpoint_signal)},
+      {"run_retry_nccl", "string", "preflight-run: output regex of retryable NCCL failures (empty: off)",
+       PF_STRING(run_retry_nccl)},
+      {"run_retry_cuda", "string", "preflight-run: output regex of retryable CUDA failures (empty: off)",
+       PF_STRING(run_retry_cuda)},
+      {"run_retry_node", "string", "preflight-run: output regex of retryable node failures (empty: off)",
+       PF_STRING(run_retry_node)},
+      {"run_nan_pattern", "string", "preflight-run: output regex that means the loss went NaN (empty: off)",
+       PF_STRING(run_nan_pattern)},
+      {"run_stall_output", "duration", "preflight-run: alert after this long without an output line (0: off)",
+       PF_PARSED(run_stall_output_ms, ParseDurationMs, DurationText)},
+      {"run_stall_heartbeat", "duration", "preflight-run: alert after this long without a heartbeat file update (0: off)",
+       PF_PARSED(run_stall_heartbeat_ms, ParseDurationMs, DurationText)},
+      {"run_stall_gpu", "duration", "preflight-run: alert after this long with every GPU idle (0: off)",
+       PF_PARSED(run_stall_gpu_ms, ParseDurationMs, DurationText)},
+      {"run_gpu_idle_percent", "count", "preflight-run: GPU utilisation at or below this is idle",
+       PF_PARSED(run_gpu_idle_percent, ParseCount, CountText)},
+      {"run_stall_restart", "bool", "preflight-run: kill and requeue on a stall or NaN, else alert only",
+       PF_PARSED(run_stall_restart, ParseBool, BoolText)},
+      {"run_alert_hook", "path", "preflight-run: command run on each alert (PREFLIGHT_ALERT_* in its env)",
+       PF_PATH(run_alert_hook)},
+      {"run_keep_checkpoints", "count", "preflight-run: newest complete checkpoints to keep (0: all)",
+       PF_PARSED(run_keep_checkpoints, ParseCount, CountText)},
+      {"run_checkpoint_marker", "string", "preflight-run: file whose presence marks a checkpoint complete",
+       PF_STRING(run_checkpoint_marker)},
   };
   return kKeys;
 }
 
 #undef PF_PATH
 #undef PF_PARSED
+#undef PF_STRING
 
 namespace {
 

@@ -65,6 +65,7 @@ Expected<NvmlApi> Open(const std::string& library) {
   Resolve(h, "nvmlDeviceGetNvLinkState", a.DeviceGetNvLinkState);
   Resolve(h, "nvmlDeviceGetPersistenceMode", a.DeviceGetPersistenceMode);
   Resolve(h, "nvmlDeviceGetComputeMode", a.DeviceGetComputeMode);
+  Resolve(h, "nvmlDeviceGetUtilizationRates", a.DeviceGetUtilizationRates);
   return a;
 }
 

@@ -78,4 +78,39 @@ Status FinishDrain(const Config& cfg, const std::string& node, const std::string
   return DrainNode(cfg, node, reason);
 }
 
+Expected<std::string> JobField(const Config& cfg, const std::string& job, const std::string& field) {
+  auto out = Scontrol(cfg, {"-o", "show", "job", job});
+  if (!out) return out.status();
+  std::string key = " " + field + "=";
+  std::string line = " " + *out;
+  size_t at = line.find(key);
+  if (at == std::string::npos) return std::string();
+  size_t b = at + key.size();
+  std::string v = line.substr(b, line.find_first_of(" \n", b) - b);
+  return v == "(null)" ? std::string() : v;
+}
+
+Status RequeueJob(const Config& cfg, const std::string& job) { return Scontrol(cfg, {"requeue", job}).status(); }
+
+Status SetJobExcludedNodes(const Config& cfg, const std::string& job, const std::string& hostlist) {
+  return Scontrol(cfg, {"update", "JobId=" + job, "ExcNodeList=" + hostlist}).status();
+}
+
+Expected<std::vector<std::string>> NodesDrainedByPreflight(const Config& cfg, const std::string& hostlist) {
+  auto out = Scontrol(cfg, {"-o", "show", "node", hostlist});
+  if (!out) return out.status();
+  std::vector<std::string> nodes;
+  size_t b = 0;
+  while (b < out->size()) {
+    size_t e = out->find('\n', b);
+    if (e == std::string::npos) e = out->size();
+    std::string line = out->substr(b, e - b);
+    b = e + 1;
+    if (line.rfind("NodeName=", 0) != 0) continue;
+    auto st = ParseNodeLine(line);
+    if (st && st->drained() && st->ours()) nodes.push_back(line.substr(9, line.find(' ') - 9));
+  }
+  return nodes;
+}
+
 }  // namespace preflight

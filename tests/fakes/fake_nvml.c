@@ -27,6 +27,7 @@
  *   no_nvlink GPU               NVLink not supported (PCIe card)
  *   persistence GPU on|off
  *   compute_mode GPU N          nvmlComputeMode_t value
+ *   util GPU PCT                GPU utilisation in percent (default 100: busy)
  *   hang CALL [GPU]             CALL (e.g. nvmlDeviceGetTemperature) never returns
  *   crash CALL [GPU]            CALL raises SIGSEGV
  * Xid events are not faked here: preflight reads them from the kernel log
@@ -47,6 +48,7 @@ struct nvmlDevice_st {
   int index, gone, ecc_unsupported, pending, remap_fail, remap_pending, no_nvlink, persistence, compute;
   unsigned long long ecc_vol, ecc_agg, throttle;
   unsigned retired, temp, width, gen, nvlink_down_mask;
+  unsigned util;
 };
 
 static struct nvmlDevice_st g_dev[MAXG];
@@ -67,6 +69,7 @@ static void reset(void) {
     memset(&g_dev[i], 0, sizeof g_dev[i]);
     g_dev[i].index = i;
     g_dev[i].temp = 38;
+    g_dev[i].util = 100;
     g_dev[i].width = 16;
     g_dev[i].gen = 5;
     g_dev[i].persistence = 1;
@@ -93,6 +96,7 @@ SETTER(f_pend, d->pending = 1)
 SETTER(f_rfail, d->remap_fail = 1)
 SETTER(f_rpend, d->remap_pending = 1)
 SETTER(f_temp, d->temp = (unsigned)strtoul(a, 0, 0))
+SETTER(f_util, d->util = (unsigned)strtoul(a, 0, 0))
 SETTER(f_thr, d->throttle = strtoull(a, 0, 0))
 SETTER(f_width, d->width = (unsigned)strtoul(a, 0, 0))
 SETTER(f_gen, d->gen = (unsigned)strtoul(a, 0, 0))
@@ -112,7 +116,7 @@ static void parse_line(char* line) {
       {"retired_pages", f_ret}, {"pending_retirement", f_pend}, {"remap_failure", f_rfail},
       {"remap_pending", f_rpend}, {"temp", f_temp}, {"throttle", f_thr}, {"pcie_width", f_width},
       {"pcie_gen", f_gen}, {"nvlink_down", f_nvl}, {"no_nvlink", f_nonvl}, {"persistence", f_pers},
-      {"compute_mode", f_cm}};
+      {"compute_mode", f_cm}, {"util", f_util}};
   if (strcmp(k, "gpus") == 0 && n >= 2) { g_count = (unsigned)atoi(g) > MAXG ? MAXG : (unsigned)atoi(g); return; }
   if (strcmp(k, "init_error") == 0 && n >= 2) { g_init_error = atoi(g); return; }
   if ((strcmp(k, "hang") == 0 || strcmp(k, "crash") == 0) && n >= 2) {
@@ -302,5 +306,12 @@ EXPORT nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnable
 EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMode_t* m) {
   DEV_GUARD("nvmlDeviceGetComputeMode");
   *m = (nvmlComputeMode_t)device->compute;
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* u) {
+  DEV_GUARD("nvmlDeviceGetUtilizationRates");
+  u->gpu = device->util;
+  u->memory = device->util;
   return NVML_SUCCESS;
 }

@@ -40,6 +40,24 @@ release_and_wait() {
   return 1
 }
 job_field() { scontrol -o show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+# release_requeued JOBID: Slurm holds a requeued batch job ~120 s
+# (EligibleTime). Once it is pending again (not still completing), move its
+# start to now; bounded. The requeue revoked the first run's credential with
+# a one-second timestamp: a restart on the same node within that second is
+# killed ("Job credential revoked", the job then fails or is held again),
+# so wait for the next second first; follow with release_and_wait.
+release_requeued() {
+  local j=$1
+  for _ in $(seq 1 300); do
+    if [ "$(job_field "$j" JobState)" = PENDING ] && ! squeue -h -j "$j" -t CG -o %i | grep -q .; then
+      sleep 1.1
+      scontrol update jobid="$j" StartTime=now && return 0
+    fi
+    sleep 0.1
+  done
+  echo "job $j never became pending again: $(squeue -h -j "$j" -o '%T %r')" >&2
+  return 1
+}
 node_state() { sinfo -h -n "$1" -N -o '%T' | head -1; }
 node_reason() { scontrol -o show node "$1" | sed -n 's/.* Reason=\(.*\) \[.*/\1/p'; }
 

@@ -77,6 +77,27 @@ struct Config {
   std::vector<std::string> ib_hcas;       // empty: every HCA found
   uint64_t ib_rate = 0;                   // minimum Gb/s; 0: not checked
   std::string ib_link_layer = "any";      // any, InfiniBand, Ethernet
+  // preflight-run (man preflight-run(1)): site policy for the job wrapper.
+  // Its command line overrides each of these for one run.
+  bool run_requeue = true;                  // may requeue the job at all
+  uint64_t run_max_requeues = 3;            // preemption requeues per job
+  uint64_t run_max_failure_restarts = 2;    // requeues after a retryable failure
+  uint32_t run_grace_ms = 90000;            // checkpoint-and-exit time after preemption
+  uint32_t run_kill_wait_ms = 10000;        // SIGTERM -> SIGKILL
+  std::string run_preempt_signals = "USR2,TERM";
+  std::string run_checkpoint_signal = "USR2";  // "none": only the request file
+  std::string run_retry_nccl = "NCCL (WARN|error).*([Tt]imeout|timed out|unhandled system error|remote process exited)|Watchdog caught collective operation timeout";
+  std::string run_retry_cuda = "CUDA error|cudaError|an illegal memory access|uncorrectable ECC error|Xid";
+  std::string run_retry_node = "[Nn]ode failure|NODE_FAIL|Bus error|Input/output error|Transport endpoint is not connected";
+  std::string run_nan_pattern = "\\b([Nn]a[Nn]|NAN)\\b";
+  uint32_t run_stall_output_ms = 0;         // 0: off
+  uint32_t run_stall_heartbeat_ms = 0;      // 0: off
+  uint32_t run_stall_gpu_ms = 0;            // 0: off
+  uint64_t run_gpu_idle_percent = 5;
+  bool run_stall_restart = false;           // kill and restart on a stall, else alert only
+  std::string run_alert_hook;               // command run on each alert
+  uint64_t run_keep_checkpoints = 0;        // 0: keep all
+  std::string run_checkpoint_marker = "COMPLETE";
 
   // Where the config was read from (empty: defaults only).
   std::string source;

@@ -44,6 +44,7 @@ struct NvmlApi {
   nvmlReturn_t (*DeviceGetNvLinkState)(nvmlDevice_t, unsigned int, nvmlEnableState_t*) = nullptr;
   nvmlReturn_t (*DeviceGetPersistenceMode)(nvmlDevice_t, nvmlEnableState_t*) = nullptr;
   nvmlReturn_t (*DeviceGetComputeMode)(nvmlDevice_t, nvmlComputeMode_t*) = nullptr;
+  nvmlReturn_t (*DeviceGetUtilizationRates)(nvmlDevice_t, nvmlUtilization_t*) = nullptr;  // preflight-run
 
   std::string library;  // what was dlopen'ed
 

@@ -132,6 +132,12 @@ nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int* corrRo
                                        unsigned int* isPending, unsigned int* failureOccurred);
 nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType,
                                       unsigned int* temp);
+/* nvml.h: utilisation over the last sample period, in percent (preflight-run's GPU stall watch). */
+typedef struct nvmlUtilization_st {
+  unsigned int gpu;     /* time a kernel was running */
+  unsigned int memory;  /* time device memory was read or written */
+} nvmlUtilization_t;
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* utilization);
 nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device, unsigned long long* reasons);
 /* r535+: the same call under its new name; preferred when present. */
 nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device, unsigned long long* reasons);

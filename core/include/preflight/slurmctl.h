@@ -31,4 +31,13 @@ Status ResumeNode(const Config& cfg, const std::string& node);
 // never drains it in time, drain it ourselves: the check did fail.
 Status FinishDrain(const Config& cfg, const std::string& node, const std::string& reason, unsigned wait_ms);
 
+// Jobs, for preflight-run. All bounded by probe_timeout.
+// One field of `scontrol -o show job J` ("" when absent or "(null)").
+Expected<std::string> JobField(const Config& cfg, const std::string& job, const std::string& field);
+Status RequeueJob(const Config& cfg, const std::string& job);
+// Slurm accepts ExcNodeList only while the job is pending (after a requeue).
+Status SetJobExcludedNodes(const Config& cfg, const std::string& job, const std::string& hostlist);
+// Nodes among `hostlist` that preflight drained (reason starts with kDrainPrefix).
+Expected<std::vector<std::string>> NodesDrainedByPreflight(const Config& cfg, const std::string& hostlist);
+
 }  // namespace preflight

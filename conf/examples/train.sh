@@ -1,0 +1,55 @@
+#!/bin/bash
+# A training loop in shell that honours preflight-run's signal contract
+# (man preflight-run(1)). Usage, inside a batch script:
+#
+#   exec preflight-run --checkpoint-dir "$PWD/ckpt" -- ./train.sh STEPS [SECONDS_PER_STEP]
+#
+# Its "model" is the running sum 1+2+...+step, so a resumed run can be
+# checked: it ends printing "result sum=S steps=N restart=R", and S is
+# N*(N+1)/2 however often it was preempted.
+#
+# The contract it follows:
+#  - resume from $PREFLIGHT_RESUME_FROM when set (a complete checkpoint);
+#  - on $PREFLIGHT_CHECKPOINT_SIGNAL, or when $PREFLIGHT_CHECKPOINT_REQUEST
+#    exists, write a checkpoint and exit promptly (within preflight-run's grace);
+#  - write each checkpoint as one directory under $PREFLIGHT_CHECKPOINT_DIR
+#    and create the marker file ($PREFLIGHT_CHECKPOINT_MARKER) in it LAST;
+#  - treat repeated checkpoint signals as one request;
+#  - touch $PREFLIGHT_HEARTBEAT_FILE as it makes progress.
+set -u
+steps=${1:-100}
+pause=${2:-0.1}
+every=${CHECKPOINT_EVERY:-0}   # also checkpoint every N steps (0: only when asked)
+marker=${PREFLIGHT_CHECKPOINT_MARKER:-COMPLETE}
+want_checkpoint=0
+sig=${PREFLIGHT_CHECKPOINT_SIGNAL:-USR2}
+[ "$sig" != none ] && trap 'want_checkpoint=1' "$sig"
+
+step=0 sum=0
+if [ -n "${PREFLIGHT_RESUME_FROM:-}" ]; then
+  read -r step sum <"$PREFLIGHT_RESUME_FROM/state"
+  echo "resumed from $PREFLIGHT_RESUME_FROM at step $step"
+fi
+
+checkpoint() {
+  local dir=$PREFLIGHT_CHECKPOINT_DIR/step-$step
+  mkdir -p "$dir"
+  echo "$step $sum" >"$dir/state"   # model, optimizer, RNG, data position...
+  sync "$dir/state" 2>/dev/null || true
+  : >"$dir/$marker"                 # last: now the checkpoint is complete
+  echo "checkpointed at step $step to $dir"
+}
+
+while [ "$step" -lt "$steps" ]; do
+  if [ "$want_checkpoint" = 1 ] || { [ -n "${PREFLIGHT_CHECKPOINT_REQUEST:-}" ] && [ -e "$PREFLIGHT_CHECKPOINT_REQUEST" ]; }; then
+    checkpoint
+    exit 0
+  fi
+  step=$((step + 1))
+  sum=$((sum + step))
+  echo "step $step loss $(awk "BEGIN{printf \"%.4f\", 1/$step}")"
+  [ -n "${PREFLIGHT_HEARTBEAT_FILE:-}" ] && touch "$PREFLIGHT_HEARTBEAT_FILE"
+  if [ "$every" -gt 0 ] && [ $((step % every)) = 0 ]; then checkpoint; fi
+  sleep "$pause"
+done
+echo "result sum=$sum steps=$step restart=${PREFLIGHT_RESTART_COUNT:-0}"

@@ -1,0 +1,109 @@
+#include "preflight/checkpoint.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+namespace preflight {
+namespace {
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/pf_ckpt_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  // A checkpoint directory whose marker (or, incomplete, the directory) has mtime t.
+  void Make(const std::string& name, bool complete, time_t t) {
+    std::string d = dir_ + "/" + name;
+    ASSERT_EQ(mkdir(d.c_str(), 0755), 0);
+    std::ofstream(d + "/state") << name;
+    struct timespec ts[2] = {{t, 0}, {t, 0}};
+    if (complete) {
+      std::ofstream(d + "/COMPLETE");
+      ASSERT_EQ(utimensat(AT_FDCWD, (d + "/COMPLETE").c_str(), ts, 0), 0);
+    }
+    ASSERT_EQ(utimensat(AT_FDCWD, d.c_str(), ts, 0), 0);
+  }
+  bool Exists(const std::string& name) { return access((dir_ + "/" + name).c_str(), F_OK) == 0; }
+  std::string dir_;
+};
+
+TEST_F(CheckpointTest, MissingDirIsEmpty) {
+  auto l = ListCheckpoints(dir_ + "/nope", "COMPLETE");
+  ASSERT_TRUE(l.ok());
+  EXPECT_TRUE(l->empty());
+  auto n = NewestCompleteCheckpoint(dir_ + "/nope", "COMPLETE");
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, "");
+}
+
+TEST_F(CheckpointTest, NewestCompleteIgnoresIncompleteFilesAndDotEntries) {
+  Make("step_9", true, 1000);
+  Make("step_10", true, 2000);
+  Make("step_11", false, 3000);  // being written
+  Make(".tmp", true, 4000);
+  std::ofstream(dir_ + "/notes.txt") << "x";
+  auto n = NewestCompleteCheckpoint(dir_, "COMPLETE");
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, dir_ + "/step_10");
+}
+
+TEST_F(CheckpointTest, TiesBreakByNumericName) {
+  Make("step_9", true, 1000);
+  Make("step_10", true, 1000);
+  EXPECT_EQ(*NewestCompleteCheckpoint(dir_, "COMPLETE"), dir_ + "/step_10");
+}
+
+TEST_F(CheckpointTest, PruneKeepsNewestKAndInProgress) {
+  Make("a", true, 1000);
+  Make("b", false, 1500);  // abandoned: older than the newest complete
+  Make("c", true, 2000);
+  Make("d", true, 3000);
+  Make("e", false, 4000);  // in progress
+  auto d = PruneCheckpoints(dir_, "COMPLETE", 2);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->size(), 2u);
+  EXPECT_FALSE(Exists("a"));
+  EXPECT_FALSE(Exists("b"));
+  EXPECT_TRUE(Exists("c"));
+  EXPECT_TRUE(Exists("d"));
+  EXPECT_TRUE(Exists("e"));
+}
+
+TEST_F(CheckpointTest, PruneDeletesNothingBeforeANewerOneIsComplete) {
+  Make("a", true, 1000);
+  Make("b", false, 2000);  // newer than the only complete one: may be in progress
+  auto d = PruneCheckpoints(dir_, "COMPLETE", 1);
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->empty());
+  EXPECT_TRUE(Exists("a"));
+  EXPECT_TRUE(Exists("b"));
+}
+
+TEST_F(CheckpointTest, KeepZeroPrunesNothing) {
+  Make("a", true, 1000);
+  Make("b", true, 2000);
+  auto d = PruneCheckpoints(dir_, "COMPLETE", 0);
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->empty());
+  EXPECT_TRUE(Exists("a"));
+}
+
+TEST_F(CheckpointTest, UnreadableDirNamesThePath) {
+  std::string f = dir_ + "/file";
+  std::ofstream(f) << "x";
+  auto l = ListCheckpoints(f, "COMPLETE");
+  ASSERT_FALSE(l.ok());
+  EXPECT_NE(l.status().message().find(f), std::string::npos);
+}
+
+}  // namespace
+}  // namespace preflight
