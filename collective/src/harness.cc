@@ -54,7 +54,10 @@ SweepOptions SweepForLevel(Level level, uint64_t max_bytes) {
   }
   for (uint64_t b : all)
     if (max_bytes == 0 || b <= max_bytes) o.sizes.push_back(b);
-  if (o.sizes.empty()) o.sizes.push_back(max_bytes - max_bytes % sizeof(float));
+  // A cap between two sweep sizes is itself measured: the largest size is
+  // the one judged, so it should be as large as the site allows.
+  uint64_t cap = max_bytes - max_bytes % sizeof(float);
+  if (max_bytes != 0 && cap > 0 && (o.sizes.empty() || o.sizes.back() < cap) && cap < all.back()) o.sizes.push_back(cap);
   return o;
 }
 

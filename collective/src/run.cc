@@ -285,6 +285,7 @@ std::vector<std::string> StepEnv(const Allocation& a, bool intra) {
 std::vector<std::string> NcclArgs(const Config& cfg, const Allocation& a, Level level, const char* scope) {
   std::vector<std::string> v = {cfg.nccl_binary, "--level", LevelName(level), "--scope", scope};
   if (!a.config_path.empty()) { v.push_back("--config"); v.push_back(a.config_path); }
+  for (const auto& kv : a.sets) { v.push_back("--set"); v.push_back(kv); }
   return v;
 }
 
@@ -308,6 +309,21 @@ std::string Indent(const std::string& text) {
 }
 
 }  // namespace
+
+std::vector<size_t> InterNodeSuspects(size_t n, const std::vector<bool>& pair_failed) {
+  std::vector<size_t> out;
+  if (n < 3 || pair_failed.size() != n) return out;
+  for (size_t i = 0; i < n; ++i)
+    if (pair_failed[i] && pair_failed[(i + n - 1) % n]) out.push_back(i);  // pairs (i-1,i) and (i,i+1)
+  return out;
+}
+
+std::string RequeueNote(const AllocationOutcome& o, const std::vector<std::string>& nodes, const std::string& restarts) {
+  std::string s = "preflight: nccl check failed at start " + restarts + " on " + Join(nodes, ",") + ": ";
+  s += o.drained.empty() ? std::string("no single node at fault") : "drained " + Join(o.drained, ",");
+  s += o.requeue ? "; requeued without " + Join(o.drained, ",") : "; job failed";
+  return s;
+}
 
 AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Level level) {
   AllocationOutcome o;
@@ -359,17 +375,14 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
   // Step 2: no node failed alone: ring pairs between nodes (user-run).
   if (o.drained.empty() && a.nodes.size() >= 2) {
     const size_t n = a.nodes.size();
-    std::vector<int> fails(n, 0);
-    size_t pairs = n == 2 ? 1 : n;
-    for (size_t i = 0; i < pairs; ++i) {
+    std::vector<bool> failed;
+    for (size_t i = 0; i < (n == 2 ? 1 : n); ++i) {
       std::vector<std::string> pair = {a.nodes[i], a.nodes[(i + 1) % n]};
       auto r = user_step(pair, "pair");
-      bool bad = !r || r->first != 0;
-      if (bad) { ++fails[i]; ++fails[(i + 1) % n]; }
-      o.text += head + "pair " + Join(pair, "-") + ": " + (bad ? "FAILED" : "ok") + "\n";
+      failed.push_back(!r || r->first != 0);
+      o.text += head + "pair " + Join(pair, "-") + ": " + (failed.back() ? "FAILED" : "ok") + "\n";
     }
-    for (size_t i = 0; i < n; ++i)
-      if (n >= 3 && fails[i] >= 2) o.suspects.push_back(a.nodes[i]);
+    for (size_t i : InterNodeSuspects(n, failed)) o.suspects.push_back(a.nodes[i]);
     if (!o.suspects.empty()) {
       o.text += head + "inter-node suspect(s): " + Join(o.suspects, ",") + "\n";
       if (cfg.nccl_drain_internode) {

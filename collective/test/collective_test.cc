@@ -50,6 +50,9 @@ TEST(Sweep, LevelsAndCap) {
   EXPECT_GT(f.iters, q.iters);
   SweepOptions capped = SweepForLevel(Level::kFull, 64ull << 20);
   EXPECT_EQ(capped.sizes.back(), 64ull << 20);
+  SweepOptions between = SweepForLevel(Level::kQuick, 1 << 20);
+  ASSERT_EQ(between.sizes.size(), 2u);
+  EXPECT_EQ(between.sizes[1], 1u << 20);
   SweepOptions tiny = SweepForLevel(Level::kQuick, 1000);
   ASSERT_EQ(tiny.sizes.size(), 1u);
   EXPECT_EQ(tiny.sizes[0], 1000u);
@@ -288,6 +291,27 @@ TEST(Profiles, ExplicitBeatsProfileBeatsNothing) {
   EXPECT_STREQ(PickProfile(cfg, "nccl", h100)->name, "8xA100-nvlink");
   cfg.nccl_profile = "no-such";
   EXPECT_EQ(PickProfile(cfg, "nccl", h100), nullptr);
+}
+
+TEST(Localize, InterNodeSuspectIsInTwoFailedPairs) {
+  // pairs: 0=(n0,n1) 1=(n1,n2) 2=(n2,n0)
+  EXPECT_EQ(InterNodeSuspects(3, {true, true, false}), std::vector<size_t>{1});
+  EXPECT_EQ(InterNodeSuspects(3, {true, false, true}), std::vector<size_t>{0});
+  EXPECT_TRUE(InterNodeSuspects(3, {true, false, false}).empty());
+  EXPECT_EQ(InterNodeSuspects(4, {false, false, true, true}), std::vector<size_t>{3});
+  EXPECT_TRUE(InterNodeSuspects(2, {true}).empty());  // two nodes: can't tell which
+  EXPECT_EQ(InterNodeSuspects(3, {true, true, true}).size(), 3u);
+}
+
+TEST(Localize, RequeueNoteNamesTheDrainedNode) {
+  AllocationOutcome o;
+  o.drained = {"n2"};
+  o.requeue = true;
+  EXPECT_EQ(RequeueNote(o, {"n1", "n2", "n3"}, "1"),
+            "preflight: nccl check failed at start 1 on n1,n2,n3: drained n2; requeued without n2");
+  o.requeue = false;
+  o.drained.clear();
+  EXPECT_EQ(RequeueNote(o, {"n1"}, "3"), "preflight: nccl check failed at start 3 on n1: no single node at fault; job failed");
 }
 
 TEST(RunAs, CapturesOutputAndExitCode) {

@@ -54,7 +54,8 @@ struct Allocation {
   gid_t gid = 0;
   std::vector<gid_t> groups;
   std::vector<std::string> env;     // the job's environment ("K=V"), for user-run steps
-  std::string config_path;          // passed to the root-run intra-node checks
+  std::string config_path;          // --config for every preflight-nccl started
+  std::vector<std::string> sets;    // --set KEY=VALUE for them (plugstack overrides)
 };
 
 struct AllocationOutcome {
@@ -71,6 +72,14 @@ struct AllocationOutcome {
 // itself); then, if no node failed alone, ring pairs between nodes as the
 // user. See preflight-nccl(1) SECURITY for who decides what.
 AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Level level);
+
+// Ring pairs (i, i+1 mod n) between n nodes, pair i failed or not: the
+// nodes in two failed pairs (n >= 3); with two nodes nobody can be singled out.
+std::vector<size_t> InterNodeSuspects(size_t n, const std::vector<bool>& pair_failed);
+
+// One line for the job's AdminComment after a failed check, so the job's
+// next start can say why it was requeued (Slurm truncates the output file).
+std::string RequeueNote(const AllocationOutcome& o, const std::vector<std::string>& nodes, const std::string& restarts);
 
 // Environment variable that marks a localization step; the plugin's
 // privileged task hook runs the root intra-node check when it sees it.
