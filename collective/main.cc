@@ -9,8 +9,11 @@
 // rank 0 prints.
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <exception>
+#include <thread>
 #include <iostream>
 
 #include "preflight/cli.h"
@@ -29,6 +32,8 @@ using namespace preflight;
 using namespace preflight::collective;
 
 const char* kProg = "preflight-nccl";
+
+bool sub_rank0(const std::vector<int>& members, int rank) { return !members.empty() && members.front() == rank; }
 
 int Emit(const CheckRun& run, bool json, const std::string& output_file, bool print) {
   if (print) {
@@ -50,6 +55,60 @@ int Emit(const CheckRun& run, bool json, const std::string& output_file, bool pr
     }
   }
   return run.judgement.ok ? 0 : 1;
+}
+
+// Ring pairs of nodes (i, i+1) inside one launch: the ranks of each pair
+// form a sub-group while the others stand by in the same fences. Prints one
+// line per pair, "# pair A-B: OK|FAILED: ...", and returns 1 if any failed.
+int RunPairs(Bootstrap& b, const std::vector<std::string>& rank_nodes, const std::string& backend, const Config& cfg,
+             Level level, double user_cap) {
+  std::vector<std::string> nodes;
+  for (const auto& n : rank_nodes)
+    if (std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
+  const size_t n = nodes.size();
+  int rc = 0;
+  std::string threshold_source;
+  double threshold = Threshold(cfg, PickProfile(cfg, backend, GpuInventory{}), false, &threshold_source);
+  for (size_t p = 0; p < (n <= 2 ? (n == 2 ? 1 : 0) : n); ++p) {
+    const std::string& a = nodes[p];
+    const std::string& c = nodes[(p + 1) % n];
+    std::vector<int> members;
+    for (size_t r = 0; r < rank_nodes.size(); ++r)
+      if (rank_nodes[r] == a || rank_nodes[r] == c) members.push_back(static_cast<int>(r));
+    bool member = std::find(members.begin(), members.end(), b.Rank()) != members.end();
+    std::string verdict;
+    if (member) {
+      auto sub = MakeSubBootstrap(b, members);
+      auto be = MakeBackend(backend, *sub, cfg, user_cap);
+      if (!be) {
+        verdict = "FAILED: " + be.status().message();
+      } else {
+        auto res = RunAllReduceSweep(**be, SweepForLevel(level, cfg.nccl_max_bytes));
+        if (!res) {
+          verdict = "FAILED: " + res.status().message();
+        } else {
+          Judgement j = Judge(*res, threshold);
+          verdict = std::string(j.ok ? "OK: " : "FAILED: ") + j.message;
+        }
+      }
+    } else {
+      b.AllGather(kBackendGatherKey, "");  // stand by in the pair's one exchange
+    }
+    auto all = b.AllGather("pair", member && sub_rank0(members, b.Rank()) ? verdict : "");
+    if (!all) {
+      Log(LogLevel::kError, kProg, "bootstrap", all.status().message());
+      return 2;
+    }
+    std::string v = (*all)[members.front()];
+    if (v.rfind("OK", 0) != 0) rc = 1;
+    if (b.Rank() == 0) std::printf("# pair %s-%s: %s\n", a.c_str(), c.c_str(), v.c_str());
+  }
+  if (b.Rank() == 0) {
+    std::printf("# threshold: %s (%s)\n", threshold > 0 ? RateText(threshold).c_str() : "none", threshold_source.c_str());
+    std::printf("# %s\n", rc == 0 ? "OK: every pair passed" : "FAILED: some pairs failed");
+  }
+  std::fflush(stdout);
+  return rc;
 }
 
 int Main(int argc, char** argv) {
@@ -74,7 +133,7 @@ int Main(int argc, char** argv) {
       ("node", po::value<std::string>(&node)->value_name("NAME"), "node name (default: $SLURMD_NODENAME, else host name)");
   po::options_description hidden;
   hidden.add_options()
-      ("scope", po::value<std::string>(&scope), "label for the report: allocation, pair")
+      ("scope", po::value<std::string>(&scope), "allocation (default), intra-node (label), or pairs: ring pairs of nodes")
       ("drain", po::bool_switch(&drain), "with --intra-node, as root: drain this node when it fails");
   po::options_description all;
   all.add(visible).add(hidden);
@@ -158,20 +217,30 @@ int Main(int argc, char** argv) {
   run.result.backend = backend == "nccl" ? "nccl" : "host-tcp";
   run.result.nranks = b.Size();
 
-  // Every rank must agree on whether the backend came up, or the ones that
-  // did would wait for the others until the timeout.
-  auto be = MakeBackend(backend, b, *cfg);
-  auto ok = b.AllGather("backend.ok", be ? "1" : be.status().message());
-  if (!ok) {
-    Log(LogLevel::kError, kProg, "bootstrap", ok.status().message());
-    return 2;
+  // Watchdog: a rank stuck in a fence or a dead peer's socket must not hold
+  // the job's start forever; nccl_timeout bounds the whole run.
+  unsigned limit_ms = cfg->nccl_timeout_ms;
+  std::thread([limit_ms] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(limit_ms));
+    static const char msg[] = "# FAILED: preflight-nccl: no verdict within nccl_timeout\n";
+    (void)!::write(1, msg, sizeof msg - 1);
+    ::_exit(1);
+  }).detach();
+
+  double user_cap = 0;
+  if (env.count("PREFLIGHT_NCCL_HOST_RATE")) {
+    auto r = ParseRate(env["PREFLIGHT_NCCL_HOST_RATE"]);
+    if (!r) { Log(LogLevel::kError, kProg, "PREFLIGHT_NCCL_HOST_RATE", r.status().message()); return 2; }
+    user_cap = *r;
   }
-  for (size_t r = 0; r < ok->size(); ++r) {
-    if ((*ok)[r] != "1") {
-      run.error = "rank " + std::to_string(r) + ": " + (*ok)[r];
-      run.judgement.message = run.error;
-      return Emit(run, json, output_file, b.Rank() == 0);
-    }
+  if (scope == "pairs") return RunPairs(b, *nodes, backend, *cfg, *level, user_cap);
+
+  // One exchange inside MakeBackend carries every rank's success or failure.
+  auto be = MakeBackend(backend, b, *cfg, user_cap);
+  if (!be) {
+    run.error = be.status().message();
+    run.judgement.message = run.error;
+    return Emit(run, json, output_file, b.Rank() == 0);
   }
   GpuInventory inv;
   if (backend == "nccl") {

@@ -86,8 +86,30 @@ class HostBackend : public Backend {
   HostBackend(int rank, int size, std::string node, const HostOptions& opt)
       : rank_(rank), size_(size), node_(std::move(node)), opt_(opt) {}
 
+  // Exactly one AllGather on `boot`, also when this rank fails first, so
+  // the other ranks learn of the failure instead of waiting for it.
   Status Connect(Bootstrap& boot) {
-    Fd ls(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    Fd ls;
+    Status st = Listen(ls);
+    auto all = boot.AllGather(kBackendGatherKey, st.ok() ? mine_ : "error: " + st.message());
+    if (!st.ok()) return st;
+    if (!all) return all.status().Context("host backend: exchanging listen addresses");
+    peers_ = *all;
+    for (int r = 0; r < size_; ++r)
+      if (peers_[r].rfind("error: ", 0) == 0) return Status::Failed("host backend: rank " + std::to_string(r) + ": " + peers_[r].substr(7));
+    if (size_ == 1) return Status::Ok();
+
+    int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
+    Status s = ConnectTo(right);
+    if (!s.ok()) return s;
+    s = AcceptFrom(ls.get(), left);
+    if (!s.ok()) return s;
+    if (!(s = SetNonBlocking(right_.get())).ok()) return s;
+    return SetNonBlocking(left_.get());
+  }
+
+  Status Listen(Fd& ls) {
+    ls = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (ls.get() < 0) return Status::FromErrno(errno, "host backend: socket");
     struct sockaddr_in sa{};
     sa.sin_family = AF_INET;
@@ -98,19 +120,8 @@ class HostBackend : public Backend {
     socklen_t len = sizeof sa;
     ::getsockname(ls.get(), reinterpret_cast<sockaddr*>(&sa), &len);
     std::string addr = (opt_.address.empty() ? DefaultAddress() : opt_.address);
-    std::string mine = addr + ":" + std::to_string(ntohs(sa.sin_port)) + " " + node_;
-    auto all = boot.AllGather("host.addr", mine);
-    if (!all) return all.status().Context("host backend: exchanging listen addresses");
-    peers_ = *all;
-    if (size_ == 1) return Status::Ok();
-
-    int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
-    Status s = ConnectTo(right);
-    if (!s.ok()) return s;
-    s = AcceptFrom(ls.get(), left);
-    if (!s.ok()) return s;
-    if (!(s = SetNonBlocking(right_.get())).ok()) return s;
-    return SetNonBlocking(left_.get());
+    mine_ = addr + ":" + std::to_string(ntohs(sa.sin_port)) + " " + node_;
+    return Status::Ok();
   }
 
   const char* Name() const override { return "host-tcp"; }
@@ -284,6 +295,7 @@ class HostBackend : public Backend {
   int rank_, size_;
   std::string node_;
   HostOptions opt_;
+  std::string mine_;
   std::vector<std::string> peers_;  // "addr:port node" per rank
   Fd right_, left_;
   std::vector<float> send_, recv_, tmp_;

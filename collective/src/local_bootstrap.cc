@@ -58,18 +58,54 @@ class LocalBootstrap : public Bootstrap {
   int LocalSize() const override { return g_->size(); }
   std::string Node() const override { return g_->node(); }
   Expected<std::vector<std::string>> AllGather(const std::string& key, const std::string& mine) override {
-    return g_->AllGather(rank_, key, mine);
+    return g_->AllGather(rank_, std::to_string(++seq_) + "." + key, mine);
   }
 
  private:
   std::shared_ptr<LocalGroup> g_;
   int rank_;
+  int seq_ = 0;  // keys are unique per exchange, as with PMIx
+};
+
+class SubBootstrap : public Bootstrap {
+ public:
+  SubBootstrap(Bootstrap& parent, std::vector<int> members) : p_(parent), members_(std::move(members)) {
+    for (size_t i = 0; i < members_.size(); ++i)
+      if (members_[i] == parent.Rank()) rank_ = static_cast<int>(i);
+  }
+  const char* Name() const override { return p_.Name(); }
+  int Rank() const override { return rank_; }
+  int Size() const override { return static_cast<int>(members_.size()); }
+  int LocalRank() const override { return p_.LocalRank(); }
+  int LocalSize() const override { return p_.LocalSize(); }
+  std::string Node() const override { return p_.Node(); }
+  Expected<std::vector<std::string>> AllGather(const std::string& key, const std::string& mine) override {
+    auto all = p_.AllGather(key, mine);
+    if (!all) return all;
+    std::vector<std::string> out;
+    for (int m : members_) out.push_back((*all)[m]);
+    return out;
+  }
+
+ private:
+  Bootstrap& p_;
+  std::vector<int> members_;
+  int rank_ = 0;
 };
 
 }  // namespace
 
+Status FailBackendGather(Bootstrap& boot, const Status& why) {
+  boot.AllGather(kBackendGatherKey, "error: " + why.message());  // its own failure is moot
+  return why;
+}
+
 std::shared_ptr<LocalGroup> MakeLocalGroup(int size, std::string node, unsigned timeout_ms) {
   return std::make_shared<LocalGroup>(size, std::move(node), timeout_ms);
+}
+
+std::unique_ptr<Bootstrap> MakeSubBootstrap(Bootstrap& parent, std::vector<int> members) {
+  return std::make_unique<SubBootstrap>(parent, std::move(members));
 }
 
 std::unique_ptr<Bootstrap> MakeLocalBootstrap(std::shared_ptr<LocalGroup> group, int rank) {

@@ -150,16 +150,19 @@ class NcclBackend : public Backend {
                            n_.GetErrorString(r));
   }
 
+  // One AllGather on `boot`, also on failure (see kBackendGatherKey).
   Status Init(Bootstrap& boot) {
     Status s = Cuda(c_.SetDevice(dev_), "cudaSetDevice");
-    if (!s.ok()) return s;
     char bus[32] = {0};
-    if (c_.DeviceGetPCIBusId(bus, sizeof bus, dev_) == cudaSuccess) bus_ = bus;
-    if (!(s = Cuda(c_.StreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate")).ok()) return s;
+    if (s.ok() && c_.DeviceGetPCIBusId(bus, sizeof bus, dev_) == cudaSuccess) bus_ = bus;
+    if (s.ok()) s = Cuda(c_.StreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     ncclUniqueId id{};
-    if (rank_ == 0 && !(s = Nccl(n_.GetUniqueId(&id), "ncclGetUniqueId")).ok()) return s;
-    auto ids = boot.AllGather("nccl.id", rank_ == 0 ? Hex(&id, sizeof id) : "");
+    if (s.ok() && rank_ == 0) s = Nccl(n_.GetUniqueId(&id), "ncclGetUniqueId");
+    auto ids = boot.AllGather(kBackendGatherKey, !s.ok() ? "error: " + s.message() : rank_ == 0 ? Hex(&id, sizeof id) : "ok");
+    if (!s.ok()) return s;
     if (!ids) return ids.status().Context("exchanging the ncclUniqueId");
+    for (size_t r = 0; r < ids->size(); ++r)
+      if ((*ids)[r].rfind("error: ", 0) == 0) return Status::Failed("rank " + std::to_string(r) + ": " + (*ids)[r].substr(7));
     if (!Unhex((*ids)[0], &id, sizeof id)) return Status::IOError("bad ncclUniqueId from rank 0");
     if (!(s = Nccl(n_.CommInitRank(&comm_, size_, id, rank_), "ncclCommInitRank")).ok()) return s;
     return Cuda(c_.Malloc(&ctl_, 64 * sizeof(double)), "cudaMalloc");
@@ -234,14 +237,15 @@ Expected<GpuInventory> ProbeGpus(const NcclOptions& opt) {
 
 Expected<std::unique_ptr<Backend>> MakeNcclBackend(Bootstrap& boot, const NcclOptions& opt) {
   auto inv = ProbeGpus(opt);
-  if (!inv) return inv.status();
+  if (!inv) return FailBackendGather(boot, inv.status());
   int dev = opt.device >= 0 ? opt.device : boot.LocalRank();
-  if (inv->count == 0) return Status::Unavailable("no CUDA device visible (cudaGetDeviceCount = 0)");
+  if (inv->count == 0) return FailBackendGather(boot, Status::Unavailable("no CUDA device visible (cudaGetDeviceCount = 0)"));
   if (dev >= inv->count)
-    return Status::Unavailable("rank " + std::to_string(boot.Rank()) + " on " + boot.Node() + " wants GPU" +
-                               std::to_string(dev) + " but only " + std::to_string(inv->count) + " are visible");
+    return FailBackendGather(boot, Status::Unavailable("rank " + std::to_string(boot.Rank()) + " on " + boot.Node() +
+                                                       " wants GPU" + std::to_string(dev) + " but only " +
+                                                       std::to_string(inv->count) + " are visible"));
   Loaded& l = Load(opt, true);
-  if (!l.nccl_ok) return l.nccl_status;
+  if (!l.nccl_ok) return FailBackendGather(boot, l.nccl_status);
   auto b = std::make_unique<NcclBackend>(l, boot.Rank(), boot.Size(), dev);
   Status s = b->Init(boot);
   if (!s.ok()) return s;

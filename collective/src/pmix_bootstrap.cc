@@ -62,7 +62,8 @@ class PmixBootstrap : public Bootstrap {
   std::string Node() const override { return node_; }
 
   Expected<std::vector<std::string>> AllGather(const std::string& key, const std::string& mine) override {
-    std::string k = "preflight." + key;
+    // A fresh key per exchange: PMIx may serve a re-Put key from its cache.
+    std::string k = "preflight." + std::to_string(++seq_) + "." + key;
     pmix_value_t val;
     PMIX_VALUE_CONSTRUCT(&val);
     val.type = PMIX_STRING;
@@ -94,6 +95,7 @@ class PmixBootstrap : public Bootstrap {
   pmix_proc_t me_{};
   bool initialized_ = false;
   int size_ = 1, local_rank_ = 0, local_size_ = 1;
+  int seq_ = 0;
   std::string node_;
 };
 

@@ -87,12 +87,14 @@ Expected<double> HostRateCap(const Config& cfg) {
   return r;
 }
 
-Expected<std::unique_ptr<Backend>> MakeBackend(const std::string& backend, Bootstrap& boot, const Config& cfg) {
+Expected<std::unique_ptr<Backend>> MakeBackend(const std::string& backend, Bootstrap& boot, const Config& cfg,
+                                               double user_rate_cap) {
   if (backend == "host") {
     HostOptions ho;
     auto cap = HostRateCap(cfg);
-    if (!cap) return cap.status();
+    if (!cap) return FailBackendGather(boot, cap.status());
     ho.send_rate_cap = *cap;
+    if (user_rate_cap > 0 && (ho.send_rate_cap == 0 || user_rate_cap < ho.send_rate_cap)) ho.send_rate_cap = user_rate_cap;
     ho.timeout_ms = cfg.nccl_timeout_ms;
     return MakeHostBackend(boot, ho);
   }
@@ -102,7 +104,7 @@ Expected<std::unique_ptr<Backend>> MakeBackend(const std::string& backend, Boots
                                   b.status().message());
     return b;
   }
-  return Status::InvalidArgument("unknown backend '" + backend + "' (expected auto, nccl or host)");
+  return FailBackendGather(boot, Status::InvalidArgument("unknown backend '" + backend + "' (expected auto, nccl or host)"));
 }
 
 // --- intra-node ---------------------------------------------------------------------
@@ -313,6 +315,9 @@ std::string Indent(const std::string& text) {
 std::vector<size_t> InterNodeSuspects(size_t n, const std::vector<bool>& pair_failed) {
   std::vector<size_t> out;
   if (n < 3 || pair_failed.size() != n) return out;
+  bool all = true;
+  for (bool f : pair_failed) all &= f;
+  if (all) return out;  // every link slow: no single node to blame
   for (size_t i = 0; i < n; ++i)
     if (pair_failed[i] && pair_failed[(i + n - 1) % n]) out.push_back(i);  // pairs (i-1,i) and (i,i+1)
   return out;
@@ -372,15 +377,21 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
     }
   }
 
-  // Step 2: no node failed alone: ring pairs between nodes (user-run).
+  // Step 2: no node failed alone: ring pairs between nodes, all in one
+  // user-run step (pairs are sub-groups of one launch: one start-up cost,
+  // and no step on a subset of the allocation).
   if (o.drained.empty() && a.nodes.size() >= 2) {
     const size_t n = a.nodes.size();
-    std::vector<bool> failed;
-    for (size_t i = 0; i < (n == 2 ? 1 : n); ++i) {
-      std::vector<std::string> pair = {a.nodes[i], a.nodes[(i + 1) % n]};
-      auto r = user_step(pair, "pair");
-      failed.push_back(!r || r->first != 0);
-      o.text += head + "pair " + Join(pair, "-") + ": " + (failed.back() ? "FAILED" : "ok") + "\n";
+    auto r = user_step(a.nodes, "pairs");
+    std::vector<bool> failed(n == 2 ? 1 : n, true);
+    if (r) {
+      o.text += Indent(r->second);
+      for (size_t i = 0; i < failed.size(); ++i) {
+        std::string tag = "# pair " + a.nodes[i] + "-" + a.nodes[(i + 1) % n] + ": OK";
+        failed[i] = r->second.find(tag) == std::string::npos;
+      }
+    } else {
+      o.text += head + "pair step: " + r.status().message() + "\n";
     }
     for (size_t i : InterNodeSuspects(n, failed)) o.suspects.push_back(a.nodes[i]);
     if (!o.suspects.empty()) {

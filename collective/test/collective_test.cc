@@ -300,7 +300,7 @@ TEST(Localize, InterNodeSuspectIsInTwoFailedPairs) {
   EXPECT_TRUE(InterNodeSuspects(3, {true, false, false}).empty());
   EXPECT_EQ(InterNodeSuspects(4, {false, false, true, true}), std::vector<size_t>{3});
   EXPECT_TRUE(InterNodeSuspects(2, {true}).empty());  // two nodes: can't tell which
-  EXPECT_EQ(InterNodeSuspects(3, {true, true, true}).size(), 3u);
+  EXPECT_TRUE(InterNodeSuspects(3, {true, true, true}).empty());  // every link: nobody singled out
 }
 
 TEST(Localize, RequeueNoteNamesTheDrainedNode) {

@@ -39,6 +39,12 @@ class LocalGroup;
 std::shared_ptr<LocalGroup> MakeLocalGroup(int size, std::string node, unsigned timeout_ms);
 std::unique_ptr<Bootstrap> MakeLocalBootstrap(std::shared_ptr<LocalGroup> group, int rank);
 
+// A group of some of `parent`'s ranks (`members`, by parent rank), for
+// tests between node pairs inside one launch. Used only by members; every
+// AllGather is still the parent's (a fence over all ranks), so each
+// non-member must make the same calls on the parent with an empty value.
+std::unique_ptr<Bootstrap> MakeSubBootstrap(Bootstrap& parent, std::vector<int> members);
+
 // Real PMIx through the launcher (Slurm's mpi/pmix: `srun --mpi=pmix`):
 // PMIx_Init, then Put/Commit/Fence(collect)/Get per AllGather. Unavailable
 // when not started under a PMIx server. `node` overrides the node name
@@ -65,6 +71,14 @@ class Backend {
   // Element-wise max of a few doubles across ranks (timings, error counts).
   virtual Status MaxAcrossRanks(std::vector<double>& values) = 0;
 };
+
+// Every backend constructor below calls AllGather(kBackendGatherKey, ...)
+// on its bootstrap exactly once, also when it fails before or during setup
+// (it then contributes "error: WHY"), so no rank is left waiting in a fence
+// for one that gave up; callers that fail before calling a constructor must
+// make that one call themselves (see FailBackendGather).
+inline constexpr const char* kBackendGatherKey = "backend";
+Status FailBackendGather(Bootstrap& boot, const Status& why);
 
 struct HostOptions {
   // Test seam for "a slow node": cap on the bytes per second this rank sends

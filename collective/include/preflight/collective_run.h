@@ -25,7 +25,11 @@ Expected<double> HostRateCap(const Config& cfg);
 
 // Build the backend for one rank. For "nccl" an unusable GPU stack is an
 // error naming the node and library: the caller reports FAILED, not pass.
-Expected<std::unique_ptr<Backend>> MakeBackend(const std::string& backend, Bootstrap& boot, const Config& cfg);
+// `user_rate_cap` (bytes/s, 0 none) is $PREFLIGHT_NCCL_HOST_RATE of a
+// user-run rank: the user's own knob on the user's own processes, as
+// NCCL_* variables are for NCCL; root-run checks never read it.
+Expected<std::unique_ptr<Backend>> MakeBackend(const std::string& backend, Bootstrap& boot, const Config& cfg,
+                                               double user_rate_cap = 0);
 
 // One finished check, with its inputs, ready for output.
 struct CheckRun {
