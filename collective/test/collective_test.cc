@@ -209,6 +209,55 @@ TEST(HostBackend, MissingPeerTimesOutNamingIt) {
   EXPECT_NE(b.status().message().find("1 of 2 ranks arrived"), std::string::npos) << b.status().message();
 }
 
+TEST(HostBackend, SubGroupRingWhileOthersStandBy) {
+  // 4 ranks; ranks 1 and 3 form a pair (as one node pair of --scope pairs)
+  // while 0 and 2 stand by in the same exchanges.
+  auto group = MakeLocalGroup(4, "localhost", 20000);
+  std::vector<std::string> verdict(4);
+  std::vector<std::thread> th;
+  for (int r = 0; r < 4; ++r) {
+    th.emplace_back([&, r] {
+      auto boot = MakeLocalBootstrap(group, r);
+      if (r == 1 || r == 3) {
+        auto sub = MakeSubBootstrap(*boot, {1, 3});
+        HostOptions ho;
+        ho.address = "127.0.0.1";
+        auto b = MakeHostBackend(*sub, ho);
+        if (!b) { verdict[r] = b.status().message(); return; }
+        auto res = RunAllReduceSweep(**b, Small());
+        verdict[r] = !res ? res.status().message()
+                          : std::to_string(res->nranks) + " ranks, wrong " + std::to_string(res->sizes.back().wrong);
+      } else {
+        auto v = boot->AllGather(kBackendGatherKey, "");
+        verdict[r] = v ? "stood by" : v.status().message();
+      }
+    });
+  }
+  for (auto& t : th) t.join();
+  EXPECT_EQ(verdict[1], "2 ranks, wrong 0");
+  EXPECT_EQ(verdict[3], "2 ranks, wrong 0");
+  EXPECT_EQ(verdict[0], "stood by");
+}
+
+TEST(HostBackend, ARankThatFailsEarlyFailsTheOthersFast) {
+  // Rank 1 cannot even build its backend (bad rate file): it still joins
+  // the one exchange, so rank 0 fails at once naming it, not at a timeout.
+  auto group = MakeLocalGroup(2, "localhost", 20000);
+  Status s0, s1;
+  std::thread t1([&] {
+    auto boot = MakeLocalBootstrap(group, 1);
+    s1 = FailBackendGather(*boot, Status::InvalidArgument("bad rate 'fast'"));
+  });
+  auto boot = MakeLocalBootstrap(group, 0);
+  HostOptions ho;
+  ho.address = "127.0.0.1";
+  ho.timeout_ms = 600000;
+  auto b = MakeHostBackend(*boot, ho);
+  t1.join();
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(), "host backend: rank 1: bad rate 'fast'");
+}
+
 TEST(IntraNode, HostRanksAsThreads) {
   Config cfg;
   cfg.nccl_max_bytes = 64 << 10;
