@@ -30,7 +30,7 @@ timeit() {  # timeit CMD...: seconds, median of $reps
   local i t0
   for ((i = 0; i < reps; i++)); do
     t0=$(now)
-    "$@" >/dev/null 2>&1 || true
+    "$@" >/dev/null 2>&1 || echo "bench: failed: $*" >&2
     echo "$(now) - $t0" | awk '{print $1 - $3}'
   done | median
 }
@@ -50,12 +50,12 @@ echo
 printf '%-8s %12s %14s %14s %10s %10s\n' ranks "launch (s)" "quick (s)" "full (s)" "quick/x" "full/x"
 for per in 1 2 4; do
   n=$((3 * per))
-  base=$(timeit srun --mpi=pmix -N3 -n$n --ntasks-per-node=$per true)
-  q=$(timeit srun --mpi=pmix -N3 -n$n --ntasks-per-node=$per "$nccl" --config "$dir/etc/preflight.conf" --level quick)
-  f=$(timeit srun --mpi=pmix -N3 -n$n --ntasks-per-node=$per "$nccl" --config "$dir/etc/preflight.conf" --level full)
+  base=$(timeit srun --mpi=pmix -O -N3 -n$n --ntasks-per-node=$per true)
+  q=$(timeit srun --mpi=pmix -O -N3 -n$n --ntasks-per-node=$per "$nccl" --config "$dir/etc/preflight.conf" --level quick)
+  f=$(timeit srun --mpi=pmix -O -N3 -n$n --ntasks-per-node=$per "$nccl" --config "$dir/etc/preflight.conf" --level full)
   printf '%-8s %12.2f %14.2f %14.2f %10.2f %10.2f\n' "$n" "$base" "$q" "$f" \
     "$(awk -v a="$q" -v b="$base" 'BEGIN{print a/b}')" "$(awk -v a="$f" -v b="$base" 'BEGIN{print a/b}')"
 done
 echo
 echo "# last quick result at 12 ranks:"
-srun --mpi=pmix -N3 -n12 --ntasks-per-node=4 "$nccl" --config "$dir/etc/preflight.conf" --level quick | sed 's/^/  /'
+srun --mpi=pmix -O -N3 -n12 --ntasks-per-node=4 "$nccl" --config "$dir/etc/preflight.conf" --level quick | sed 's/^/  /'

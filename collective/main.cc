@@ -187,6 +187,9 @@ int Main(int argc, char** argv) {
     }
     CheckRun run = RunIntraNode(*cfg, node, *level, backend, ranks);
     int rc = Emit(run, json, output_file, true);
+    // For a caller that decides about the drain itself (the plugin).
+    if (rc != 0 && !json) std::printf("# drain-reason: %s\n", IntraDrainReason(run, node).c_str());
+    std::fflush(stdout);
     if (rc != 0 && drain) {
       std::string reason = IntraDrainReason(run, node);
       Status d = DrainNode(*cfg, node, reason);

@@ -13,6 +13,7 @@ extern "C" {
 #include "preflight/collective_run.h"
 #include "preflight/job.h"
 #include "preflight/log.h"
+#include "preflight/slurmctl.h"
 #include "preflight/process.h"
 #include "spank_task.h"
 
@@ -143,6 +144,26 @@ std::string JobGpusOn(const Config& cfg, const std::string& job, const std::stri
   return "";
 }
 
+// Steps of `job` running now other than the batch/extern/interactive steps
+// and `self`, e.g. "13.4" (empty: none). A user's own load on the node
+// while root measures would turn into a drain; the intra-node check refuses
+// to drain when the job has anything else running (see SECURITY).
+Expected<std::string> OtherSteps(const Config& cfg, const std::string& job, uint32_t self) {
+  auto out = Scontrol(cfg, {"-o", "show", "step", job});
+  if (!out) return out.status();
+  std::istringstream in(*out);
+  std::string line, others;
+  std::string mine = job + "." + std::to_string(self);
+  while (std::getline(in, line)) {
+    std::string id = Field(" " + line, "StepId");
+    if (id.empty() || id == mine) continue;
+    std::string suffix = id.substr(id.find('.') + 1);
+    if (suffix == "batch" || suffix == "extern" || suffix == "interactive") continue;
+    others += (others.empty() ? "" : ",") + id;
+  }
+  return others;
+}
+
 std::vector<std::string> ConfigArgs(const PluginArgs& args) {
   std::vector<std::string> v;
   if (args.conf_given || ::access(args.conf.c_str(), R_OK) == 0) { v.push_back("--config"); v.push_back(args.conf); }
@@ -168,19 +189,41 @@ int Intra(spank_t sp, const PluginArgs& args, const JobOptions& opts, const std:
   std::string gpus = JobGpusOn(*cfg, job, *node);
   Level level = JobLevel(*cfg, opts);
   if (level == Level::kOff) level = Level::kQuick;
-  std::vector<std::string> argv = {cfg->nccl_binary, "--intra-node", "--drain", "--node", *node, "--level",
+  std::string head = "[" + *node + ", root] ";
+  auto before = OtherSteps(*cfg, job, step);
+  bool may_drain = before && before->empty();
+  std::vector<std::string> argv = {cfg->nccl_binary, "--intra-node", "--node", *node, "--level",
                                    LevelName(level), "--backend", gpus.empty() ? "host" : "nccl"};
   auto ca = ConfigArgs(args);
   argv.insert(argv.end(), ca.begin(), ca.end());
   std::vector<std::string> env;
   if (!gpus.empty()) env.push_back("CUDA_VISIBLE_DEVICES=" + gpus);
   auto r = RunCommand(argv, env, cfg->nccl_timeout_ms);
-  std::string head = "[" + *node + ", root] ";
   if (!r) { st.intra_text = head + r.status().message() + "\n"; return 0; }
   std::istringstream in(r->output);
   std::string line;
   while (std::getline(in, line)) st.intra_text += head + line + "\n";
   if (r->timed_out) st.intra_text += head + "killed after " + std::to_string(cfg->nccl_timeout_ms / 1000) + " s\n";
+  if (r->exit_code != 1) return 0;  // passed (0) or could not judge (2): no drain
+  auto after = OtherSteps(*cfg, job, step);
+  may_drain = may_drain && after && after->empty();
+  if (!may_drain) {
+    std::string why = !before  ? before.status().message()
+                      : !after ? after.status().message()
+                               : "before: " + (before->empty() ? std::string("none") : *before) +
+                                     ", after: " + (after->empty() ? std::string("none") : *after);
+    st.intra_text += head + "not drained: other steps of the job were running on the node (" + why + ")\n";
+    return 0;
+  }
+  // The reason comes from the same root-run measurement: rerun with
+  // --drain would measure twice; the tool prints its reason line instead.
+  std::string reason;
+  std::istringstream again(r->output);
+  while (std::getline(again, line))
+    if (line.rfind("# drain-reason: ", 0) == 0) reason = line.substr(16);
+  if (reason.empty()) return 0;
+  Status d = DrainNode(*cfg, *node, reason);
+  st.intra_text += head + (d.ok() ? "drained " + *node + ": " + reason : "cannot drain " + *node + ": " + d.message()) + "\n";
   return 0;
 }
 
@@ -241,13 +284,15 @@ int Batch(spank_t sp, const PluginArgs& args, const JobOptions& opts, const std:
 }  // namespace
 
 int NcclTaskPrivileged(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
-  uint32_t job = 0, step = 0, task = 0;
+  uint32_t job = 0, step = 0;
+  int task = 0;  // S_TASK_ID is the local task id
   if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS) return 0;
   if (spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS) return 0;
   if (spank_get_item(sp, S_TASK_ID, &task) != ESPANK_SUCCESS) return 0;
   // A user can start such a step by hand: it only makes root measure the
-  // user's own nodes, which drains nothing a real fault would not.
-  if (step != SLURM_BATCH_SCRIPT && EnvValue(JobEnv(sp), collective::kIntraStepEnv) == "intra")
+  // user's own nodes, once per node (local task 0), and never drains while
+  // other steps of the job run there.
+  if (step != SLURM_BATCH_SCRIPT && task == 0 && EnvValue(JobEnv(sp), collective::kIntraStepEnv) == "intra")
     return Intra(sp, args, opts, std::to_string(job), step);
   if (step == SLURM_BATCH_SCRIPT && task == 0) return Batch(sp, args, opts, std::to_string(job));
   return 0;

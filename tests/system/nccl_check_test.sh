@@ -114,7 +114,24 @@ check "user-slowed: no node singled out" contains "$OUT/job-$jid.out" 'no single
 for n in n1 n2 n3; do check "user-slowed: $n not drained" test "$(node_reason $n)" = ""; done
 check "user-slowed: script never ran" test ! -e "$OUT/marker5"
 
-# --- 6. bad inputs
+# --- 6. a user's own load next to the root-run check drains nothing
+# n2 really is slow here, but the job has another step running on it while
+# root measures: that could be the user's load, so root reports, not drains.
+echo 5M >"$C/nodes/n2/nccl_rate"
+salloc -N1 -w n2 bash -c "srun --overlap -N1 sleep 15 & sleep 1
+  PREFLIGHT_NCCL_STEP=intra srun --overlap -N1 $NCCL --config $conf --intra-node; kill %1" >"$OUT/hog.out" 2>&1 || true
+cat "$OUT/hog.out"
+check "hog: root measured n2" contains "$OUT/hog.out" '\[n2, root\] # FAILED: busbw'
+check "hog: and refused to drain" contains "$OUT/hog.out" '\[n2, root\] not drained: other steps of the job were running'
+check "hog: n2 not drained" test -z "$(node_reason n2)"
+salloc -N1 -n2 -w n2 bash -c "PREFLIGHT_NCCL_STEP=intra srun -N1 -n2 $NCCL --config $conf --intra-node" >"$OUT/alone.out" 2>&1 || true
+cat "$OUT/alone.out"
+check "alone: one root check per node, not per task" test "$(grep -c '\[n2, root\] # FAILED' "$OUT/alone.out")" = 1
+check "alone: a real fault found by a user-started step still drains" grep -q '^preflight: nccl intra-node n2' <<<"$(node_reason n2)"
+scontrol update nodename=n2 state=resume
+rm -f "$C/nodes/n2/nccl_rate"
+
+# --- 7. bad inputs
 rc=0; setpriv --reuid=nobody --regid=nogroup --clear-groups "$NCCL" --config "$conf" --intra-node --drain --node n1 >"$OUT/drain-user.out" 2>&1 || rc=$?
 check "a user may not --drain" test $rc = 2
 check "... and is told why" contains "$OUT/drain-user.out" 'only root may drain'
