@@ -17,11 +17,8 @@ dir=$(mktemp -d /tmp/pf-nccl-bench.XXXXXX)
 "$src/tests/harness/cluster.sh" start "$dir" "$build" >/dev/null
 trap '"$src/tests/harness/cluster.sh" stop "$dir"; rm -rf "$dir"' EXIT
 export SLURM_CONF=$dir/etc/slurm.conf
-cat >>"$dir/etc/preflight.conf" <<CONF
-nccl_binary = $build/collective/preflight-nccl
-nccl_max_bytes = $cap
-nccl_timeout = 120s
-CONF
+# The harness config already points nccl_binary at this build; widen its cap.
+sed -i "s/^nccl_max_bytes = .*/nccl_max_bytes = $cap/; s/^nccl_timeout = .*/nccl_timeout = 120s/" "$dir/etc/preflight.conf"
 nccl=$build/collective/preflight-nccl
 
 now() { date +%s.%N; }

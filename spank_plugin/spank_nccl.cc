@@ -7,6 +7,7 @@ extern "C" {
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <sstream>
 
@@ -239,6 +240,12 @@ int Batch(spank_t sp, const PluginArgs& args, const JobOptions& opts, const std:
   st.cfg = *cfg;
   st.job_id = job;
   st.batch_ran = true;
+  if (::access(cfg->nccl_binary.c_str(), X_OK) != 0) {
+    int err = errno;
+    st.outcome.text = "preflight: nccl: site config nccl_binary: " + Status::FromErrno(err, cfg->nccl_binary).message() +
+                      "; the collective check cannot run, so the job does not start\n";
+    return 0;
+  }
 
   collective::Allocation a;
   a.job_id = job;

@@ -15,14 +15,12 @@ restore() {
   rm -f "$C"/nodes/*/nccl_rate
 }
 trap restore EXIT
-# 1 MiB messages at most: a capped node takes seconds, not minutes.
+# The harness caps messages at 1 MiB (nccl_max_bytes): a capped node takes
+# seconds, not minutes. Thresholds far below loopback, far above the cap.
 cat >>"$conf" <<CONF
-nccl_binary = $B/collective/preflight-nccl
-nccl_max_bytes = 1M
 nccl_min_busbw = 20M
 nccl_min_intra_busbw = 20M
 nccl_host_rate_file = $C/nodes/%n/nccl_rate
-nccl_timeout = 60s
 CONF
 NCCL=$B/collective/preflight-nccl
 
