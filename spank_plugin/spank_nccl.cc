@@ -299,8 +299,11 @@ int NcclTaskPrivileged(spank_t sp, const PluginArgs& args, const JobOptions& opt
   // A user can start such a step by hand: it only makes root measure the
   // user's own nodes, once per node (local task 0), and never drains while
   // other steps of the job run there.
-  if (step != SLURM_BATCH_SCRIPT && task == 0 && EnvValue(JobEnv(sp), collective::kIntraStepEnv) == "intra")
-    return Intra(sp, args, opts, std::to_string(job), step);
+  if (step != SLURM_BATCH_SCRIPT && EnvValue(JobEnv(sp), collective::kIntraStepEnv) == "intra") {
+    if (task == 0) return Intra(sp, args, opts, std::to_string(job), step);
+    St().intra_ran = true;  // the node's other tasks only stand by
+    return 0;
+  }
   if (step == SLURM_BATCH_SCRIPT && task == 0) return Batch(sp, args, opts, std::to_string(job));
   return 0;
 }

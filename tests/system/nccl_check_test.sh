@@ -125,6 +125,7 @@ check "hog: n2 not drained" test -z "$(node_reason n2)"
 salloc -N1 -n2 -w n2 bash -c "PREFLIGHT_NCCL_STEP=intra srun -N1 -n2 $NCCL --config $conf --intra-node" >"$OUT/alone.out" 2>&1 || true
 cat "$OUT/alone.out"
 check "alone: one root check per node, not per task" test "$(grep -c '\[n2, root\] # FAILED' "$OUT/alone.out")" = 1
+check "alone: the user's tasks only stand by" test "$(grep -c '^# FAILED' "$OUT/alone.out")" = 0
 check "alone: a real fault found by a user-started step still drains" grep -q '^preflight: nccl intra-node n2' <<<"$(node_reason n2)"
 scontrol update nodename=n2 state=resume
 rm -f "$C/nodes/n2/nccl_rate"
