@@ -3,7 +3,8 @@
 # backend), side by side with what a job pays without it:
 #   1. sbatch -N3 job end to end, with --nccl-check=quick vs without;
 #   2. srun --mpi=pmix preflight-nccl (quick, full) vs the bare launch
-#      (srun --mpi=pmix ... true) at 1, 2, 4 ranks per node (3, 6, 12 ranks).
+#      (srun --mpi=pmix ... true) at 2, 3 and 6 ranks (2 nodes x 1, 3 x 1,
+#      3 x 2: the emulated nodes have 2 CPUs each).
 # Sizes are capped (BENCH_MAX_BYTES, default 16M) so the host backend stays
 # small on this machine. Prints medians of BENCH_REPS runs and ratios.
 #
@@ -45,14 +46,15 @@ printf '%-44s %8.2f s  (x%.2f, +%.2f s)\n' "sbatch -N3 job, --nccl-check=quick" 
   "$(awk -v a="$quick" -v b="$plain" 'BEGIN{print a/b}')" "$(awk -v a="$quick" -v b="$plain" 'BEGIN{print a-b}')"
 echo
 printf '%-8s %12s %14s %14s %10s %10s\n' ranks "launch (s)" "quick (s)" "full (s)" "quick/x" "full/x"
-for per in 1 2 4; do
-  n=$((3 * per))
-  base=$(timeit srun --mpi=pmix -O -N3 -n$n --ntasks-per-node=$per true)
-  q=$(timeit srun --mpi=pmix -O -N3 -n$n --ntasks-per-node=$per "$nccl" --config "$dir/etc/preflight.conf" --level quick)
-  f=$(timeit srun --mpi=pmix -O -N3 -n$n --ntasks-per-node=$per "$nccl" --config "$dir/etc/preflight.conf" --level full)
+for shape in 2x1 3x1 3x2; do
+  nodes=${shape%x*} per=${shape#*x}
+  n=$((nodes * per))
+  base=$(timeit srun --mpi=pmix -N$nodes -n$n --ntasks-per-node=$per true)
+  q=$(timeit srun --mpi=pmix -N$nodes -n$n --ntasks-per-node=$per "$nccl" --config "$dir/etc/preflight.conf" --level quick)
+  f=$(timeit srun --mpi=pmix -N$nodes -n$n --ntasks-per-node=$per "$nccl" --config "$dir/etc/preflight.conf" --level full)
   printf '%-8s %12.2f %14.2f %14.2f %10.2f %10.2f\n' "$n" "$base" "$q" "$f" \
     "$(awk -v a="$q" -v b="$base" 'BEGIN{print a/b}')" "$(awk -v a="$f" -v b="$base" 'BEGIN{print a/b}')"
 done
 echo
-echo "# last quick result at 12 ranks:"
-srun --mpi=pmix -O -N3 -n12 --ntasks-per-node=4 "$nccl" --config "$dir/etc/preflight.conf" --level quick | sed 's/^/  /'
+echo "# one quick result at 6 ranks:"
+srun --mpi=pmix -N3 -n6 --ntasks-per-node=2 "$nccl" --config "$dir/etc/preflight.conf" --level quick | sed 's/^/  /'
