@@ -4,6 +4,7 @@ extern "C" {
 #include <slurm/slurm.h>
 }
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -320,16 +321,27 @@ int NcclTaskInit(spank_t sp) {
   std::fputs(st.outcome.text.c_str(), stderr);
   if (st.outcome.passed) return 0;
   if (st.outcome.requeue) {
-    // As the user: requeueing one's own job needs no privilege. Slurm holds
-    // the requeued job back (~2 min, EligibleTime) and the drained node is
-    // excluded both by its state and by ExcNodeList.
+    // As the user: requeueing one's own job needs no privilege. The requeue
+    // makes Slurm signal this very step, so SIGTERM is ignored here (and in
+    // scontrol, which inherits SIG_IGN) until slurmctld has the request.
+    std::fflush(stderr);
+    struct sigaction ign{}, old_term{};
+    ign.sa_handler = SIG_IGN;
+    ::sigaction(SIGTERM, &ign, &old_term);
+    auto rq = Scontrol(st.cfg, {"requeue", st.job_id});
+    ::sigaction(SIGTERM, &old_term, nullptr);
+    if (!rq) std::fprintf(stderr, "preflight: nccl: requeue failed: %s\n", rq.status().message().c_str());
+    // ExcNodeList can only be set once the job is pending again, i.e. after
+    // this step is gone: a detached helper retries for a while. Best effort:
+    // the drain is what keeps the job off the node (see preflight-nccl(1)).
     std::string exc;
     for (const auto& n : st.outcome.drained) exc += (exc.empty() ? "" : ",") + n;
-    auto rq = Scontrol(st.cfg, {"requeue", st.job_id});
-    if (!rq) std::fprintf(stderr, "preflight: nccl: requeue failed: %s\n", rq.status().message().c_str());
-    for (int i = 0; rq && i < 20; ++i) {
-      if (Scontrol(st.cfg, {"update", "JobId=" + st.job_id, "ExcNodeList=" + exc})) break;
-      ::usleep(100 * 1000);
+    if (rq && !exc.empty()) {
+      std::string conf = st.cfg.slurm_conf.empty() ? "" : "SLURM_CONF='" + st.cfg.slurm_conf + "' ";
+      std::string loop = "for i in $(seq 100); do " + conf + "'" + st.cfg.scontrol + "' update JobId=" + st.job_id +
+                         " ExcNodeList=" + exc + " >/dev/null 2>&1 && exit 0; sleep 0.2; done; exit 1";
+      Status d = SpawnDetached({"/bin/sh", "-c", loop}, {});
+      if (!d.ok()) std::fprintf(stderr, "preflight: nccl: ExcNodeList: %s\n", d.message().c_str());
     }
   }
   std::fflush(stderr);
