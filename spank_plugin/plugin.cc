@@ -23,6 +23,7 @@ extern "C" {
 #include "preflight/fileutil.h"
 #include "preflight/log.h"
 #include "preflight/options.h"
+#include "spank_nccl.h"
 #include "spank_task.h"
 
 #define PF_EXPORT extern "C" __attribute__((visibility("default")))
@@ -145,7 +146,19 @@ PF_EXPORT int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
 PF_EXPORT int slurm_spank_task_init(spank_t sp, int ac, char** av) {
   return Guard("task_init", [&] {
     if (spank_context() != S_CTX_REMOTE) return 0;
-    return preflight::spank::TaskInit(sp, State().args, State().opts);
+    int rc = preflight::spank::TaskInit(sp, State().args, State().opts);
+    if (preflight::spank::NcclTaskInit(sp) != 0) return -1;
+    return rc;
+  });
+}
+
+// In each task's child, as root, before privileges drop and exec: the
+// collective check of --nccl-check (batch step) and its root-run
+// localization (see spank_nccl.h for who decides what).
+PF_EXPORT int slurm_spank_task_init_privileged(spank_t sp, int ac, char** av) {
+  return Guard("task_init_privileged", [&] {
+    if (spank_context() != S_CTX_REMOTE) return 0;
+    return preflight::spank::NcclTaskPrivileged(sp, State().args, State().opts);
   });
 }
 

@@ -4,6 +4,8 @@
 
 #include <cerrno>
 #include <cctype>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -51,6 +53,30 @@ Expected<uint32_t> ParseDurationMs(const std::string& s) {
   return static_cast<uint32_t>(*v);
 }
 
+Expected<double> ParseRate(const std::string& s) {
+  if (s == "auto") return 0.0;
+  std::string t = s;
+  if (t.size() > 3 && t.compare(t.size() - 3, 3, "B/s") == 0) t.resize(t.size() - 3);
+  size_t i = 0;
+  while (i < t.size() && (std::isdigit(static_cast<unsigned char>(t[i])) || t[i] == '.')) ++i;
+  if (i == 0) return Status::InvalidArgument("bad rate '" + s + "' (expected e.g. 500M, 40G, 12.5GB/s or auto)");
+  double v = std::strtod(t.substr(0, i).c_str(), nullptr);
+  std::string unit = t.substr(i);
+  double mult = unit.empty() ? 1 : unit == "K" ? 1e3 : unit == "M" ? 1e6 : unit == "G" ? 1e9 : unit == "T" ? 1e12 : 0;
+  if (mult == 0 || !(v >= 0)) return Status::InvalidArgument("bad rate '" + s + "' (expected e.g. 500M, 40G, 12.5GB/s or auto)");
+  return v * mult;
+}
+
+std::string RateKeyText(double v) {
+  if (v <= 0) return "auto";
+  const char* units[] = {"", "K", "M", "G", "T"};
+  int u = 0;
+  while (u < 4 && v >= 1000) { v /= 1000; ++u; }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g%s", v, units[u]);
+  return buf;
+}
+
 std::string ExpandNode(const std::string& value, const std::string& node) {
   std::string out;
   for (size_t i = 0; i < value.size(); ++i) {
@@ -96,6 +122,22 @@ std::string DurationText(uint32_t ms) {
 std::string BoolText(bool b) { return b ? "yes" : "no"; }
 std::string CountText(uint64_t v) { return std::to_string(v); }
 std::string LevelText(Level l) { return LevelName(l); }
+std::string StringText(const std::string& s) { return s; }
+template <const char* const* kAllowed>
+Expected<std::string> OneOf(const std::string& s) {
+  std::string list;
+  for (const char* const* a = kAllowed; *a; ++a) {
+    if (s == *a) return s;
+    list += (list.empty() ? "" : ", ") + std::string(*a);
+  }
+  return Status::InvalidArgument("bad value '" + s + "' (expected " + list + ")");
+}
+constexpr const char* kBackends[] = {"auto", "nccl", "host", nullptr};
+constexpr const char* kOnFailure[] = {"requeue", "fail", nullptr};
+Expected<std::string> AnyString(const std::string& s) {
+  if (s.empty()) return Status::InvalidArgument("empty value");
+  return s;
+}
 Expected<Level> ParseLevelKey(const std::string& s) {
   if (s.empty()) return Status::InvalidArgument("empty level (expected quick, full or off)");
   return ParseLevel(s.c_str());
@@ -271,6 +313,28 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_PARSED(run_keep_checkpoints, ParseCount, CountText)},
       {"run_checkpoint_marker", "string", "preflight-run: file whose presence marks a checkpoint complete",
        PF_STRING(run_checkpoint_marker)},
+      {"nccl_backend", "string", "Collective check backend: auto (NCCL when the job has GPUs, else host), nccl, host",
+       PF_PARSED(nccl_backend, OneOf<kBackends>, StringText)},
+      {"nccl_profile", "string", "Node profile for collective thresholds (see preflight-nccl(1)), or auto",
+       PF_PARSED(nccl_profile, AnyString, StringText)},
+      {"nccl_min_busbw", "rate", "Minimum all-reduce bus bandwidth across the allocation (e.g. 40G), or auto",
+       PF_PARSED(nccl_min_busbw, ParseRate, RateKeyText)},
+      {"nccl_min_intra_busbw", "rate", "Minimum all-reduce bus bandwidth within one node, or auto",
+       PF_PARSED(nccl_min_intra_busbw, ParseRate, RateKeyText)},
+      {"nccl_max_bytes", "size", "Cap on the collective check's message size (0: none)",
+       PF_PARSED(nccl_max_bytes, ParseSize, SizeText)},
+      {"nccl_binary", "path", "preflight-nccl binary run by the plugin (root-run intra-node checks)",
+       PF_PATH(nccl_binary)},
+      {"nccl_srun", "path", "srun used to launch the collective check steps",
+       PF_PATH(nccl_srun)},
+      {"nccl_timeout", "duration", "Upper bound for each collective check step",
+       PF_PARSED(nccl_timeout_ms, ParseDurationMs, DurationText)},
+      {"nccl_on_failure", "string", "After a node is drained by the collective check: requeue the job without it, or fail it",
+       PF_PARSED(nccl_on_failure, OneOf<kOnFailure>, StringText)},
+      {"nccl_drain_internode", "bool", "Drain a node found only by user-run pairwise tests (trusts user processes)",
+       PF_PARSED(nccl_drain_internode, ParseBool, BoolText)},
+      {"nccl_host_rate_file", "path", "Test seam: file with a send-rate cap for host-backend ranks on this node",
+       PF_PATH(nccl_host_rate_file)},
   };
   return kKeys;
 }

@@ -137,6 +137,10 @@ gpu_persistence = on
 ib_hcas = mlx5_0,mlx5_1,mlx5_2,mlx5_3
 ib_rate = 100
 ib_link_layer = InfiniBand
+# --nccl-check's collective (host backend here): small messages, bounded waits.
+nccl_binary = $build/collective/preflight-nccl
+nccl_max_bytes = 1M
+nccl_timeout = 60s
 CONF
   echo "required $build/spank_plugin/preflight.so conf=$dir/etc/preflight.conf" >"$dir/etc/plugstack.conf"
   for b in prolog epilog healthcheck; do

@@ -21,6 +21,9 @@
 namespace preflight {
 
 inline constexpr const char* kDefaultConfigPath = "/etc/preflight/preflight.conf";
+#ifndef PREFLIGHT_DEFAULT_NCCL_BINARY
+#define PREFLIGHT_DEFAULT_NCCL_BINARY "/usr/bin/preflight-nccl"
+#endif
 
 struct Config {
   // Where per-job results (JSON) and node state live. Root-owned.
@@ -98,6 +101,21 @@ struct Config {
   std::string run_alert_hook;               // command run on each alert
   uint64_t run_keep_checkpoints = 0;        // 0: keep all
   std::string run_checkpoint_marker = "COMPLETE";
+  // --nccl-check collective test (man preflight-nccl(1)). Rates in bytes/s;
+  // 0 means "auto": from the node profile for the detected hardware.
+  std::string nccl_backend = "auto";    // auto, nccl, host
+  std::string nccl_profile = "auto";    // a built-in profile name, or auto
+  double nccl_min_busbw = 0;            // allocation-wide all-reduce
+  double nccl_min_intra_busbw = 0;      // one node's ranks
+  uint64_t nccl_max_bytes = 0;          // cap on message sizes (0: none)
+  std::string nccl_binary = PREFLIGHT_DEFAULT_NCCL_BINARY;
+  std::string nccl_srun = "srun";
+  uint32_t nccl_timeout_ms = 600000;    // bound on each check step
+  std::string nccl_on_failure = "requeue";  // requeue or fail
+  bool nccl_drain_internode = false;    // trust user-run pairwise results to drain
+  // Test seam: a file holding a send-rate cap (e.g. "5M") for the host
+  // backend's ranks on this node; absent file, no cap.
+  std::string nccl_host_rate_file;
 
   // Where the config was read from (empty: defaults only).
   std::string source;
@@ -139,6 +157,10 @@ Expected<bool> ParseBool(const std::string& s);
 Expected<uint64_t> ParseSize(const std::string& s);      // 4096, 64K, 10M, 2G, 1T
 Expected<uint64_t> ParseCount(const std::string& s);
 Expected<uint32_t> ParseDurationMs(const std::string& s);  // 250ms, 10s, 2m; bare = seconds
+// Bytes per second with decimal units as nccl-tests prints them: 500M,
+// 40G, 12.5GB/s; "auto" is 0.
+Expected<double> ParseRate(const std::string& s);
+std::string RateKeyText(double bytes_per_s);
 std::string ExpandNode(const std::string& value, const std::string& node);
 
 // The whole config as `key = value` lines (for `preflight config show`).

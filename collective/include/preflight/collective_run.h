@@ -1,0 +1,99 @@
+// Running the collective check: backend choice, the intra-node check (all
+// of one node's ranks as threads of one process, no launcher), and the
+// allocation-level orchestration the SPANK plugin drives from the batch step.
+#pragma once
+
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+#include "preflight/collective.h"
+#include "preflight/config.h"
+#include "preflight/options.h"
+
+namespace preflight::collective {
+
+// Whether the job step was given GPUs: CUDA_VISIBLE_DEVICES / SLURM_STEP_GPUS
+// / SLURM_JOB_GPUS non-empty (and not Slurm's "NoDevFiles").
+bool GpusRequested(const std::vector<std::pair<std::string, std::string>>& env);
+
+// "auto" -> "nccl" when GPUs were requested, else "host".
+std::string ResolveBackend(const std::string& choice, bool gpus_requested);
+
+// The send-rate cap from cfg.nccl_host_rate_file (0 when unset or absent).
+Expected<double> HostRateCap(const Config& cfg);
+
+// Build the backend for one rank. For "nccl" an unusable GPU stack is an
+// error naming the node and library: the caller reports FAILED, not pass.
+// `user_rate_cap` (bytes/s, 0 none) is $PREFLIGHT_NCCL_HOST_RATE of a
+// user-run rank: the user's own knob on the user's own processes, as
+// NCCL_* variables are for NCCL; root-run checks never read it.
+Expected<std::unique_ptr<Backend>> MakeBackend(const std::string& backend, Bootstrap& boot, const Config& cfg,
+                                               double user_rate_cap = 0);
+
+// One finished check, with its inputs, ready for output.
+struct CheckRun {
+  SweepResult result;
+  Judgement judgement;
+  RunInfo info;
+  std::string error;  // set when the check could not run (then judgement.ok is false)
+};
+
+// All ranks of one node as threads over the local bootstrap: `ranks` ranks
+// (0: one per visible GPU for nccl, 2 for host), threshold from
+// nccl_min_intra_busbw or the node profile.
+CheckRun RunIntraNode(const Config& cfg, const std::string& node, Level level, const std::string& backend, int ranks);
+
+// The drain reason for a failed intra-node check ("preflight: nccl ...").
+std::string IntraDrainReason(const CheckRun& r, const std::string& node);
+inline constexpr const char* kNcclDrainPrefix = "preflight: nccl";
+
+// --- allocation orchestration (batch step, root) ------------------------------
+// Inputs the plugin reads from Slurm; plain data so it can be unit-tested.
+struct Allocation {
+  std::string job_id;
+  std::vector<std::string> nodes;   // expanded, in allocation order
+  int ranks_per_node = 1;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;
+  std::vector<std::string> env;     // the job's environment ("K=V"), for user-run steps
+  std::string config_path;          // --config for every preflight-nccl started
+  std::vector<std::string> sets;    // --set KEY=VALUE for them (plugstack overrides)
+};
+
+struct AllocationOutcome {
+  bool passed = false;
+  std::vector<std::string> drained;  // nodes the root-run checks drained
+  std::vector<std::string> suspects; // from user-run pairwise tests (not drained unless configured)
+  bool requeue = false;              // the plugin should requeue the job excluding `drained`
+  std::string text;                  // for the job's output
+};
+
+// Run the allocation-wide check as the job's user (srun --mpi=pmix), and on
+// failure localize: the intra-node check on every node in parallel, run as
+// root by the plugin in each node's slurmstepd (it drains a failing node
+// itself); then, if no node failed alone, ring pairs between nodes as the
+// user. See preflight-nccl(1) SECURITY for who decides what.
+AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Level level);
+
+// Ring pairs (i, i+1 mod n) between n nodes, pair i failed or not: the
+// nodes in two failed pairs (n >= 3); with two nodes nobody can be singled out.
+std::vector<size_t> InterNodeSuspects(size_t n, const std::vector<bool>& pair_failed);
+
+// One line for the job's AdminComment after a failed check, so the job's
+// next start can say why it was requeued (Slurm truncates the output file).
+std::string RequeueNote(const AllocationOutcome& o, const std::vector<std::string>& nodes, const std::string& restarts);
+
+// Environment variable that marks a localization step; the plugin's
+// privileged task hook runs the root intra-node check when it sees it.
+inline constexpr const char* kIntraStepEnv = "PREFLIGHT_NCCL_STEP";
+
+// Run argv as uid/gid/groups (setgroups, setregid, setreuid, in that
+// order), stdin on /dev/null, stdout+stderr captured (capped at 256 KiB),
+// killed with its process group after timeout_ms. `env` is the whole
+// environment of the child.
+Expected<std::pair<int, std::string>> RunAs(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                                            uid_t uid, gid_t gid, const std::vector<gid_t>& groups, unsigned timeout_ms);
+
+}  // namespace preflight::collective

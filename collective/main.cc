@@ -1,0 +1,280 @@
+// preflight-nccl: the collective check (man preflight-nccl(1)).
+//
+//   srun --mpi=pmix -N3 --ntasks-per-node=8 preflight-nccl [--json] [--level full]
+//   preflight-nccl --intra-node [--ranks N]       (one node, no launcher)
+//
+// Exit codes: 0 the check passed, 1 it failed (threshold, wrong data, or the
+// requested GPU backend cannot run), 2 bad usage or config. Under PMIx every
+// rank exits with the same code (results are reduced across ranks); only
+// rank 0 prints.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <thread>
+#include <iostream>
+
+#include "preflight/cli.h"
+#include "preflight/collective.h"
+#include "preflight/collective_run.h"
+#include "preflight/fileutil.h"
+#include "preflight/job.h"
+#include "preflight/log.h"
+#include "preflight/slurmctl.h"
+
+extern char** environ;
+
+namespace {
+
+using namespace preflight;
+using namespace preflight::collective;
+
+const char* kProg = "preflight-nccl";
+
+bool sub_rank0(const std::vector<int>& members, int rank) { return !members.empty() && members.front() == rank; }
+
+int Emit(const CheckRun& run, bool json, const std::string& output_file, bool print) {
+  if (print) {
+    if (!run.error.empty() && run.result.sizes.empty()) {
+      if (json) {
+        std::fputs(ResultJson(run.result, run.judgement, run.info).c_str(), stdout);
+      } else {
+        std::printf("# preflight-nccl all_reduce (%s, %s) on %s\n# FAILED: %s\n", run.info.scope.c_str(),
+                    run.info.level.c_str(), run.info.nodes.empty() ? "?" : run.info.nodes[0].c_str(), run.error.c_str());
+      }
+    } else {
+      std::fputs((json ? ResultJson(run.result, run.judgement, run.info) : ResultText(run.result, run.judgement, run.info)).c_str(),
+                 stdout);
+    }
+    std::fflush(stdout);
+    if (!output_file.empty()) {
+      Status w = WriteFileAtomic(output_file, ResultJson(run.result, run.judgement, run.info), 0644);
+      if (!w.ok()) Log(LogLevel::kError, kProg, "--output", w.message());
+    }
+  }
+  return run.judgement.ok ? 0 : 1;
+}
+
+// Ring pairs of nodes (i, i+1) inside one launch: the ranks of each pair
+// form a sub-group while the others stand by in the same fences. Prints one
+// line per pair, "# pair A-B: OK|FAILED: ...", and returns 1 if any failed.
+int RunPairs(Bootstrap& b, const std::vector<std::string>& rank_nodes, const std::string& backend, const Config& cfg,
+             Level level, double user_cap) {
+  std::vector<std::string> nodes;
+  for (const auto& n : rank_nodes)
+    if (std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
+  const size_t n = nodes.size();
+  int rc = 0;
+  std::string threshold_source;
+  double threshold = Threshold(cfg, PickProfile(cfg, backend, GpuInventory{}), false, &threshold_source);
+  for (size_t p = 0; p < (n <= 2 ? (n == 2 ? 1 : 0) : n); ++p) {
+    const std::string& a = nodes[p];
+    const std::string& c = nodes[(p + 1) % n];
+    std::vector<int> members;
+    for (size_t r = 0; r < rank_nodes.size(); ++r)
+      if (rank_nodes[r] == a || rank_nodes[r] == c) members.push_back(static_cast<int>(r));
+    bool member = std::find(members.begin(), members.end(), b.Rank()) != members.end();
+    std::string verdict;
+    if (member) {
+      auto sub = MakeSubBootstrap(b, members);
+      auto be = MakeBackend(backend, *sub, cfg, user_cap);
+      if (!be) {
+        verdict = "FAILED: " + be.status().message();
+      } else {
+        auto res = RunAllReduceSweep(**be, SweepForLevel(level, cfg.nccl_max_bytes));
+        if (!res) {
+          verdict = "FAILED: " + res.status().message();
+        } else {
+          Judgement j = Judge(*res, threshold);
+          verdict = std::string(j.ok ? "OK: " : "FAILED: ") + j.message;
+        }
+      }
+    } else {
+      b.AllGather(kBackendGatherKey, "");  // stand by in the pair's one exchange
+    }
+    auto all = b.AllGather("pair", member && sub_rank0(members, b.Rank()) ? verdict : "");
+    if (!all) {
+      Log(LogLevel::kError, kProg, "bootstrap", all.status().message());
+      return 2;
+    }
+    std::string v = (*all)[members.front()];
+    if (v.rfind("OK", 0) != 0) rc = 1;
+    if (b.Rank() == 0) std::printf("# pair %s-%s: %s\n", a.c_str(), c.c_str(), v.c_str());
+  }
+  if (b.Rank() == 0) {
+    std::printf("# threshold: %s (%s)\n", threshold > 0 ? RateText(threshold).c_str() : "none", threshold_source.c_str());
+    std::printf("# %s\n", rc == 0 ? "OK: every pair passed" : "FAILED: some pairs failed");
+  }
+  std::fflush(stdout);
+  return rc;
+}
+
+int Main(int argc, char** argv) {
+  CommonCli cli;
+  std::string level_text = "quick", backend_choice, node, output_file, scope = "allocation", min_busbw, max_bytes;
+  bool json = false, intra = false, drain = false;
+  int ranks = 0;
+  po::options_description visible(
+      "Usage: srun --mpi=pmix [SRUN OPTIONS] preflight-nccl [OPTIONS]\n"
+      "       preflight-nccl --intra-node [OPTIONS]\n"
+      "All-reduce bus bandwidth and correctness check; exit 0 pass, 1 fail, 2 usage.\n\nOptions");
+  AddCommonOptions(visible, cli);
+  visible.add_options()
+      ("level", po::value<std::string>(&level_text)->value_name("LEVEL"), "quick (sizes up to 256 MiB) or full (up to 8 GiB)")
+      ("backend", po::value<std::string>(&backend_choice)->value_name("NAME"), "auto, nccl or host (default: config nccl_backend)")
+      ("json", po::bool_switch(&json), "print the result as JSON instead of the table")
+      ("output", po::value<std::string>(&output_file)->value_name("FILE"), "also write the JSON result to FILE")
+      ("min-busbw", po::value<std::string>(&min_busbw)->value_name("RATE"), "threshold, overriding the config and profile (e.g. 40G)")
+      ("max-bytes", po::value<std::string>(&max_bytes)->value_name("SIZE"), "cap on message sizes (e.g. 64M)")
+      ("intra-node", po::bool_switch(&intra), "test this node alone: its ranks as threads of this process")
+      ("ranks", po::value<int>(&ranks)->value_name("N"), "ranks for --intra-node (default: GPUs, or 2 for host)")
+      ("node", po::value<std::string>(&node)->value_name("NAME"), "node name (default: $SLURMD_NODENAME, else host name)");
+  po::options_description hidden;
+  hidden.add_options()
+      ("scope", po::value<std::string>(&scope), "allocation (default), intra-node (label), or pairs: ring pairs of nodes")
+      ("drain", po::bool_switch(&drain), "with --intra-node, as root: drain this node when it fails");
+  po::options_description all;
+  all.add(visible).add(hidden);
+  po::variables_map vm;
+  Status s = ParseCommandLine(argc, argv, all, nullptr, vm);
+  if (!s.ok()) {
+    Log(LogLevel::kError, kProg, "bad command line", s.message());
+    return 2;
+  }
+  if (cli.help) { std::cout << visible << "\n"; return 0; }
+  if (cli.version) { std::cout << kProg << " " << VersionString() << "\n"; return 0; }
+
+  EnvMap env = EnvironToMap(environ);
+  if (node.empty()) node = env.count("SLURMD_NODENAME") ? env["SLURMD_NODENAME"] : ShortHostname();
+  auto cfg = LoadCliConfig(cli, node);
+  if (!cfg) {
+    Log(LogLevel::kError, kProg, "site config", cfg.status().message());
+    return 2;
+  }
+  auto level = ParseLevel(level_text.c_str());
+  if (!level || *level == Level::kOff) {
+    Log(LogLevel::kError, kProg, "--level", level ? "off runs nothing (expected quick or full)" : level.status().message());
+    return 2;
+  }
+  if (!min_busbw.empty()) {
+    auto r = ParseRate(min_busbw);
+    if (!r) { Log(LogLevel::kError, kProg, "--min-busbw", r.status().message()); return 2; }
+    (intra ? cfg->nccl_min_intra_busbw : cfg->nccl_min_busbw) = *r;
+  }
+  if (!max_bytes.empty()) {
+    auto r = ParseSize(max_bytes);
+    if (!r) { Log(LogLevel::kError, kProg, "--max-bytes", r.status().message()); return 2; }
+    cfg->nccl_max_bytes = *r;
+  }
+  if (backend_choice.empty()) backend_choice = cfg->nccl_backend;
+  if (backend_choice != "auto" && backend_choice != "nccl" && backend_choice != "host") {
+    Log(LogLevel::kError, kProg, "--backend", "bad value '" + backend_choice + "' (expected auto, nccl or host)");
+    return 2;
+  }
+  std::vector<std::pair<std::string, std::string>> envv(env.begin(), env.end());
+  std::string backend = ResolveBackend(backend_choice, GpusRequested(envv));
+
+  if (intra) {
+    // In a localization step the plugin has already run this check as root
+    // for this node (see preflight-nccl(1) SECURITY); the user's copy only
+    // stands by so the step has a task.
+    if (env.count("PREFLIGHT_NCCL_ROOT_DONE")) return 0;
+    if (drain && ::geteuid() != 0) {
+      Log(LogLevel::kError, kProg, "--drain", "only root may drain (this runs as uid " + std::to_string(::geteuid()) + ")");
+      return 2;
+    }
+    CheckRun run = RunIntraNode(*cfg, node, *level, backend, ranks);
+    int rc = Emit(run, json, output_file, true);
+    // For a caller that decides about the drain itself (the plugin).
+    if (rc != 0 && !json) std::printf("# drain-reason: %s\n", IntraDrainReason(run, node).c_str());
+    std::fflush(stdout);
+    if (rc != 0 && drain) {
+      std::string reason = IntraDrainReason(run, node);
+      Status d = DrainNode(*cfg, node, reason);
+      if (d.ok()) std::printf("# drained %s: %s\n", node.c_str(), reason.c_str());
+      else Log(LogLevel::kError, kProg, "drain " + node, d.message());
+      std::fflush(stdout);
+    }
+    return rc;
+  }
+
+  auto boot = MakePmixBootstrap(node);
+  if (!boot) {
+    Log(LogLevel::kError, kProg, "bootstrap", boot.status().message());
+    return 2;
+  }
+  Bootstrap& b = **boot;
+  CheckRun run;
+  run.info.scope = scope;
+  run.info.level = LevelName(*level);
+  run.info.bootstrap = b.Name();
+  auto nodes = b.AllGather("node", b.Node());
+  if (!nodes) {
+    Log(LogLevel::kError, kProg, "bootstrap", nodes.status().message());
+    return 2;
+  }
+  for (const auto& n : *nodes)
+    if (run.info.nodes.empty() || run.info.nodes.back() != n) run.info.nodes.push_back(n);
+  run.result.backend = backend == "nccl" ? "nccl" : "host-tcp";
+  run.result.nranks = b.Size();
+
+  // Watchdog: a rank stuck in a fence or a dead peer's socket must not hold
+  // the job's start forever; nccl_timeout bounds the whole run.
+  unsigned limit_ms = cfg->nccl_timeout_ms;
+  std::thread([limit_ms] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(limit_ms));
+    static const char msg[] = "# FAILED: preflight-nccl: no verdict within nccl_timeout\n";
+    (void)!::write(1, msg, sizeof msg - 1);
+    ::_exit(1);
+  }).detach();
+
+  double user_cap = 0;
+  if (env.count("PREFLIGHT_NCCL_HOST_RATE")) {
+    auto r = ParseRate(env["PREFLIGHT_NCCL_HOST_RATE"]);
+    if (!r) { Log(LogLevel::kError, kProg, "PREFLIGHT_NCCL_HOST_RATE", r.status().message()); return 2; }
+    user_cap = *r;
+  }
+  if (scope == "pairs") return RunPairs(b, *nodes, backend, *cfg, *level, user_cap);
+
+  // One exchange inside MakeBackend carries every rank's success or failure.
+  auto be = MakeBackend(backend, b, *cfg, user_cap);
+  if (!be) {
+    run.error = be.status().message();
+    run.judgement.message = run.error;
+    return Emit(run, json, output_file, b.Rank() == 0);
+  }
+  GpuInventory inv;
+  if (backend == "nccl") {
+    auto p = ProbeGpus(NcclOptions{});
+    if (p) inv = *p;
+  }
+  const NodeProfile* prof = PickProfile(*cfg, backend, inv);
+  run.info.profile = prof ? prof->name : "";
+  bool one_node = run.info.nodes.size() == 1;
+  double threshold = Threshold(*cfg, prof, one_node, &run.info.threshold_source);
+
+  auto res = RunAllReduceSweep(**be, SweepForLevel(*level, cfg->nccl_max_bytes));
+  if (!res) {
+    run.error = res.status().message();
+    run.judgement.message = run.error;
+    return Emit(run, json, output_file, b.Rank() == 0);
+  }
+  run.result = *res;
+  run.judgement = Judge(run.result, threshold);
+  return Emit(run, json, output_file, b.Rank() == 0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    preflight::Log(preflight::LogLevel::kError, kProg, "unexpected error", e.what());
+  } catch (...) {
+    preflight::Log(preflight::LogLevel::kError, kProg, "unexpected error", "unknown exception");
+  }
+  return 2;
+}

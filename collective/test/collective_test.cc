@@ -1,0 +1,377 @@
+// Unit tests of the collective harness and the host backend. Ranks are
+// threads of this process over the local bootstrap and real loopback TCP
+// (the real backend, not a mock); the NCCL path is reached through a fake
+// CUDA runtime loaded by the same dlopen seam.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "preflight/collective.h"
+#include "preflight/collective_run.h"
+
+namespace preflight::collective {
+namespace {
+
+TEST(AllReduceFormula, BusFactorIsTwoNMinusOneOverN) {
+  EXPECT_DOUBLE_EQ(AllReduceBusFactor(1), 0.0);
+  EXPECT_DOUBLE_EQ(AllReduceBusFactor(2), 1.0);
+  EXPECT_DOUBLE_EQ(AllReduceBusFactor(4), 1.5);
+  EXPECT_DOUBLE_EQ(AllReduceBusFactor(8), 1.75);
+  EXPECT_DOUBLE_EQ(AllReduceBusFactor(0), 0.0);
+}
+
+TEST(AllReduceFormula, ByteCountsAreFloatElements) {
+  EXPECT_EQ(AllReduceCount(256u << 20), 64u << 20);
+  EXPECT_EQ(AllReduceCount(4), 1u);
+  EXPECT_EQ(AllReduceCount(7), 1u);  // a partial element is not sent
+  EXPECT_EQ(AllReduceCount(3), 0u);
+}
+
+TEST(AllReduceFormula, ExpectedIsTheSumOfInputs) {
+  for (int n : {1, 2, 3, 8, 1000})
+    for (uint64_t i : {0ull, 1ull, 60ull, 61ull, 123456789ull}) {
+      double sum = 0;
+      for (int r = 0; r < n; ++r) sum += AllReduceInput(r, i);
+      EXPECT_EQ(AllReduceExpected(n, i), static_cast<float>(sum)) << "n=" << n << " i=" << i;
+    }
+}
+
+TEST(Sweep, LevelsAndCap) {
+  SweepOptions q = SweepForLevel(Level::kQuick, 0);
+  ASSERT_FALSE(q.sizes.empty());
+  EXPECT_EQ(q.sizes.back(), 256ull << 20);
+  EXPECT_LE(q.sizes.size(), 5u);
+  SweepOptions f = SweepForLevel(Level::kFull, 0);
+  EXPECT_EQ(f.sizes.front(), 1ull << 20);
+  EXPECT_EQ(f.sizes.back(), 8ull << 30);
+  EXPECT_GT(f.iters, q.iters);
+  SweepOptions capped = SweepForLevel(Level::kFull, 64ull << 20);
+  EXPECT_EQ(capped.sizes.back(), 64ull << 20);
+  SweepOptions between = SweepForLevel(Level::kQuick, 1 << 20);
+  ASSERT_EQ(between.sizes.size(), 2u);
+  EXPECT_EQ(between.sizes[1], 1u << 20);
+  SweepOptions tiny = SweepForLevel(Level::kQuick, 1000);
+  ASSERT_EQ(tiny.sizes.size(), 1u);
+  EXPECT_EQ(tiny.sizes[0], 1000u);
+}
+
+// A finished sweep with made-up figures, for the verdict and output tests.
+SweepResult Fake(int n, double seconds, uint64_t wrong) {
+  SweepResult r;
+  r.backend = "host-tcp";
+  r.nranks = n;
+  SizeResult s;
+  s.bytes = 1 << 20;
+  s.count = s.bytes / 4;
+  s.seconds = seconds;
+  s.algbw = s.bytes / seconds;
+  s.busbw = s.algbw * AllReduceBusFactor(n);
+  s.wrong = wrong;
+  r.sizes.push_back(s);
+  return r;
+}
+
+TEST(Judge, ThresholdAndWrongData) {
+  SweepResult r = Fake(4, 1e-3, 0);  // algbw 1.048576e9, busbw 1.572864e9
+  EXPECT_NEAR(r.sizes[0].busbw, 1.572864e9, 1);
+  EXPECT_TRUE(Judge(r, 1.5e9).ok);
+  Judgement low = Judge(r, 2e9);
+  EXPECT_FALSE(low.ok);
+  EXPECT_NE(low.message.find("< 2 GB/s"), std::string::npos) << low.message;
+  EXPECT_TRUE(Judge(r, 0).ok);
+  Judgement bad = Judge(Fake(4, 1e-3, 3), 0);
+  EXPECT_FALSE(bad.ok);
+  EXPECT_NE(bad.message.find("3 of 262144 elements"), std::string::npos) << bad.message;
+}
+
+TEST(Output, JsonAndFooterComeFromTheResult) {
+  SweepResult r = Fake(2, 1e-3, 0);
+  Judgement j = Judge(r, 5e9);
+  RunInfo info{"allocation", "quick", {"n1", "n2"}, "pmix", "config nccl_min_busbw", "host-tcp"};
+  std::string json = ResultJson(r, j, info);
+  EXPECT_NE(json.find("\"verdict\": \"fail\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"backend\": \"host-tcp\""), std::string::npos);
+  EXPECT_NE(json.find("\"threshold_Bps\": 5000000000"), std::string::npos) << json;
+  std::string text = ResultText(r, j, info);
+  EXPECT_NE(text.find("\n# FAILED: busbw"), std::string::npos) << text;
+  EXPECT_NE(ResultText(r, Judge(r, 1), info).find("\n# OK: "), std::string::npos);
+}
+
+// Run `n` ranks as threads over loopback TCP; return each rank's result.
+std::vector<Expected<SweepResult>> RunLocal(int n, const SweepOptions& opt, const HostOptions& ho,
+                                            bool corrupt_rank1 = false);
+
+// Wraps a backend and damages one element of the result: the harness must
+// notice, whatever the backend.
+class CorruptingBackend : public Backend {
+ public:
+  explicit CorruptingBackend(std::unique_ptr<Backend> b) : b_(std::move(b)) {}
+  const char* Name() const override { return b_->Name(); }
+  int Rank() const override { return b_->Rank(); }
+  int Size() const override { return b_->Size(); }
+  std::string Device() const override { return b_->Device(); }
+  Status Prepare(uint64_t n) override { return b_->Prepare(n); }
+  Status SetInput(const float* h, uint64_t n) override { return b_->SetInput(h, n); }
+  Status AllReduce(uint64_t n) override { return b_->AllReduce(n); }
+  Status Wait() override { return b_->Wait(); }
+  Status GetOutput(float* h, uint64_t off, uint64_t n) override {
+    Status s = b_->GetOutput(h, off, n);
+    if (s.ok() && n > 5) h[5] += 1;
+    return s;
+  }
+  Status MaxAcrossRanks(std::vector<double>& v) override { return b_->MaxAcrossRanks(v); }
+
+ private:
+  std::unique_ptr<Backend> b_;
+};
+
+std::vector<Expected<SweepResult>> RunLocal(int n, const SweepOptions& opt, const HostOptions& ho, bool corrupt_rank1) {
+  auto group = MakeLocalGroup(n, "localhost", 20000);
+  std::vector<Expected<SweepResult>> out(n, Status::Unavailable("not run"));
+  std::vector<std::thread> th;
+  for (int r = 0; r < n; ++r) {
+    th.emplace_back([&, r] {
+      auto boot = MakeLocalBootstrap(group, r);
+      HostOptions o = ho;
+      o.address = "127.0.0.1";
+      auto b = MakeHostBackend(*boot, o);
+      if (!b) { out[r] = b.status(); return; }
+      std::unique_ptr<Backend> be = std::move(*b);
+      if (corrupt_rank1 && r == 1) be = std::make_unique<CorruptingBackend>(std::move(be));
+      out[r] = RunAllReduceSweep(*be, opt);
+    });
+  }
+  for (auto& t : th) t.join();
+  return out;
+}
+
+SweepOptions Small() {
+  SweepOptions o;
+  o.sizes = {4, 1000, 64 << 10, 1 << 20};  // 1000: chunks of unequal size
+  o.warmup = 1;
+  o.iters = 2;
+  return o;
+}
+
+TEST(HostBackend, RanksOnLoopbackSumCorrectly) {
+  for (int n : {1, 2, 3, 5}) {
+    auto res = RunLocal(n, Small(), HostOptions{});
+    for (int r = 0; r < n; ++r) {
+      ASSERT_TRUE(res[r].ok()) << "n=" << n << " rank " << r << ": " << res[r].status().ToString();
+      ASSERT_EQ(res[r]->sizes.size(), 4u);
+      for (const auto& s : res[r]->sizes) EXPECT_EQ(s.wrong, 0u) << "n=" << n << " bytes=" << s.bytes;
+      EXPECT_EQ(res[r]->nranks, n);
+      EXPECT_EQ(res[r]->backend, "host-tcp");
+    }
+    // Every rank reports the same (max-reduced) figures.
+    EXPECT_EQ(res[0]->sizes.back().seconds, res[n - 1]->sizes.back().seconds);
+    EXPECT_TRUE(Judge(*res[0], 0).ok);
+  }
+}
+
+TEST(HostBackend, VerificationCatchesAWrongSum) {
+  auto res = RunLocal(3, Small(), HostOptions{}, /*corrupt_rank1=*/true);
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(res[r].ok()) << res[r].status().ToString();
+    // The damage is on rank 1, but the error count is reduced to every rank.
+    EXPECT_GE(res[r]->sizes.back().wrong, 1u) << "rank " << r;
+    EXPECT_FALSE(Judge(*res[r], 0).ok);
+  }
+}
+
+TEST(HostBackend, RateCapSlowsTheRing) {
+  // 2 ranks, 256 KiB, capped at 4 MB/s: each op sends 256 KiB per rank, so
+  // at least ~50 ms per op, i.e. busbw at most ~5 MB/s. A bound that only a
+  // broken cap can miss (not a timing assertion on the machine's speed).
+  SweepOptions o;
+  o.sizes = {256 << 10};
+  o.warmup = 0;
+  o.iters = 2;
+  HostOptions ho;
+  ho.send_rate_cap = 4e6;
+  auto res = RunLocal(2, o, ho);
+  ASSERT_TRUE(res[0].ok()) << res[0].status().ToString();
+  EXPECT_LT(res[0]->sizes[0].busbw, 6e6);
+  EXPECT_FALSE(Judge(*res[0], 50e6).ok);
+}
+
+TEST(HostBackend, MissingPeerTimesOutNamingIt) {
+  // 2-rank group where only rank 0 shows up: the bootstrap names the gap.
+  auto group = MakeLocalGroup(2, "localhost", 300);
+  auto boot = MakeLocalBootstrap(group, 0);
+  HostOptions ho;
+  ho.address = "127.0.0.1";
+  auto b = MakeHostBackend(*boot, ho);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("1 of 2 ranks arrived"), std::string::npos) << b.status().message();
+}
+
+TEST(HostBackend, SubGroupRingWhileOthersStandBy) {
+  // 4 ranks; ranks 1 and 3 form a pair (as one node pair of --scope pairs)
+  // while 0 and 2 stand by in the same exchanges.
+  auto group = MakeLocalGroup(4, "localhost", 20000);
+  std::vector<std::string> verdict(4);
+  std::vector<std::thread> th;
+  for (int r = 0; r < 4; ++r) {
+    th.emplace_back([&, r] {
+      auto boot = MakeLocalBootstrap(group, r);
+      if (r == 1 || r == 3) {
+        auto sub = MakeSubBootstrap(*boot, {1, 3});
+        HostOptions ho;
+        ho.address = "127.0.0.1";
+        auto b = MakeHostBackend(*sub, ho);
+        if (!b) { verdict[r] = b.status().message(); return; }
+        auto res = RunAllReduceSweep(**b, Small());
+        verdict[r] = !res ? res.status().message()
+                          : std::to_string(res->nranks) + " ranks, wrong " + std::to_string(res->sizes.back().wrong);
+      } else {
+        auto v = boot->AllGather(kBackendGatherKey, "");
+        verdict[r] = v ? "stood by" : v.status().message();
+      }
+    });
+  }
+  for (auto& t : th) t.join();
+  EXPECT_EQ(verdict[1], "2 ranks, wrong 0");
+  EXPECT_EQ(verdict[3], "2 ranks, wrong 0");
+  EXPECT_EQ(verdict[0], "stood by");
+}
+
+TEST(HostBackend, ARankThatFailsEarlyFailsTheOthersFast) {
+  // Rank 1 cannot even build its backend (bad rate file): it still joins
+  // the one exchange, so rank 0 fails at once naming it, not at a timeout.
+  auto group = MakeLocalGroup(2, "localhost", 20000);
+  Status s0, s1;
+  std::thread t1([&] {
+    auto boot = MakeLocalBootstrap(group, 1);
+    s1 = FailBackendGather(*boot, Status::InvalidArgument("bad rate 'fast'"));
+  });
+  auto boot = MakeLocalBootstrap(group, 0);
+  HostOptions ho;
+  ho.address = "127.0.0.1";
+  ho.timeout_ms = 600000;
+  auto b = MakeHostBackend(*boot, ho);
+  t1.join();
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(), "host backend: rank 1: bad rate 'fast'");
+}
+
+TEST(IntraNode, HostRanksAsThreads) {
+  Config cfg;
+  cfg.nccl_max_bytes = 64 << 10;
+  cfg.nccl_min_intra_busbw = 1;  // 1 B/s: any working loopback passes
+  CheckRun run = RunIntraNode(cfg, "n9", Level::kQuick, "host", 3);
+  EXPECT_TRUE(run.error.empty()) << run.error;
+  EXPECT_TRUE(run.judgement.ok) << run.judgement.message;
+  EXPECT_EQ(run.result.nranks, 3);
+  EXPECT_EQ(run.info.threshold_source, "config nccl_min_intra_busbw");
+  EXPECT_NE(IntraDrainReason(run, "n9").rfind(kNcclDrainPrefix, 0), std::string::npos);
+}
+
+TEST(IntraNode, RateFileMakesTheNodeFail) {
+  char dir[] = "/tmp/pf-nccl-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  std::string f = std::string(dir) + "/rate";
+  std::ofstream(f) << "2M\n";
+  Config cfg;
+  cfg.nccl_host_rate_file = f;
+  cfg.nccl_max_bytes = 64 << 10;
+  cfg.nccl_min_intra_busbw = 100e6;
+  auto cap = HostRateCap(cfg);
+  ASSERT_TRUE(cap.ok());
+  EXPECT_DOUBLE_EQ(*cap, 2e6);
+  CheckRun run = RunIntraNode(cfg, "n2", Level::kQuick, "host", 2);
+  EXPECT_FALSE(run.judgement.ok);
+  EXPECT_NE(IntraDrainReason(run, "n2").find("intra-node n2 (host-tcp, 2 ranks): busbw"), std::string::npos)
+      << IntraDrainReason(run, "n2");
+  std::ofstream(f) << "fast\n";
+  EXPECT_FALSE(HostRateCap(cfg).ok());
+  ::unlink(f.c_str());
+  EXPECT_DOUBLE_EQ(*HostRateCap(cfg), 0.0);  // no file: no cap
+  ::rmdir(dir);
+}
+
+TEST(Backends, AutoPicksNcclOnlyWithGpus) {
+  EXPECT_EQ(ResolveBackend("auto", GpusRequested({{"CUDA_VISIBLE_DEVICES", "0,1"}})), "nccl");
+  EXPECT_EQ(ResolveBackend("auto", GpusRequested({{"CUDA_VISIBLE_DEVICES", "NoDevFiles"}})), "host");
+  EXPECT_EQ(ResolveBackend("auto", GpusRequested({{"PATH", "/bin"}})), "host");
+  EXPECT_EQ(ResolveBackend("host", true), "host");
+}
+
+TEST(Backends, NoGpuIsAnErrorNotAPass) {
+  // The fake runtime reports zero devices, as a CPU node with CUDA installed.
+  NcclOptions o;
+  o.cudart = FAKE_CUDART_NODEV;
+  auto inv = ProbeGpus(o);
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  EXPECT_EQ(inv->count, 0);
+  auto group = MakeLocalGroup(1, "n1", 1000);
+  auto boot = MakeLocalBootstrap(group, 0);
+  auto b = MakeNcclBackend(*boot, o);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), Status::Code::kUnavailable);
+  EXPECT_NE(b.status().message().find("no CUDA device"), std::string::npos) << b.status().message();
+  Config cfg;
+  auto m = MakeBackend("nccl", *boot, cfg);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), Status::Code::kFailed);
+  EXPECT_NE(m.status().message().find("GPU check asked for"), std::string::npos);
+  CheckRun run = RunIntraNode(cfg, "n1", Level::kQuick, "nccl", 0);
+  EXPECT_FALSE(run.judgement.ok);
+  EXPECT_NE(run.error.find("no CUDA device"), std::string::npos) << run.error;
+}
+
+TEST(Profiles, ExplicitBeatsProfileBeatsNothing) {
+  Config cfg;
+  GpuInventory h100{8, "NVIDIA H100 80GB HBM3"};
+  const NodeProfile* p = PickProfile(cfg, "nccl", h100);
+  ASSERT_NE(p, nullptr);
+  EXPECT_STREQ(p->name, "8xH100-nvlink");
+  std::string src;
+  EXPECT_GT(Threshold(cfg, p, true, &src), 0);
+  EXPECT_EQ(src, "profile 8xH100-nvlink");
+  EXPECT_EQ(PickProfile(cfg, "nccl", GpuInventory{3, "NVIDIA H100"}), nullptr);
+  cfg.nccl_min_busbw = 5e9;
+  EXPECT_DOUBLE_EQ(Threshold(cfg, p, false, &src), 5e9);
+  EXPECT_EQ(src, "config nccl_min_busbw");
+  cfg.nccl_profile = "8xA100-nvlink";
+  EXPECT_STREQ(PickProfile(cfg, "nccl", h100)->name, "8xA100-nvlink");
+  cfg.nccl_profile = "no-such";
+  EXPECT_EQ(PickProfile(cfg, "nccl", h100), nullptr);
+}
+
+TEST(Localize, InterNodeSuspectIsInTwoFailedPairs) {
+  // pairs: 0=(n0,n1) 1=(n1,n2) 2=(n2,n0)
+  EXPECT_EQ(InterNodeSuspects(3, {true, true, false}), std::vector<size_t>{1});
+  EXPECT_EQ(InterNodeSuspects(3, {true, false, true}), std::vector<size_t>{0});
+  EXPECT_TRUE(InterNodeSuspects(3, {true, false, false}).empty());
+  EXPECT_EQ(InterNodeSuspects(4, {false, false, true, true}), std::vector<size_t>{3});
+  EXPECT_TRUE(InterNodeSuspects(2, {true}).empty());  // two nodes: can't tell which
+  EXPECT_TRUE(InterNodeSuspects(3, {true, true, true}).empty());  // every link: nobody singled out
+}
+
+TEST(Localize, RequeueNoteNamesTheDrainedNode) {
+  AllocationOutcome o;
+  o.drained = {"n2"};
+  o.requeue = true;
+  EXPECT_EQ(RequeueNote(o, {"n1", "n2", "n3"}, "1"),
+            "preflight: nccl check failed at start 1 on n1,n2,n3: drained n2; requeued without n2");
+  o.requeue = false;
+  o.drained.clear();
+  EXPECT_EQ(RequeueNote(o, {"n1"}, "3"), "preflight: nccl check failed at start 3 on n1: no single node at fault; job failed");
+}
+
+TEST(RunAs, CapturesOutputAndExitCode) {
+  auto r = RunAs({"sh", "-c", "echo hi; echo err >&2; exit 3"}, {"PATH=/bin:/usr/bin"}, ::getuid(), ::getgid(), {}, 5000);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->first, 3);
+  EXPECT_EQ(r->second, "hi\nerr\n");
+  auto t = RunAs({"sleep", "5"}, {"PATH=/bin:/usr/bin"}, ::getuid(), ::getgid(), {}, 200);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->first, 124);
+}
+
+}  // namespace
+}  // namespace preflight::collective

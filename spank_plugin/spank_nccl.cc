@@ -1,0 +1,351 @@
+#include "spank_nccl.h"
+
+extern "C" {
+#include <slurm/slurm.h>
+}
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <sstream>
+
+#include "preflight/collective_run.h"
+#include "preflight/job.h"
+#include "preflight/log.h"
+#include "preflight/slurmctl.h"
+#include "preflight/process.h"
+#include "spank_task.h"
+
+namespace preflight::spank {
+namespace {
+
+using collective::AllocationOutcome;
+
+// Kept between the privileged hook and task_init of the same task child.
+struct NcclState {
+  bool intra_ran = false;       // this task is a localization step's
+  bool batch_ran = false;       // this task is the batch script's, and the check ran
+  AllocationOutcome outcome;
+  std::string intra_text;
+  Config cfg;
+  std::string job_id;
+};
+
+NcclState& St() {
+  static NcclState s;
+  return s;
+}
+
+std::vector<std::string> JobEnv(spank_t sp) {
+  std::vector<std::string> env;
+  char** e = nullptr;
+  if (spank_get_item(sp, S_JOB_ENV, &e) == ESPANK_SUCCESS && e)
+    for (; *e; ++e) env.emplace_back(*e);
+  return env;
+}
+
+std::string EnvValue(const std::vector<std::string>& env, const std::string& name) {
+  for (const auto& kv : env)
+    if (kv.size() > name.size() && kv.compare(0, name.size(), name) == 0 && kv[name.size()] == '=')
+      return kv.substr(name.size() + 1);
+  return "";
+}
+
+// scontrol as root with the site's SLURM_CONF, bounded by probe_timeout.
+Expected<std::string> Scontrol(const Config& cfg, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {cfg.scontrol};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<std::string> env;
+  if (!cfg.slurm_conf.empty()) env.push_back("SLURM_CONF=" + cfg.slurm_conf);
+  auto r = RunCommand(argv, env, cfg.probe_timeout_ms);
+  if (!r) return r.status();
+  if (r->timed_out || r->exit_code != 0)
+    return Status::IOError("scontrol " + (args.empty() ? "" : args[0] + " ") + (args.size() > 1 ? args[1] : "") +
+                           ": " + (r->timed_out ? "timed out" : "exit " + std::to_string(r->exit_code)) + ": " + r->output);
+  return r->output;
+}
+
+// The value of " Key=" in one `scontrol -o` line, up to the next space.
+std::string Field(const std::string& line, const std::string& key) {
+  size_t p = line.find(" " + key + "=");
+  if (p == std::string::npos) return "";
+  p += key.size() + 2;
+  return line.substr(p, line.find_first_of(" \n", p) - p);
+}
+
+// AdminComment= of a `scontrol -o show job` line: it may hold spaces, so it
+// ends where the next " Key=" begins.
+std::string Comment(const std::string& line) {
+  size_t p = line.find(" AdminComment=");
+  if (p == std::string::npos) return "";
+  p += 14;
+  size_t e = p;
+  while (e < line.size()) {
+    size_t sp = line.find(' ', e);
+    if (sp == std::string::npos) { e = line.size(); break; }
+    size_t k = sp + 1;
+    while (k < line.size() && (std::isalnum(static_cast<unsigned char>(line[k])) || line[k] == '/' || line[k] == ':')) ++k;
+    if (k < line.size() && line[k] == '=' && k > sp + 1 && std::isupper(static_cast<unsigned char>(line[sp + 1]))) { e = sp; break; }
+    e = sp + 1;
+  }
+  std::string v = line.substr(p, e - p);
+  while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
+  return v;
+}
+
+Expected<std::vector<std::string>> Hostnames(const Config& cfg, const std::string& list) {
+  auto out = Scontrol(cfg, {"show", "hostnames", list});
+  if (!out) return out.status();
+  std::vector<std::string> v;
+  std::istringstream in(*out);
+  std::string n;
+  while (in >> n) v.push_back(n);
+  return v;
+}
+
+// This task's node: the step's node list from slurmctld, indexed by the node
+// id slurmstepd got from the signed launch credential. Neither comes from
+// the job's environment, which the user controls.
+Expected<std::string> ThisNode(const Config& cfg, const std::string& job, uint32_t step, uint32_t nodeid) {
+  auto out = Scontrol(cfg, {"-o", "show", "step", job + "." + std::to_string(step)});
+  if (!out) return out.status();
+  std::string list = Field(" " + *out, "NodeList");
+  if (list.empty()) return Status::NotFound("no NodeList for step " + job + "." + std::to_string(step));
+  auto nodes = Hostnames(cfg, list);
+  if (!nodes) return nodes.status();
+  if (nodeid >= nodes->size()) return Status::NotFound("node id " + std::to_string(nodeid) + " outside " + list);
+  return (*nodes)[nodeid];
+}
+
+// The GPU indexes slurmctld allocated to `job` on `node` ("0,1,2,3"), from
+// `scontrol -d show job` lines "Nodes=n1 CPU_IDs=... GRES=gpu:4(IDX:0-3)".
+std::string JobGpusOn(const Config& cfg, const std::string& job, const std::string& node) {
+  auto out = Scontrol(cfg, {"-d", "show", "job", job});
+  if (!out) return "";
+  std::istringstream in(*out);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::string nodes = Field(" " + line, "Nodes");
+    size_t idx = line.find("IDX:");
+    if (nodes.empty() || idx == std::string::npos) continue;
+    auto names = Hostnames(cfg, nodes);
+    if (!names) continue;
+    bool mine = false;
+    for (const auto& n : *names) mine |= n == node;
+    if (!mine) continue;
+    std::string ids = line.substr(idx + 4, line.find(')', idx) - idx - 4);
+    auto parsed = ParseIdList(ids);
+    if (!parsed) return "";
+    std::string s;
+    for (int i : *parsed) s += (s.empty() ? "" : ",") + std::to_string(i);
+    return s;
+  }
+  return "";
+}
+
+// Steps of `job` running now other than the batch/extern/interactive steps
+// and `self`, e.g. "13.4" (empty: none). A user's own load on the node
+// while root measures would turn into a drain; the intra-node check refuses
+// to drain when the job has anything else running (see SECURITY).
+Expected<std::string> OtherSteps(const Config& cfg, const std::string& job, uint32_t self) {
+  auto out = Scontrol(cfg, {"-o", "show", "step", job});
+  if (!out) return out.status();
+  std::istringstream in(*out);
+  std::string line, others;
+  std::string mine = job + "." + std::to_string(self);
+  while (std::getline(in, line)) {
+    std::string id = Field(" " + line, "StepId");
+    if (id.empty() || id == mine) continue;
+    std::string suffix = id.substr(id.find('.') + 1);
+    if (suffix == "batch" || suffix == "extern" || suffix == "interactive") continue;
+    others += (others.empty() ? "" : ",") + id;
+  }
+  return others;
+}
+
+std::vector<std::string> ConfigArgs(const PluginArgs& args) {
+  std::vector<std::string> v;
+  if (args.conf_given || ::access(args.conf.c_str(), R_OK) == 0) { v.push_back("--config"); v.push_back(args.conf); }
+  for (const auto& s : args.overrides) { v.push_back("--set"); v.push_back(s); }
+  return v;
+}
+
+Level JobLevel(const Config& cfg, const JobOptions& opts) {
+  return opts.nccl_check_given ? opts.nccl_check : cfg.default_level;
+}
+
+int Intra(spank_t sp, const PluginArgs& args, const JobOptions& opts, const std::string& job, uint32_t step) {
+  NcclState& st = St();
+  st.intra_ran = true;
+  uint32_t nodeid = 0;
+  spank_get_item(sp, S_JOB_NODEID, &nodeid);
+  auto cfg0 = LoadPluginConfig(args, "");
+  if (!cfg0) { st.intra_text = "preflight: nccl: site config: " + cfg0.status().message() + "\n"; return 0; }
+  auto node = ThisNode(*cfg0, job, step, nodeid);
+  if (!node) { st.intra_text = "preflight: nccl: cannot tell this node: " + node.status().message() + "\n"; return 0; }
+  auto cfg = LoadPluginConfig(args, *node);
+  if (!cfg) { st.intra_text = "preflight: nccl: site config: " + cfg.status().message() + "\n"; return 0; }
+  std::string gpus = JobGpusOn(*cfg, job, *node);
+  Level level = JobLevel(*cfg, opts);
+  if (level == Level::kOff) level = Level::kQuick;
+  std::string head = "[" + *node + ", root] ";
+  auto before = OtherSteps(*cfg, job, step);
+  bool may_drain = before && before->empty();
+  std::vector<std::string> argv = {cfg->nccl_binary, "--intra-node", "--node", *node, "--level",
+                                   LevelName(level), "--backend", gpus.empty() ? "host" : "nccl"};
+  auto ca = ConfigArgs(args);
+  argv.insert(argv.end(), ca.begin(), ca.end());
+  std::vector<std::string> env;
+  if (!gpus.empty()) env.push_back("CUDA_VISIBLE_DEVICES=" + gpus);
+  auto r = RunCommand(argv, env, cfg->nccl_timeout_ms);
+  if (!r) { st.intra_text = head + r.status().message() + "\n"; return 0; }
+  std::istringstream in(r->output);
+  std::string line;
+  while (std::getline(in, line)) st.intra_text += head + line + "\n";
+  if (r->timed_out) st.intra_text += head + "killed after " + std::to_string(cfg->nccl_timeout_ms / 1000) + " s\n";
+  if (r->exit_code != 1) return 0;  // passed (0) or could not judge (2): no drain
+  auto after = OtherSteps(*cfg, job, step);
+  may_drain = may_drain && after && after->empty();
+  if (!may_drain) {
+    std::string why = !before  ? before.status().message()
+                      : !after ? after.status().message()
+                               : "before: " + (before->empty() ? std::string("none") : *before) +
+                                     ", after: " + (after->empty() ? std::string("none") : *after);
+    st.intra_text += head + "not drained: other steps of the job were running on the node (" + why + ")\n";
+    return 0;
+  }
+  // The reason comes from the same root-run measurement: rerun with
+  // --drain would measure twice; the tool prints its reason line instead.
+  std::string reason;
+  std::istringstream again(r->output);
+  while (std::getline(again, line))
+    if (line.rfind("# drain-reason: ", 0) == 0) reason = line.substr(16);
+  if (reason.empty()) return 0;
+  Status d = DrainNode(*cfg, *node, reason);
+  st.intra_text += head + (d.ok() ? "drained " + *node + ": " + reason : "cannot drain " + *node + ": " + d.message()) + "\n";
+  return 0;
+}
+
+int Batch(spank_t sp, const PluginArgs& args, const JobOptions& opts, const std::string& job) {
+  NcclState& st = St();
+  auto cfg = LoadPluginConfig(args, "");
+  if (!cfg) {
+    Log(LogLevel::kError, "task_init_privileged", "site config", cfg.status().message());
+    return 0;  // the prolog already refused a job when the config is broken
+  }
+  Level level = JobLevel(*cfg, opts);
+  if (level == Level::kOff) return 0;
+  st.cfg = *cfg;
+  st.job_id = job;
+  st.batch_ran = true;
+  if (::access(cfg->nccl_binary.c_str(), X_OK) != 0) {
+    int err = errno;
+    st.outcome.text = "preflight: nccl: site config nccl_binary: " + Status::FromErrno(err, cfg->nccl_binary).message() +
+                      "; the collective check cannot run, so the job does not start\n";
+    return 0;
+  }
+
+  collective::Allocation a;
+  a.job_id = job;
+  auto line = Scontrol(*cfg, {"-o", "show", "job", job});
+  if (line) {
+    auto nodes = Hostnames(*cfg, Field(" " + *line, "NodeList"));
+    if (nodes) a.nodes = *nodes;
+  }
+  if (a.nodes.empty()) {
+    st.outcome.text = "preflight: nccl: cannot read job " + job + "'s nodes from slurmctld: " +
+                      (line ? std::string("no NodeList") : line.status().message()) + "\n";
+    return 0;  // outcome.passed stays false: the script does not run
+  }
+  a.env = JobEnv(sp);
+  if (EnvValue(a.env, "SLURM_JOB_ID").empty()) a.env.push_back("SLURM_JOB_ID=" + job);
+  if (EnvValue(a.env, "SLURM_CONF").empty() && !cfg->slurm_conf.empty()) a.env.push_back("SLURM_CONF=" + cfg->slurm_conf);
+  // One rank per GPU the job holds on a node; one per node without GPUs.
+  std::string g = EnvValue(a.env, "SLURM_GPUS_ON_NODE");
+  a.ranks_per_node = std::max(1, std::atoi(g.c_str()));
+  spank_get_item(sp, S_JOB_UID, &a.uid);
+  spank_get_item(sp, S_JOB_GID, &a.gid);
+  gid_t* groups = nullptr;
+  int ngroups = 0;
+  if (spank_get_item(sp, S_JOB_SUPPLEMENTARY_GIDS, &groups, &ngroups) == ESPANK_SUCCESS && groups)
+    a.groups.assign(groups, groups + ngroups);
+  auto ca = ConfigArgs(args);
+  if (!ca.empty() && ca[0] == "--config") a.config_path = ca[1];
+  a.sets = args.overrides;
+  // A requeued job's output file starts over; say why it was requeued.
+  std::string note = line ? Comment(*line) : "";
+  st.outcome = collective::RunAllocationCheck(*cfg, a, level);
+  if (note.rfind("preflight: nccl", 0) == 0) st.outcome.text = note + "\n" + st.outcome.text;
+  if (!st.outcome.passed) {
+    // AdminComment: only an operator can write it, so the note is ours.
+    std::string restarts = Field(" " + *line, "Restarts");
+    auto u = Scontrol(*cfg, {"update", "JobId=" + job,
+                             "AdminComment=" + collective::RequeueNote(st.outcome, a.nodes, std::to_string(std::atoi(restarts.c_str()) + 1))});
+    if (!u) Log(LogLevel::kError, "task_init_privileged", "AdminComment of job " + job, u.status().message());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int NcclTaskPrivileged(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
+  uint32_t job = 0, step = 0;
+  int task = 0;  // S_TASK_ID is the local task id
+  if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS) return 0;
+  if (spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS) return 0;
+  if (spank_get_item(sp, S_TASK_ID, &task) != ESPANK_SUCCESS) return 0;
+  // A user can start such a step by hand: it only makes root measure the
+  // user's own nodes, once per node (local task 0), and never drains while
+  // other steps of the job run there.
+  if (step != SLURM_BATCH_SCRIPT && EnvValue(JobEnv(sp), collective::kIntraStepEnv) == "intra") {
+    if (task == 0) return Intra(sp, args, opts, std::to_string(job), step);
+    St().intra_ran = true;  // the node's other tasks only stand by
+    return 0;
+  }
+  if (step == SLURM_BATCH_SCRIPT && task == 0) return Batch(sp, args, opts, std::to_string(job));
+  return 0;
+}
+
+int NcclTaskInit(spank_t sp) {
+  NcclState& st = St();
+  if (st.intra_ran) {
+    spank_setenv(sp, "PREFLIGHT_NCCL_ROOT_DONE", "1", 1);
+    std::fputs(st.intra_text.c_str(), stdout);
+    std::fflush(stdout);
+    return 0;
+  }
+  if (!st.batch_ran) return 0;
+  std::fputs(st.outcome.text.c_str(), stderr);
+  if (st.outcome.passed) return 0;
+  if (st.outcome.requeue) {
+    // As the user: requeueing one's own job needs no privilege. The requeue
+    // makes Slurm signal this very step, so SIGTERM is ignored here (and in
+    // scontrol, which inherits SIG_IGN) until slurmctld has the request.
+    std::fflush(stderr);
+    struct sigaction ign{}, old_term{};
+    ign.sa_handler = SIG_IGN;
+    ::sigaction(SIGTERM, &ign, &old_term);
+    auto rq = Scontrol(st.cfg, {"requeue", st.job_id});
+    ::sigaction(SIGTERM, &old_term, nullptr);
+    if (!rq) std::fprintf(stderr, "preflight: nccl: requeue failed: %s\n", rq.status().message().c_str());
+    // ExcNodeList can only be set once the job is pending again, i.e. after
+    // this step is gone: a detached helper retries for a while. Best effort:
+    // the drain is what keeps the job off the node (see preflight-nccl(1)).
+    std::string exc;
+    for (const auto& n : st.outcome.drained) exc += (exc.empty() ? "" : ",") + n;
+    if (rq && !exc.empty()) {
+      std::string conf = st.cfg.slurm_conf.empty() ? "" : "SLURM_CONF='" + st.cfg.slurm_conf + "' ";
+      std::string loop = "for i in $(seq 100); do " + conf + "'" + st.cfg.scontrol + "' update JobId=" + st.job_id +
+                         " ExcNodeList=" + exc + " >/dev/null 2>&1 && exit 0; sleep 0.2; done; exit 1";
+      Status d = SpawnDetached({"/bin/sh", "-c", loop}, {});
+      if (!d.ok()) std::fprintf(stderr, "preflight: nccl: ExcNodeList: %s\n", d.message().c_str());
+    }
+  }
+  std::fflush(stderr);
+  return -1;  // the batch script is never exec'ed
+}
+
+}  // namespace preflight::spank
