@@ -28,12 +28,17 @@ wait_job() {
 }
 # release_and_wait JOBID: wait for a requeued job, releasing Slurm's ~120 s
 # requeue hold (Reason=BeginTime) each time it appears: under load the job
-# can go back to BeginTime after a single release.
+# can go back to BeginTime after a single release. The first release waits
+# 1.1 s: the requeue revoked the old credential with a one-second timestamp
+# (see release_requeued).
 release_and_wait() {
-  local j=$1 i
+  local j=$1 i first=1
   for ((i = 0; i < 600; i++)); do
     [ -z "$(squeue -h -j "$j" 2>/dev/null)" ] && return 0
-    [ "$(squeue -h -j "$j" -o %r 2>/dev/null)" = BeginTime ] && scontrol update jobid="$j" StartTime=now >/dev/null 2>&1
+    if [ "$(squeue -h -j "$j" -o %r 2>/dev/null)" = BeginTime ]; then
+      [ $first = 1 ] && { sleep 1.1; first=0; }
+      scontrol update jobid="$j" StartTime=now >/dev/null 2>&1
+    fi
     sleep 0.1
   done
   echo "job $j still queued after 60s: $(squeue -h -j "$j" -o '%T %r')" >&2
