@@ -15,30 +15,6 @@
 namespace preflight {
 namespace {
 
-// This process's environment with `extra` ("K=V") replacing or adding
-// entries, built before fork so the child only calls exec.
-std::vector<std::string> MergedEnv(const std::vector<std::string>& extra) {
-
-  std::vector<std::string> env;
-  for (char** e = ::environ; e && *e; ++e) {
-    std::string kv = *e;
-    std::string key = kv.substr(0, kv.find('='));
-    bool replaced = false;
-    for (const auto& x : extra)
-      if (x.compare(0, key.size() + 1, key + "=") == 0) replaced = true;
-    if (!replaced) env.push_back(kv);
-  }
-  env.insert(env.end(), extra.begin(), extra.end());
-  return env;
-}
-
-std::vector<char*> CStrings(const std::vector<std::string>& v) {
-  std::vector<char*> out;
-  for (const auto& s : v) out.push_back(const_cast<char*>(s.c_str()));
-  out.push_back(nullptr);
-  return out;
-}
-
 // In the child after fork: only async-signal-safe calls until exec.
 [[noreturn]] void ExecChild(const std::vector<char*>& argv, const std::vector<char*>& env, int out_fd) {
   int devnull = ::open("/dev/null", O_RDWR);
@@ -142,6 +118,28 @@ Status SpawnDetached(const std::vector<std::string>& argv, const std::vector<std
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     return Status::IOError("could not detach " + argv[0]);
   return Status::Ok();
+}
+
+std::vector<std::string> MergedEnv(const std::vector<std::string>& extra) {
+
+  std::vector<std::string> env;
+  for (char** e = ::environ; e && *e; ++e) {
+    std::string kv = *e;
+    std::string key = kv.substr(0, kv.find('='));
+    bool replaced = false;
+    for (const auto& x : extra)
+      if (x.compare(0, key.size() + 1, key + "=") == 0) replaced = true;
+    if (!replaced) env.push_back(kv);
+  }
+  env.insert(env.end(), extra.begin(), extra.end());
+  return env;
+}
+
+std::vector<char*> CStrings(const std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (const auto& s : v) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
 }
 
 std::string SelfExe() {

@@ -1,5 +1,7 @@
 #include "preflight/supervisor.h"
 
+#include "preflight/process.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -84,27 +86,6 @@ void WriteAll(int fd, const char* p, size_t n) {
     p += w;
     n -= static_cast<size_t>(w);
   }
-}
-
-std::vector<std::string> MergedEnv(const std::vector<std::string>& extra) {
-  std::vector<std::string> env;
-  for (char** e = ::environ; e && *e; ++e) {
-    std::string kv = *e;
-    std::string key = kv.substr(0, kv.find('=') + 1);
-    bool replaced = false;
-    for (const auto& x : extra)
-      if (x.compare(0, key.size(), key) == 0) replaced = true;
-    if (!replaced) env.push_back(kv);
-  }
-  env.insert(env.end(), extra.begin(), extra.end());
-  return env;
-}
-
-std::vector<char*> CStrings(const std::vector<std::string>& v) {
-  std::vector<char*> out;
-  for (const auto& s : v) out.push_back(const_cast<char*>(s.c_str()));
-  out.push_back(nullptr);
-  return out;
 }
 
 Status Touch(const std::string& path) {

@@ -25,6 +25,12 @@ Expected<ProcessResult> RunCommand(const std::vector<std::string>& argv,
 // Slurm forbids a prolog to block on Slurm commands.
 Status SpawnDetached(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env);
 
+// This process's environment with `extra` ("K=V") replacing or adding
+// entries; built before fork so a child only has to exec.
+std::vector<std::string> MergedEnv(const std::vector<std::string>& extra);
+// argv/envp view of `v` (NULL-terminated); valid while `v` lives.
+std::vector<char*> CStrings(const std::vector<std::string>& v);
+
 // Path of the running executable (/proc/self/exe).
 std::string SelfExe();
 
