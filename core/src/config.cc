@@ -230,6 +230,14 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_PARSED(ib_rate, ParseCount, CountText)},
       {"ib_link_layer", "string", "Link layer every port must have: any, InfiniBand, Ethernet",
        PF_PARSED(ib_link_layer, ParseLinkLayer, Same)},
+      {"stage_dir", "path", "Node-local folder for --stage job views and the dataset cache; empty disables --stage",
+       PF_PATH(stage_dir)},
+      {"stage_cache_quota", "size", "Dataset cache size kept after each job (LRU, in-use never evicted); 0: no limit",
+       PF_PARSED(stage_cache_quota, ParseSize, SizeText)},
+      {"stage_workers", "count", "Copy threads per staged dataset; 0: one per CPU (at least 2)",
+       PF_PARSED(stage_workers, ParseCount, CountText)},
+      {"stage_timeout", "duration", "Upper bound for staging all of a job's datasets on a node",
+       PF_PARSED(stage_timeout_ms, ParseDurationMs, DurationText)},
   };
   return kKeys;
 }

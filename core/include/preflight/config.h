@@ -77,6 +77,13 @@ struct Config {
   std::vector<std::string> ib_hcas;       // empty: every HCA found
   uint64_t ib_rate = 0;                   // minimum Gb/s; 0: not checked
   std::string ib_link_layer = "any";      // any, InfiniBand, Ethernet
+  // Dataset staging (--stage): node-local folder holding job views
+  // (<stage_dir>/jobs/<job>) and the cross-job cache (<stage_dir>/cache);
+  // empty disables staging. Quota 0: no limit. Workers 0: one per CPU.
+  std::string stage_dir;
+  uint64_t stage_cache_quota = 0;
+  uint64_t stage_workers = 0;
+  uint32_t stage_timeout_ms = 3600000;
 
   // Where the config was read from (empty: defaults only).
   std::string source;
