@@ -68,10 +68,16 @@ int StageTaskInit(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
     Log(LogLevel::kError, "task_init", "--stage", sources.status().message());
     return -1;
   }
+  // Always set, unlike the other variables: the value is this node's path
+  // (stage_dir may hold %n), and an srun step inherits the batch node's.
   std::string view = StageViewDir(*cfg, job);
-  SetIfUnset(sp, "PREFLIGHT_STAGE_DIR", view);
+  auto set = [&](const std::string& name, const std::string& value) {
+    spank_err_t rc = spank_setenv(sp, name.c_str(), value.c_str(), 1);
+    if (rc != ESPANK_SUCCESS) Log(LogLevel::kError, "task_init", "cannot set " + name, spank_strerror(rc));
+  };
+  set("PREFLIGHT_STAGE_DIR", view);
   for (const auto& s : *sources)
-    if (!s.list) SetIfUnset(sp, StageVarName(s.name).c_str(), view + "/" + s.name);
+    if (!s.list) set(StageVarName(s.name), view + "/" + s.name);
   return 0;
 }
 

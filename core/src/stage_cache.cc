@@ -172,11 +172,16 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
   out->source = source;
   out->key = StageCacheKey(source);
   std::string keydir = o.dir + "/" + out->key;
-  Status s = MakeDirs(o.dir, 0700);
-  if (s.ok()) s = MakeDirs(keydir + "/refs", 0700);
-  if (!s.ok()) return s.Context("stage cache");
   EntryLock lock;
-  s = lock.Acquire(keydir + "/lock", o.deadline, true);
+  Status s;
+  // A trim may remove an unused key between our mkdir and our lock: retry.
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    s = MakeDirs(keydir, 0700);
+    if (!s.ok()) return s.Context("stage cache");
+    s = lock.Acquire(keydir + "/lock", o.deadline, true);
+    if (s.code() != Status::Code::kNotFound) break;
+  }
+  if (s.ok()) s = MakeDirs(keydir + "/refs", 0700);
   if (!s.ok()) {
     if (s.code() == Status::Code::kTimeout) *side = FaultSide::kSource;
     return s;
@@ -326,14 +331,24 @@ Status TrimCache(const StageCacheOptions& o, uint64_t quota, std::vector<std::st
   auto list = ListCache(o);
   if (!list) return list.status();
   std::vector<CacheEntryInfo> entries = *list;
-  // Tidy everything we can lock; count what remains.
-  for (const auto& e : entries) {
+  // Tidy everything we can lock; a key with no published version and no
+  // users (a failed or crashed first build) goes entirely.
+  Status first;
+  for (auto it = entries.begin(); it != entries.end();) {
+    std::string keydir = o.dir + "/" + it->key;
     EntryLock lock;
-    if (lock.Acquire(o.dir + "/" + e.key + "/lock", 0, false).ok()) Tidy(o.dir + "/" + e.key);
+    if (!lock.Acquire(keydir + "/lock", 0, false).ok()) { ++it; continue; }
+    Tidy(keydir);
+    if (it->version.empty() && RefsFor(keydir).empty()) {
+      Status s = RemoveTree(keydir);
+      if (!s.ok() && first.ok()) first = s;
+      it = entries.erase(it);
+      continue;
+    }
+    ++it;
   }
   uint64_t total = CacheBytes(entries);
   std::sort(entries.begin(), entries.end(), [](const CacheEntryInfo& a, const CacheEntryInfo& b) { return a.last_used < b.last_used; });
-  Status first;
   for (const auto& e : entries) {
     if (quota != 0 && total <= quota) break;
     if (!e.jobs.empty() || e.busy) continue;

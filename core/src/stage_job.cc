@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <sstream>
@@ -28,7 +29,7 @@ std::string StageErrorFile(const Config& cfg, const std::string& job_id, const s
 StageCacheOptions CacheOptionsFor(const Config& cfg) {
   StageCacheOptions o;
   o.dir = cfg.stage_dir + "/cache";
-  o.quota = cfg.stage_cache_quota;
+  o.quota = cfg.stage_cache_quota == 0 ? UINT64_MAX : cfg.stage_cache_quota;  // config 0: no limit
   unsigned n = cfg.stage_workers ? static_cast<unsigned>(cfg.stage_workers) : std::thread::hardware_concurrency();
   o.workers = std::max(2u, std::min(n, 64u));
   return o;
@@ -151,7 +152,8 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMa
         s = s.Context("dataset does not fit in " + cfg.stage_dir + " on " + job.node);
     }
     if (!s.ok()) {
-      fail(s.message(), side == FaultSide::kNode);
+      std::string as = who.drop ? " (read as user " + (who.user.empty() ? std::to_string(who.uid) : who.user) + ")" : "";
+      fail(s.message() + (side == FaultSide::kSource ? as : ""), side == FaultSide::kNode);
       break;
     }
     std::string mp = view + "/" + src.name;
@@ -174,9 +176,8 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMa
   if (!r.ok) {
     CleanView(view);
     ReleaseJob(co, job.job_id);
-  } else {
-    TrimCache(co, co.quota, nullptr);  // quota 0 means none: a no-op beyond tidying
   }
+  TrimCache(co, co.quota, nullptr);
   WriteStageRecord(cfg, job, r);
   return r;
 }

@@ -35,7 +35,7 @@ namespace preflight {
 
 struct StageCacheOptions {
   std::string dir;           // the cache root
-  uint64_t quota = 0;        // bytes; 0: no limit
+  uint64_t quota = UINT64_MAX;  // bytes kept by TrimCache callers (UINT64_MAX: no limit)
   unsigned workers = 4;
   double deadline = 0;       // MonotonicSeconds() deadline; 0: none
   StageFs* fs = nullptr;
