@@ -155,6 +155,10 @@ Expected<std::string> ParseComputeMode(const std::string& s) {
   return OneOf(s, {"any", "default", "exclusive_process", "prohibited"});
 }
 Expected<std::string> ParseLinkLayer(const std::string& s) { return OneOf(s, {"any", "InfiniBand", "Ethernet"}); }
+Expected<std::string> ParseStageVerify(const std::string& s) {
+  if (s == "files" || s == "dirs") return s;
+  return Status::InvalidArgument("bad stage_verify '" + s + "' (expected files or dirs)");
+}
 
 Expected<std::string> ParsePairingKey(const std::string& s) {
   auto p = ParseExpectedPairing(s);
@@ -238,6 +242,8 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_PARSED(stage_workers, ParseCount, CountText)},
       {"stage_timeout", "duration", "Upper bound for staging all of a job's datasets on a node",
        PF_PARSED(stage_timeout_ms, ParseDurationMs, DurationText)},
+      {"stage_verify", "string", "Cache reuse check: files (every file's size, mtime, mode and access) or dirs (directories only)",
+       PF_PARSED(stage_verify, ParseStageVerify, Same)},
   };
   return kKeys;
 }

@@ -194,15 +194,19 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
   co.fs = o.fs;
   co.who = who;
 
+  uid_t reader = who.drop ? who.uid : ::geteuid();
   std::string cur = ReadTrim(keydir + "/current");
   if (!cur.empty()) {
-    auto stored = ReadManifest(keydir + "/" + cur + "/manifest");
+    auto info = ReadInfo(keydir + "/" + cur + "/info");
+    bool light = o.verify_dirs_only && info.count("uid") && info["uid"] == std::to_string(reader);
+    auto stored = ReadManifest(keydir + "/" + cur + (light ? "/manifest.light" : "/manifest"));
     if (stored) {
       std::vector<std::string> now;
+      co.dirs_only = light;
       s = ScanSource(source, co, &now, side);
+      co.dirs_only = false;
       if (!s.ok()) return s;
       if (SameManifest(now, *stored)) {
-        auto info = ReadInfo(keydir + "/" + cur + "/info");
         out->hit = true;
         out->version = cur;
         out->bytes = InfoNum(info, "bytes");
@@ -226,20 +230,25 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
   int tfd = ::open(tmp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (tfd < 0) { int e = errno; RemoveTree(tmp); return Status::FromErrno(e, "open " + tmp); }
   CopyStats st;
-  std::vector<std::string> manifest;
-  s = CopyTree(source, tfd, "data", co, &st, &manifest, side);
+  std::vector<std::string> manifest, light;
+  s = CopyTree(source, tfd, "data", co, &st, &manifest, side, &light);
   if (s.ok() && ::syncfs(tfd) != 0) { int e = errno; *side = e == ENOSPC || e == EDQUOT ? FaultSide::kDestSpace : FaultSide::kNode; s = Status::FromErrno(e, "syncfs " + tmp); }
   ::close(tfd);
   if (s.ok()) {
-    std::string m;
-    m.reserve(manifest.size() * 48);
-    for (const auto& l : manifest) m += l + "\n";
-    if (!m.empty()) m.pop_back();
-    s = WriteFileAtomic(tmp + "/manifest", m, 0600);
+    auto join = [](const std::vector<std::string>& v) {
+      std::string m;
+      m.reserve(v.size() * 48);
+      for (const auto& l : v) m += l + "\n";
+      if (!m.empty()) m.pop_back();
+      return m;
+    };
+    s = WriteFileAtomic(tmp + "/manifest", join(manifest), 0600);
+    if (s.ok()) s = WriteFileAtomic(tmp + "/manifest.light", join(light), 0600);
     if (s.ok()) {
       std::string info = "source=" + source + "\nreal=" + (manifest.empty() ? "" : manifest[0].substr(7)) +
                          "\nbytes=" + std::to_string(st.bytes) + "\nfiles=" + std::to_string(st.files) +
-                         "\ndirs=" + std::to_string(st.dirs) + "\nseconds=" + std::to_string(st.seconds) + "\n";
+                         "\ndirs=" + std::to_string(st.dirs) + "\nseconds=" + std::to_string(st.seconds) +
+                         "\nuid=" + std::to_string(reader) + "\n";
       s = WriteFileAtomic(tmp + "/info", info, 0600);
     }
     if (!s.ok()) *side = s.message().find("No space") != std::string::npos ? FaultSide::kDestSpace : FaultSide::kNode;

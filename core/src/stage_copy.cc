@@ -54,9 +54,10 @@ const char* FaultSideName(FaultSide s) {
   return "node";
 }
 
-bool SameManifest(std::vector<std::string> a, std::vector<std::string> b) {
-  if (a.size() != b.size()) return false;
-  if (a == b) return true;  // the usual case: same readdir order
+bool SameManifest(const std::vector<std::string>& a_in, const std::vector<std::string>& b_in) {
+  if (a_in.size() != b_in.size()) return false;
+  if (a_in == b_in) return true;  // the usual case: same readdir order
+  std::vector<std::string> a = a_in, b = b_in;
   std::sort(a.begin() + (a.empty() ? 0 : 1), a.end());
   std::sort(b.begin() + (b.empty() ? 0 : 1), b.end());
   return a == b;
@@ -93,6 +94,19 @@ struct Record {
   std::string link;
   int fd = -1;
 };
+
+std::string LightLine(const Record& r) {
+  char head[96];
+  switch (r.type) {
+    case 'd':
+      std::snprintf(head, sizeof head, "d %o %lld.%09u ", r.mode & 07777, static_cast<long long>(r.mtime_sec), r.mtime_nsec);
+      return head + r.path;
+    case 'f':
+      return "f " + r.path;
+    default:
+      return "l " + r.path + " -> " + r.link;
+  }
+}
 
 std::string ManifestLine(const Record& r) {
   char head[96];
@@ -172,9 +186,11 @@ class Sender {
   size_t count_ = 0;
 };
 
+enum class WalkMode { kCopy, kScan, kLight };
+
 struct Walker {
   Sender* out;
-  bool send_fds;
+  WalkMode mode;
   std::string root;  // resolved source path
   std::string error;
 
@@ -254,7 +270,9 @@ struct Walker {
         ::close(sub);
         if (!ok) break;
       } else if (t == DT_REG) {
-        if (send_fds) {
+        if (mode == WalkMode::kLight) {
+          if (!out->Add(kEntry, 'f', nullptr, path, "", -1)) { ok = Fail("sending to the stager", errno); break; }
+        } else if (mode == WalkMode::kCopy) {
           int fd = ::openat(dirfd, n, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
           if (fd < 0 || ::fstat(fd, &st) != 0) { ok = Fail(root + "/" + path, errno); if (fd >= 0) ::close(fd); break; }
           if (!S_ISREG(st.st_mode)) { ::close(fd); error = root + "/" + path + ": changed type while walking"; ok = false; break; }
@@ -299,7 +317,7 @@ struct Walker {
       error = src + ": not a directory or regular file";
       return false;
     }
-    if (!send_fds) {
+    if (mode != WalkMode::kCopy) {
       ::close(fd);
       if (::access(real, R_OK) != 0) return Fail(src, errno);
       fd = -1;
@@ -330,7 +348,7 @@ bool DropPrivileges(const StageIdentity& who, std::string* error) {
   return true;
 }
 
-[[noreturn]] void ChildMain(int sock, const std::string& src, const StageIdentity& who, bool send_fds) {
+[[noreturn]] void ChildMain(int sock, const std::string& src, const StageIdentity& who, WalkMode mode) {
   // Only the socket and stdio survive: the parent's lock and cache fds must
   // not live on in a process running as the user.
   if (sock != 3) {
@@ -345,7 +363,7 @@ bool DropPrivileges(const StageIdentity& who, std::string* error) {
   } else {
     ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);  // after the uid change, which clears it
-    Walker w{&out, send_fds, "", ""};
+    Walker w{&out, mode, "", ""};
     if (w.Run(src)) {
       out.Add(kEnd, 0, nullptr, "", "", -1);
       out.Flush();
@@ -364,7 +382,7 @@ struct Child {
   int sock = -1;
 };
 
-Status StartChild(const std::string& src, const StageIdentity& who, bool send_fds, Child* c) {
+Status StartChild(const std::string& src, const StageIdentity& who, WalkMode mode, Child* c) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return Status::FromErrno(errno, "socketpair");
   pid_t pid = ::fork();
@@ -376,7 +394,7 @@ Status StartChild(const std::string& src, const StageIdentity& who, bool send_fd
   }
   if (pid == 0) {
     ::close(sv[0]);
-    ChildMain(sv[1], src, who, send_fds);
+    ChildMain(sv[1], src, who, mode);
   }
   ::close(sv[1]);
   c->pid = pid;
@@ -497,14 +515,23 @@ class CopyPool {
   void Start(unsigned n) {
     for (unsigned i = 0; i < n; ++i) threads_.emplace_back([this] { Loop(); });
   }
-  // Blocks while the queue is full (bounded number of open descriptors).
+  // Queues files in batches (one lock and one wake-up per batch, not per
+  // file: with many small files the hand-off is otherwise the cost). Blocks
+  // while the queue is full, which bounds the open descriptors.
   void Push(Task t) {
+    pending_.push_back(std::move(t));
+    if (pending_.size() >= kBatch) Flush();
+  }
+  void Flush() {
+    if (pending_.empty()) return;
     std::unique_lock<std::mutex> l(mu_);
     not_full_.wait(l, [&] { return q_.size() < kMaxQueued || failed_; });
-    q_.push_back(std::move(t));
+    q_.push_back(std::move(pending_));
+    pending_.clear();
     not_empty_.notify_one();
   }
   void Finish() {
+    Flush();
     {
       std::lock_guard<std::mutex> l(mu_);
       done_ = true;
@@ -517,15 +544,13 @@ class CopyPool {
     std::lock_guard<std::mutex> l(mu_);
     if (!failed_) {
       failed_ = true;
+      failed_fast_ = true;
       status_ = std::move(s);
       side_ = side;
     }
     not_full_.notify_all();
   }
-  bool failed() {
-    std::lock_guard<std::mutex> l(mu_);
-    return failed_;
-  }
+  bool failed() { return failed_fast_.load(std::memory_order_relaxed); }
   Status status() {
     std::lock_guard<std::mutex> l(mu_);
     return status_;
@@ -538,26 +563,25 @@ class CopyPool {
   std::atomic<uint64_t> files{0};
 
  private:
-  static constexpr size_t kMaxQueued = 2048;
+  static constexpr size_t kBatch = 32;
+  static constexpr size_t kMaxQueued = 64;  // batches
 
   void Loop() {
     std::vector<char> buf(kLargeFile);
     for (;;) {
-      Task t;
+      std::vector<Task> batch;
       {
         std::unique_lock<std::mutex> l(mu_);
         not_empty_.wait(l, [&] { return !q_.empty() || done_; });
         if (q_.empty()) return;
-        t = std::move(q_.front());
+        batch = std::move(q_.front());
         q_.pop_front();
         not_full_.notify_one();
-        if (failed_) {
-          ::close(t.src);
-          continue;
-        }
       }
-      CopyOne(t, buf);
-      ::close(t.src);
+      for (auto& t : batch) {
+        if (!failed_fast_.load(std::memory_order_relaxed)) CopyOne(t, buf);
+        ::close(t.src);
+      }
     }
   }
 
@@ -661,7 +685,9 @@ class CopyPool {
   StageFs& fs_;
   std::mutex mu_;
   std::condition_variable not_empty_, not_full_;
-  std::deque<Task> q_;
+  std::deque<std::vector<Task>> q_;
+  std::vector<Task> pending_;  // the receiver's batch being filled
+  std::atomic<bool> failed_fast_{false};
   std::vector<std::thread> threads_;
   bool done_ = false;
   bool failed_ = false;
@@ -683,10 +709,12 @@ Status ScanSource(const std::string& src, const CopyOptions& o, std::vector<std:
   *side = FaultSide::kNone;
   manifest->clear();
   Child c;
-  Status s = StartChild(src, o.who, /*send_fds=*/false, &c);
+  Status s = StartChild(src, o.who, o.dirs_only ? WalkMode::kLight : WalkMode::kScan, &c);
   if (!s.ok()) { *side = FaultSide::kNode; return s; }
   s = Receive(&c, o.deadline, src, side, [&](Record& r) {
-    manifest->push_back(r.kind == kRoot ? std::string("root ") + r.type + " " + r.path : ManifestLine(r));
+    manifest->push_back(r.kind == kRoot ? std::string("root ") + r.type + " " + r.path
+                        : o.dirs_only   ? LightLine(r)
+                                        : ManifestLine(r));
     return Status::Ok();
   });
   StopChild(&c, !s.ok());
@@ -694,15 +722,17 @@ Status ScanSource(const std::string& src, const CopyOptions& o, std::vector<std:
 }
 
 Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_name, const CopyOptions& o,
-                CopyStats* stats, std::vector<std::string>* manifest, FaultSide* side) {
+                CopyStats* stats, std::vector<std::string>* manifest, FaultSide* side,
+                std::vector<std::string>* light) {
   *side = FaultSide::kNone;
+  if (light) light->clear();
   *stats = CopyStats();
   manifest->clear();
   StageFs& fs = o.fs ? *o.fs : DefaultStageFs();
   double t0 = MonotonicSeconds();
   RaiseFdLimit();
   Child c;
-  Status s = StartChild(src, o.who, /*send_fds=*/true, &c);
+  Status s = StartChild(src, o.who, WalkMode::kCopy, &c);
   if (!s.ok()) { *side = FaultSide::kNode; return s; }
 
   CopyPool pool(o, fs);
@@ -718,6 +748,7 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
     }
     if (r.kind == kRoot) {
       manifest->push_back(std::string("root ") + r.type + " " + r.path);
+      if (light) light->push_back(manifest->back());
       if (r.type == 'f') {
         ++expect_files;
         pool.Push({r.fd, dst_dir_fd, dst_name, dst_name, r.size, r.mode, r.mtime_sec, r.mtime_nsec});
@@ -734,6 +765,7 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
       return Status::Ok();
     }
     manifest->push_back(ManifestLine(r));
+    if (light) light->push_back(LightLine(r));
     if (droot < 0) { if (r.fd >= 0) ::close(r.fd); *side = FaultSide::kNode; return Status::IOError("source walker: entry before root"); }
     std::string shown = dst_name + "/" + r.path;
     if (r.type == 'd') {

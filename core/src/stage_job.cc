@@ -32,6 +32,7 @@ StageCacheOptions CacheOptionsFor(const Config& cfg) {
   o.quota = cfg.stage_cache_quota == 0 ? UINT64_MAX : cfg.stage_cache_quota;  // config 0: no limit
   unsigned n = cfg.stage_workers ? static_cast<unsigned>(cfg.stage_workers) : std::thread::hardware_concurrency();
   o.workers = std::max(2u, std::min(n, 64u));
+  o.verify_dirs_only = cfg.stage_verify == "dirs";
   return o;
 }
 

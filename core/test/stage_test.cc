@@ -534,6 +534,39 @@ TEST(StageCache, ReadsAsTheJobUser) {
   EXPECT_NE(s.message().find("Permission denied"), std::string::npos) << s.message();
 }
 
+TEST(StageCache, DirsOnlyVerifyCatchesAddedFilesButNotInPlaceRewrites) {
+  TempDir t;
+  ::chmod(t.path().c_str(), 0755);
+  std::string src = t.path() + "/src";
+  MakeDataset(src);
+  auto o = CacheOpts(t.path() + "/cache");
+  o.verify_dirs_only = true;
+  StagedDataset d;
+  FaultSide side;
+  ASSERT_TRUE(StageDataset(o, src, {}, "601", &d, &side).ok());
+  ASSERT_TRUE(StageDataset(o, src, {}, "602", &d, &side).ok());
+  EXPECT_TRUE(d.hit);
+  // Rewritten in place, same name: the documented blind spot of "dirs".
+  Write(src + "/a/f3", "changed");
+  ASSERT_TRUE(StageDataset(o, src, {}, "603", &d, &side).ok());
+  EXPECT_TRUE(d.hit);
+  // A new file changes its directory's mtime: caught.
+  struct timespec ts[2] = {{0, UTIME_OMIT}, {1600000000, 0}};
+  ::utimensat(AT_FDCWD, (src + "/a/b").c_str(), ts, 0);  // whatever the clock's granularity
+  Write(src + "/a/b/new", "new");
+  ASSERT_TRUE(StageDataset(o, src, {}, "604", &d, &side).ok());
+  EXPECT_FALSE(d.hit);
+  EXPECT_EQ(Read(d.data_path + "/a/b/new"), "new");
+  EXPECT_EQ(Read(d.data_path + "/a/f3"), "changed");
+  if (::geteuid() != 0 || !::getpwnam("nobody")) return;
+  // Another reader gets the full check, so a file it can't read is refused.
+  Write(src + "/a/f3", "root only", 0600);
+  struct passwd* nobody = ::getpwnam("nobody");
+  StageIdentity who{true, nobody->pw_uid, nobody->pw_gid, "nobody"};
+  Status s = StageDataset(o, src, who, "605", &d, &side);
+  EXPECT_NE(s.message().find(src + "/a/f3: Permission denied"), std::string::npos) << s.message();
+}
+
 TEST(StageJob, PrometheusNamesEveryFigure) {
   std::string p = StagePrometheus("n1", {{"stage.bytes", "42"}, {"stage.cache_hits", "1"}});
   EXPECT_NE(p.find("preflight_stage_last_bytes{node=\"n1\"} 42\n"), std::string::npos);

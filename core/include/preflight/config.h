@@ -84,6 +84,9 @@ struct Config {
   uint64_t stage_cache_quota = 0;
   uint64_t stage_workers = 0;
   uint32_t stage_timeout_ms = 3600000;
+  // Cache reuse check: "files" (stat + access of every file as the job
+  // user) or "dirs" (directories only, for the uid that built the copy).
+  std::string stage_verify = "files";
 
   // Where the config was read from (empty: defaults only).
   std::string source;

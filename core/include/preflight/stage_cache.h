@@ -16,12 +16,13 @@
 //                       syncfs(), so a crash mid-copy is never served.
 // <key> is a 64-bit FNV-1a hash of the source path as given (hex).
 //
-// Unchanged check (the "content check" this site uses): a fresh walk of
+// Unchanged check (the "content check" a site chooses, stage_verify):
+// files (default): a fresh walk of
 // the source as the job user gives its manifest (every path, type, mode,
 // size and mtime, and the resolved source path), compared with the one
 // stored at build time. Equal: reuse. The walk also re-checks that this
 // user may read every file, so one user's copy is served to another only
-// if that user could read the source too.
+// if that user could read the source too. dirs: see verify_dirs_only.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +40,10 @@ struct StageCacheOptions {
   unsigned workers = 4;
   double deadline = 0;       // MonotonicSeconds() deadline; 0: none
   StageFs* fs = nullptr;
+  // stage_verify = dirs: reuse on the light manifest (stage_copy.h) when
+  // the reader is the uid that built the copy; any other reader still gets
+  // the full walk, since only it checks that reader's access to each file.
+  bool verify_dirs_only = false;
 };
 
 struct StagedDataset {

@@ -74,6 +74,8 @@ struct CopyOptions {
   double deadline = 0;     // MonotonicSeconds() after which to give up; 0: none
   StageFs* fs = nullptr;   // nullptr: DefaultStageFs()
   StageIdentity who;
+  // ScanSource only: the light walk (see below).
+  bool dirs_only = false;
 };
 
 struct CopyStats {
@@ -87,16 +89,23 @@ struct CopyStats {
 // The manifest: one line per entry, first "root <d|f> <resolved source>",
 // then "d MODE PATH", "f MODE SIZE MTIME.NSEC PATH", "l PATH -> TARGET".
 // Two manifests are the same dataset iff SameManifest.
-bool SameManifest(std::vector<std::string> a, std::vector<std::string> b);
+// The light manifest costs one stat per directory, none per file: "root",
+// "d MODE MTIME PATH", "f PATH", "l PATH -> TARGET". It catches files
+// added, removed or renamed (directory mtimes change) but not a file
+// rewritten in place; sites choose it with stage_verify = dirs.
+bool SameManifest(const std::vector<std::string>& a, const std::vector<std::string>& b);
 
 // Copy `src` into `dst_dir_fd`/`dst_name` (which must not exist): a
 // directory tree or one file, as the source is. On failure the partial
 // copy is left for the caller to remove and *side says whose fault.
+// `light`, if given, receives the light manifest of the same walk.
 Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_name, const CopyOptions& o,
-                CopyStats* stats, std::vector<std::string>* manifest, FaultSide* side);
+                CopyStats* stats, std::vector<std::string>* manifest, FaultSide* side,
+                std::vector<std::string>* light = nullptr);
 
 // The same walk without copying: stat and access(R_OK) of every entry as
 // `o.who`, giving the manifest the cache compares (no descriptors pass).
+// With o.dirs_only, the light manifest (no per-file stat or access check).
 Status ScanSource(const std::string& src, const CopyOptions& o, std::vector<std::string>* manifest,
                   FaultSide* side);
 
