@@ -109,21 +109,6 @@ uint64_t InfoNum(const std::map<std::string, std::string>& m, const char* k) {
   return it == m.end() ? 0 : std::strtoull(it->second.c_str(), nullptr, 10);
 }
 
-Expected<std::vector<std::string>> ReadManifest(const std::string& path) {
-  auto t = ReadWholeFile(path);
-  if (!t) return t.status();
-  std::vector<std::string> v;
-  std::string& s = *t;
-  size_t i = 0;
-  while (i < s.size()) {
-    size_t j = s.find('\n', i);
-    if (j == std::string::npos) j = s.size();
-    v.push_back(s.substr(i, j - i));
-    i = j + 1;
-  }
-  return v;
-}
-
 void Touch(const std::string& path) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd >= 0) {
@@ -198,21 +183,33 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
   std::string cur = ReadTrim(keydir + "/current");
   if (!cur.empty()) {
     auto info = ReadInfo(keydir + "/" + cur + "/info");
-    bool light = o.verify_dirs_only && info.count("uid") && info["uid"] == std::to_string(reader);
-    auto stored = ReadManifest(keydir + "/" + cur + (light ? "/manifest.light" : "/manifest"));
-    if (stored) {
-      std::vector<std::string> now;
+    bool light = o.verify_dirs_only && info["type"] == "d" && info["uid"] == std::to_string(reader);
+    std::vector<std::string> dirs;
+    if (light) {
+      auto text = ReadWholeFile(keydir + "/" + cur + "/dirs");
+      light = text.ok();
+      if (light) {
+        std::istringstream in(*text);
+        std::string l;
+        while (std::getline(in, l)) dirs.push_back(l);
+      }
+    }
+    std::string stored = info[light ? "digest_light" : "digest"];
+    if (!stored.empty()) {
+      std::string now;
       co.dirs_only = light;
-      s = ScanSource(source, co, &now, side);
+      co.light_dirs = &dirs;
+      s = ScanSource(source, co, nullptr, side, &now);
       co.dirs_only = false;
+      co.light_dirs = nullptr;
       if (!s.ok()) return s;
-      if (SameManifest(now, *stored)) {
+      if (now == stored) {
         out->hit = true;
         out->version = cur;
         out->bytes = InfoNum(info, "bytes");
         out->files = InfoNum(info, "files");
-        out->real_source = now.empty() ? "" : now[0].substr(7);
-        out->is_dir = !now.empty() && now[0].compare(0, 6, "root d") == 0;
+        out->real_source = info["real"];
+        out->is_dir = info["type"] != "f";
         out->data_path = keydir + "/" + cur + "/data";
         s = WriteFileAtomic(keydir + "/refs/" + job_id, cur + "\n", 0600);
         if (!s.ok()) { *side = FaultSide::kNode; return s; }
@@ -243,12 +240,17 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
       return m;
     };
     s = WriteFileAtomic(tmp + "/manifest", join(manifest), 0600);
-    if (s.ok()) s = WriteFileAtomic(tmp + "/manifest.light", join(light), 0600);
+    std::vector<std::string> dirs;  // the light check's list: "d MODE CTIME PATH" -> PATH
+    for (const auto& l : light)
+      if (l[0] == 'd') dirs.push_back(l.substr(l.find(' ', l.find(' ', 2) + 1) + 1));
+    if (s.ok()) s = WriteFileAtomic(tmp + "/dirs", join(dirs), 0600);
     if (s.ok()) {
       std::string info = "source=" + source + "\nreal=" + (manifest.empty() ? "" : manifest[0].substr(7)) +
                          "\nbytes=" + std::to_string(st.bytes) + "\nfiles=" + std::to_string(st.files) +
                          "\ndirs=" + std::to_string(st.dirs) + "\nseconds=" + std::to_string(st.seconds) +
-                         "\nuid=" + std::to_string(reader) + "\n";
+                         "\nuid=" + std::to_string(reader) + "\ndigest=" + DigestOf(manifest) +
+                         "\ndigest_light=" + DigestOf(light) + "\ntype=" +
+                         (!manifest.empty() && manifest[0].compare(0, 6, "root f") == 0 ? "f" : "d") + "\n";
       s = WriteFileAtomic(tmp + "/info", info, 0600);
     }
     if (!s.ok()) *side = s.message().find("No space") != std::string::npos ? FaultSide::kDestSpace : FaultSide::kNode;

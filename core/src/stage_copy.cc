@@ -64,6 +64,40 @@ bool SameManifest(const std::vector<std::string>& a_in, const std::vector<std::s
 }
 
 namespace {
+uint64_t Mix(uint64_t x) {  // splitmix64's finaliser
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
+void ManifestDigest::Add(const std::string& line) {
+  uint64_t h1 = 1469598103934665603ull, h2 = 0x84222325cbf29ce4ull;
+  for (unsigned char c : line) {
+    h1 = (h1 ^ c) * 1099511628211ull;
+    h2 = (h2 ^ c) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
+  }
+  ++n_;
+  a_ += Mix(h1 ^ line.size());
+  b_ += Mix(h2 + 0x632be59bd9b4e019ull);
+}
+
+std::string ManifestDigest::str() const {
+  char b[64];
+  std::snprintf(b, sizeof b, "%llu-%016llx-%016llx", static_cast<unsigned long long>(n_),
+                static_cast<unsigned long long>(a_), static_cast<unsigned long long>(b_));
+  return b;
+}
+
+std::string DigestOf(const std::vector<std::string>& lines) {
+  ManifestDigest d;
+  for (const auto& l : lines) d.Add(l);
+  return d.str();
+}
+
+namespace {
 
 // ---- wire format between the walker child and the parent ------------------
 enum Kind : uint8_t { kRoot = 1, kEntry = 2, kError = 3, kEnd = 4 };
@@ -78,6 +112,9 @@ struct Wire {
   uint32_t mtime_nsec;
   uint64_t size;
   int64_t mtime_sec;
+  int64_t ctime_sec;
+  uint32_t ctime_nsec;
+  uint32_t pad2;
 };
 constexpr size_t kMsgBytes = 60 * 1024;
 constexpr size_t kMaxFdsPerMsg = 128;  // below SCM_MAX_FD (253)
@@ -90,22 +127,20 @@ struct Record {
   uint64_t size;
   int64_t mtime_sec;
   uint32_t mtime_nsec;
+  int64_t ctime_sec = 0;
+  uint32_t ctime_nsec = 0;
   std::string path;
   std::string link;
   int fd = -1;
 };
 
+// Light lines: directories only, by ctime (which, unlike mtime, no user can
+// set: any entry added, removed or renamed in a directory moves it).
 std::string LightLine(const Record& r) {
   char head[96];
-  switch (r.type) {
-    case 'd':
-      std::snprintf(head, sizeof head, "d %o %lld.%09u ", r.mode & 07777, static_cast<long long>(r.mtime_sec), r.mtime_nsec);
-      return head + r.path;
-    case 'f':
-      return "f " + r.path;
-    default:
-      return "l " + r.path + " -> " + r.link;
-  }
+  std::snprintf(head, sizeof head, "%c %o %lld.%09u ", r.kind == kRoot ? 'R' : 'd', r.mode & 07777,
+                static_cast<long long>(r.ctime_sec), r.ctime_nsec);
+  return head + r.path;
 }
 
 std::string ManifestLine(const Record& r) {
@@ -143,6 +178,8 @@ class Sender {
       w.size = static_cast<uint64_t>(st->st_size);
       w.mtime_sec = st->st_mtim.tv_sec;
       w.mtime_nsec = static_cast<uint32_t>(st->st_mtim.tv_nsec);
+      w.ctime_sec = st->st_ctim.tv_sec;
+      w.ctime_nsec = static_cast<uint32_t>(st->st_ctim.tv_nsec);
     }
     const char* p = reinterpret_cast<const char*>(&w);
     buf_.insert(buf_.end(), p, p + sizeof w);
@@ -193,6 +230,33 @@ struct Walker {
   WalkMode mode;
   std::string root;  // resolved source path
   std::string error;
+  // Scans for the cache's check digest here and send only the digest: no
+  // per-entry traffic. (This process runs our code only, and is not
+  // dumpable, so the user can't feed it a digest.)
+  bool local_digest = false;
+  ManifestDigest digest;
+  const std::vector<std::string>* light_dirs = nullptr;  // kLight: the directories to stat
+
+  bool Emit(Kind kind, char type, const struct stat* st, const std::string& path, const std::string& link, int fd) {
+    if (!local_digest) return out->Add(kind, type, st, path, link, fd);
+    if (kind == kRoot && mode != WalkMode::kLight) {
+      digest.Add(std::string("root ") + type + " " + path);
+      return true;
+    }
+    Record r;
+    r.kind = kind;
+    r.type = type;
+    r.mode = st ? st->st_mode : 0;
+    r.size = st ? static_cast<uint64_t>(st->st_size) : 0;
+    r.mtime_sec = st ? st->st_mtim.tv_sec : 0;
+    r.mtime_nsec = st ? static_cast<uint32_t>(st->st_mtim.tv_nsec) : 0;
+    r.ctime_sec = st ? st->st_ctim.tv_sec : 0;
+    r.ctime_nsec = st ? static_cast<uint32_t>(st->st_ctim.tv_nsec) : 0;
+    r.path = path;
+    r.link = link;
+    digest.Add(mode == WalkMode::kLight ? LightLine(r) : ManifestLine(r));
+    return true;
+  }
 
   bool Fail(const std::string& what, int err) {
     error = what + ": " + std::strerror(err);
@@ -265,22 +329,22 @@ struct Walker {
       if (t == DT_DIR) {
         int sub = ::openat(dirfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (sub < 0 || ::fstat(sub, &st) != 0) { ok = Fail(root + "/" + path, errno); if (sub >= 0) ::close(sub); break; }
-        if (!out->Add(kEntry, 'd', &st, path, "", -1)) { ok = Fail("sending to the stager", errno); ::close(sub); break; }
+        if (!Emit(kEntry, 'd', &st, path, "", -1)) { ok = Fail("sending to the stager", errno); ::close(sub); break; }
         ok = Walk(sub, path);
         ::close(sub);
         if (!ok) break;
       } else if (t == DT_REG) {
         if (mode == WalkMode::kLight) {
-          if (!out->Add(kEntry, 'f', nullptr, path, "", -1)) { ok = Fail("sending to the stager", errno); break; }
+          if (!Emit(kEntry, 'f', nullptr, path, "", -1)) { ok = Fail("sending to the stager", errno); break; }
         } else if (mode == WalkMode::kCopy) {
           int fd = ::openat(dirfd, n, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
           if (fd < 0 || ::fstat(fd, &st) != 0) { ok = Fail(root + "/" + path, errno); if (fd >= 0) ::close(fd); break; }
           if (!S_ISREG(st.st_mode)) { ::close(fd); error = root + "/" + path + ": changed type while walking"; ok = false; break; }
-          if (!out->Add(kEntry, 'f', &st, path, "", fd)) { ok = Fail("sending to the stager", errno); break; }
+          if (!Emit(kEntry, 'f', &st, path, "", fd)) { ok = Fail("sending to the stager", errno); break; }
         } else {
           if (::fstatat(dirfd, n, &st, AT_SYMLINK_NOFOLLOW) != 0) { ok = Fail(root + "/" + path, errno); break; }
           if (::faccessat(dirfd, n, R_OK, AT_SYMLINK_NOFOLLOW) != 0) { ok = Fail(root + "/" + path, errno); break; }
-          if (!out->Add(kEntry, 'f', &st, path, "", -1)) { ok = Fail("sending to the stager", errno); break; }
+          if (!Emit(kEntry, 'f', &st, path, "", -1)) { ok = Fail("sending to the stager", errno); break; }
         }
       } else if (t == DT_LNK) {
         char buf[PATH_MAX];
@@ -288,7 +352,7 @@ struct Walker {
         if (len < 0) { ok = Fail(root + "/" + path, errno); break; }
         std::string target(buf, static_cast<size_t>(len));
         if (!CheckLink(rel, path, target)) { ok = false; break; }
-        if (!out->Add(kEntry, 'l', nullptr, path, target, -1)) { ok = Fail("sending to the stager", errno); break; }
+        if (!Emit(kEntry, 'l', nullptr, path, target, -1)) { ok = Fail("sending to the stager", errno); break; }
       } else {
         error = root + "/" + path + ": not a regular file, directory or symlink (fifo, socket or device); refused";
         ok = false;
@@ -306,8 +370,21 @@ struct Walker {
     int fd = ::open(real, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || ::fstat(fd, &st) != 0) { int e = errno; if (fd >= 0) ::close(fd); return Fail(src, e); }
+    if (S_ISDIR(st.st_mode) && mode == WalkMode::kLight) {
+      // O(directories): stat each directory the copy recorded. Any change
+      // of entries anywhere moves some directory's ctime, including one
+      // replaced by a symlink (its parent's). A missing one reads "x".
+      Emit(kRoot, 'd', &st, root, "", -1);
+      for (const auto& d : *light_dirs) {
+        struct stat ds;
+        if (::fstatat(fd, d.c_str(), &ds, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(ds.st_mode)) Emit(kEntry, 'd', &ds, d, "", -1);
+        else digest.Add("x " + d);
+      }
+      ::close(fd);
+      return true;
+    }
     if (S_ISDIR(st.st_mode)) {
-      if (!out->Add(kRoot, 'd', &st, root, "", -1)) { ::close(fd); return Fail("sending to the stager", errno); }
+      if (!Emit(kRoot, 'd', &st, root, "", -1)) { ::close(fd); return Fail("sending to the stager", errno); }
       bool ok = Walk(fd, "");
       ::close(fd);
       return ok;
@@ -322,7 +399,7 @@ struct Walker {
       if (::access(real, R_OK) != 0) return Fail(src, errno);
       fd = -1;
     }
-    if (!out->Add(kRoot, 'f', &st, root, "", fd)) return Fail("sending to the stager", errno);
+    if (!Emit(kRoot, 'f', &st, root, "", fd)) return Fail("sending to the stager", errno);
     return true;
   }
 };
@@ -348,7 +425,8 @@ bool DropPrivileges(const StageIdentity& who, std::string* error) {
   return true;
 }
 
-[[noreturn]] void ChildMain(int sock, const std::string& src, const StageIdentity& who, WalkMode mode) {
+[[noreturn]] void ChildMain(int sock, const std::string& src, const StageIdentity& who, WalkMode mode,
+                            bool local_digest, const std::vector<std::string>* light_dirs) {
   // Only the socket and stdio survive: the parent's lock and cache fds must
   // not live on in a process running as the user.
   if (sock != 3) {
@@ -363,9 +441,9 @@ bool DropPrivileges(const StageIdentity& who, std::string* error) {
   } else {
     ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);  // after the uid change, which clears it
-    Walker w{&out, mode, "", ""};
+    Walker w{&out, mode, "", "", local_digest, {}, light_dirs};
     if (w.Run(src)) {
-      out.Add(kEnd, 0, nullptr, "", "", -1);
+      out.Add(kEnd, 0, nullptr, local_digest ? w.digest.str() : "", "", -1);
       out.Flush();
       ::_exit(0);
     }
@@ -382,7 +460,8 @@ struct Child {
   int sock = -1;
 };
 
-Status StartChild(const std::string& src, const StageIdentity& who, WalkMode mode, Child* c) {
+Status StartChild(const std::string& src, const StageIdentity& who, WalkMode mode, Child* c,
+                  bool local_digest = false, const std::vector<std::string>* light_dirs = nullptr) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return Status::FromErrno(errno, "socketpair");
   pid_t pid = ::fork();
@@ -394,7 +473,7 @@ Status StartChild(const std::string& src, const StageIdentity& who, WalkMode mod
   }
   if (pid == 0) {
     ::close(sv[0]);
-    ChildMain(sv[1], src, who, mode);
+    ChildMain(sv[1], src, who, mode, local_digest, light_dirs);
   }
   ::close(sv[1]);
   c->pid = pid;
@@ -417,7 +496,8 @@ void StopChild(Child* c, bool kill) {
 // Returns false with *error/*side on a child error, timeout or protocol
 // failure; true at kEnd.
 template <class F>
-Status Receive(Child* c, double deadline, const std::string& src, FaultSide* side, F&& on_record) {
+Status Receive(Child* c, double deadline, const std::string& src, FaultSide* side, F&& on_record,
+               std::string* end_text = nullptr) {
   std::vector<char> buf(kMsgBytes + 1024);
   std::vector<char> ctl(CMSG_SPACE(sizeof(int) * 256));
   for (;;) {
@@ -469,6 +549,8 @@ Status Receive(Child* c, double deadline, const std::string& src, FaultSide* sid
       r.size = w.size;
       r.mtime_sec = w.mtime_sec;
       r.mtime_nsec = w.mtime_nsec;
+      r.ctime_sec = w.ctime_sec;
+      r.ctime_nsec = w.ctime_nsec;
       r.path.assign(buf.data() + off, w.path_len);
       off += w.path_len;
       r.link.assign(buf.data() + off, w.link_len);
@@ -487,7 +569,11 @@ Status Receive(Child* c, double deadline, const std::string& src, FaultSide* sid
           s = Status::IOError(r.path);
         return s;
       }
-      if (r.kind == kEnd) { close_rest(); return Status::Ok(); }
+      if (r.kind == kEnd) {
+        close_rest();
+        if (end_text) *end_text = r.path;
+        return Status::Ok();
+      }
       Status s = on_record(r);  // takes ownership of r.fd
       if (!s.ok()) { close_rest(); return s; }
     }
@@ -705,19 +791,28 @@ void RaiseFdLimit() {
 
 }  // namespace
 
-Status ScanSource(const std::string& src, const CopyOptions& o, std::vector<std::string>* manifest, FaultSide* side) {
+Status ScanSource(const std::string& src, const CopyOptions& o, std::vector<std::string>* manifest, FaultSide* side,
+                  std::string* digest) {
   *side = FaultSide::kNone;
-  manifest->clear();
+  if (manifest) manifest->clear();
+  ManifestDigest dg;
   Child c;
-  Status s = StartChild(src, o.who, o.dirs_only ? WalkMode::kLight : WalkMode::kScan, &c);
+  bool local = manifest == nullptr;  // digest only: the walker computes it
+  bool light = o.dirs_only && o.light_dirs != nullptr && local;
+  Status s = StartChild(src, o.who, light ? WalkMode::kLight : WalkMode::kScan, &c, local, o.light_dirs);
   if (!s.ok()) { *side = FaultSide::kNode; return s; }
-  s = Receive(&c, o.deadline, src, side, [&](Record& r) {
-    manifest->push_back(r.kind == kRoot ? std::string("root ") + r.type + " " + r.path
-                        : o.dirs_only   ? LightLine(r)
-                                        : ManifestLine(r));
-    return Status::Ok();
-  });
+  std::string end;
+  s = Receive(
+      &c, o.deadline, src, side,
+      [&](Record& r) {
+        std::string line = r.kind == kRoot ? std::string("root ") + r.type + " " + r.path : ManifestLine(r);
+        dg.Add(line);
+        if (manifest) manifest->push_back(std::move(line));
+        return Status::Ok();
+      },
+      &end);
   StopChild(&c, !s.ok());
+  if (digest) *digest = local ? end : dg.str();
   return s;
 }
 
@@ -748,7 +843,7 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
     }
     if (r.kind == kRoot) {
       manifest->push_back(std::string("root ") + r.type + " " + r.path);
-      if (light) light->push_back(manifest->back());
+      if (light && r.type == 'd') light->push_back(LightLine(r));
       if (r.type == 'f') {
         ++expect_files;
         pool.Push({r.fd, dst_dir_fd, dst_name, dst_name, r.size, r.mode, r.mtime_sec, r.mtime_nsec});
@@ -765,7 +860,7 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
       return Status::Ok();
     }
     manifest->push_back(ManifestLine(r));
-    if (light) light->push_back(LightLine(r));
+    if (light && r.type == 'd') light->push_back(LightLine(r));
     if (droot < 0) { if (r.fd >= 0) ::close(r.fd); *side = FaultSide::kNode; return Status::IOError("source walker: entry before root"); }
     std::string shown = dst_name + "/" + r.path;
     if (r.type == 'd') {
@@ -781,6 +876,7 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
     return Status::Ok();
   });
   StopChild(&c, !s.ok());
+  if (!s.ok() && !aborted) pool.Fail(s, *side);  // workers skip what is queued
   pool.Finish();
   if (droot >= 0) ::close(droot);
   if (pool.failed()) {

@@ -142,6 +142,10 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMa
   if (!s.ok()) { fail(s.message(), true); return r; }
 
   for (const auto& src : *sources) {
+    if (src.list || src.path.empty() || src.path[0] != '/') {
+      fail("'" + src.path + "': not an absolute path (the submit side resolves paths; was --stage checked?)", false);
+      break;
+    }
     StagedDataset d;
     FaultSide side;
     s = StageDataset(co, src.path, who, job.job_id, &d, &side);

@@ -194,6 +194,16 @@ TEST(CopyTree, CopiesATreeFaithfully) {
   ASSERT_TRUE(ScanSource(t.path() + "/src", Opts(), &scan, &side).ok());
   EXPECT_TRUE(SameManifest(scan, m));
   EXPECT_EQ(m[0], "root d " + t.path() + "/src");
+  // The digest the walker computes alone (the cache's check) is the one of
+  // the manifest the copy recorded, and does not depend on line order.
+  std::string digest;
+  ASSERT_TRUE(ScanSource(t.path() + "/src", Opts(), nullptr, &side, &digest).ok());
+  EXPECT_EQ(digest, DigestOf(m));
+  std::vector<std::string> reversed(m.rbegin(), m.rend());
+  EXPECT_EQ(DigestOf(reversed), digest);
+  std::vector<std::string> changed = m;
+  changed.back() += "x";
+  EXPECT_NE(DigestOf(changed), digest);
 }
 
 TEST(CopyTree, CopiesASingleFile) {
@@ -438,6 +448,24 @@ TEST(StageCache, KilledMidCopyIsNeverServedAndTheLockIsFreed) {
   ASSERT_TRUE(StageDataset(o, src, {}, "202", &d, &side).ok());
   EXPECT_FALSE(d.hit);
   EXPECT_EQ(Read(d.data_path + "/a/b/c/big"), Blob(3 << 20, 'x'));
+  EXPECT_TRUE(Versions(keydir, "tmp-").empty());
+}
+
+TEST(StageCache, TimeoutFailsWithoutPublishing) {
+  TempDir t;
+  std::string src = t.path() + "/src";
+  MakeDataset(src);
+  auto o = CacheOpts(t.path() + "/cache");
+  o.deadline = MonotonicSeconds() - 1;  // already past: no sleeping in tests
+  StagedDataset d;
+  FaultSide side;
+  Status s = StageDataset(o, src, {}, "251", &d, &side);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Status::Code::kTimeout);
+  EXPECT_EQ(side, FaultSide::kSource);
+  EXPECT_NE(s.message().find("timed out"), std::string::npos) << s.message();
+  std::string keydir = o.dir + "/" + StageCacheKey(src);
+  EXPECT_TRUE(Versions(keydir, "v-").empty());
   EXPECT_TRUE(Versions(keydir, "tmp-").empty());
 }
 

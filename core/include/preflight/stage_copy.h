@@ -74,8 +74,10 @@ struct CopyOptions {
   double deadline = 0;     // MonotonicSeconds() after which to give up; 0: none
   StageFs* fs = nullptr;   // nullptr: DefaultStageFs()
   StageIdentity who;
-  // ScanSource only: the light walk (see below).
+  // ScanSource only, digest only: the light check (see below) of a
+  // directory source, statting just these directories (relative paths).
   bool dirs_only = false;
+  const std::vector<std::string>* light_dirs = nullptr;
 };
 
 struct CopyStats {
@@ -89,15 +91,31 @@ struct CopyStats {
 // The manifest: one line per entry, first "root <d|f> <resolved source>",
 // then "d MODE PATH", "f MODE SIZE MTIME.NSEC PATH", "l PATH -> TARGET".
 // Two manifests are the same dataset iff SameManifest.
-// The light manifest costs one stat per directory, none per file: "root",
-// "d MODE MTIME PATH", "f PATH", "l PATH -> TARGET". It catches files
-// added, removed or renamed (directory mtimes change) but not a file
-// rewritten in place; sites choose it with stage_verify = dirs.
+// The light manifest of a directory source lists only directories, by
+// ctime: "R MODE CTIME ROOT", "d MODE CTIME PATH". Checking it costs one
+// stat per directory the copy recorded, none per file, and no listing. It
+// catches entries added, removed or renamed anywhere (a directory's ctime
+// moves, and no user can set a ctime) but not a file rewritten in place;
+// sites choose it with stage_verify = dirs.
 bool SameManifest(const std::vector<std::string>& a, const std::vector<std::string>& b);
 
 // Copy `src` into `dst_dir_fd`/`dst_name` (which must not exist): a
 // directory tree or one file, as the source is. On failure the partial
 // copy is left for the caller to remove and *side says whose fault.
+// An order-independent digest of a manifest (readdir order may change
+// without the dataset changing): the line count and two sums of
+// independently mixed 64-bit hashes of the lines, "N-HEX-HEX". The cache
+// compares digests, so a reuse check holds no line in memory.
+class ManifestDigest {
+ public:
+  void Add(const std::string& line);
+  std::string str() const;
+
+ private:
+  uint64_t n_ = 0, a_ = 0, b_ = 0;
+};
+std::string DigestOf(const std::vector<std::string>& lines);
+
 // `light`, if given, receives the light manifest of the same walk.
 Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_name, const CopyOptions& o,
                 CopyStats* stats, std::vector<std::string>* manifest, FaultSide* side,
@@ -105,9 +123,10 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
 
 // The same walk without copying: stat and access(R_OK) of every entry as
 // `o.who`, giving the manifest the cache compares (no descriptors pass).
-// With o.dirs_only, the light manifest (no per-file stat or access check).
+// With o.dirs_only and o.light_dirs (and no `manifest`), the light digest.
+// `manifest` may be nullptr when only `digest` is wanted.
 Status ScanSource(const std::string& src, const CopyOptions& o, std::vector<std::string>* manifest,
-                  FaultSide* side);
+                  FaultSide* side, std::string* digest = nullptr);
 
 // Remove `name` under `dirfd` recursively without following symlinks;
 // refuses (EBUSY) to descend into a mount point.
