@@ -5,6 +5,7 @@
 // Subcommands added by later components register in kCommands below.
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <exception>
 #include <iostream>
 
@@ -15,6 +16,7 @@
 #include "preflight/pairing_check.h"
 #include "preflight/topo.h"
 #include "preflight/topo_load.h"
+#include "preflight/stage_job.h"
 
 namespace {
 
@@ -118,6 +120,76 @@ int TopoCmd(const std::vector<std::string>& args, const CommonCli& cli) {
   return 0;
 }
 
+// preflight cache ls|gc|rm KEY|SOURCE [--node N]: this node's --stage cache.
+// gc trims to stage_cache_quota (leftovers of crashed builds always go);
+// rm refuses a dataset a job uses. Node: `--set`/config `%n` expansion uses
+// the host's short name unless the last word is `node=NAME`.
+int CacheCmd(const std::vector<std::string>& args_in, const CommonCli& cli) {
+  std::vector<std::string> args = args_in;
+  std::string node = ShortHostname();
+  if (!args.empty() && args.back().rfind("node=", 0) == 0) {
+    node = args.back().substr(5);
+    args.pop_back();
+  }
+  std::string sub = args.empty() ? "ls" : args[0];
+  auto cfg = LoadCliConfig(cli, node);
+  if (!cfg) {
+    Log(LogLevel::kError, "cache", "site config", cfg.status().message());
+    return 1;
+  }
+  if (cfg->stage_dir.empty()) {
+    Log(LogLevel::kError, "cache", "no stage_dir in " + (cfg->source.empty() ? std::string("the config") : cfg->source), "staging is disabled");
+    return 1;
+  }
+  StageCacheOptions o = CacheOptionsFor(*cfg);
+  if (sub == "ls" && args.size() <= 1) {
+    auto list = ListCache(o);
+    if (!list) {
+      Log(LogLevel::kError, "cache", "ls", list.status().message());
+      return 1;
+    }
+    std::printf("%-16s %10s %9s %-20s %-12s %s\n", "KEY", "BYTES", "FILES", "LAST_USED", "JOBS", "SOURCE");
+    for (const auto& e : *list) {
+      char when[32] = "-";
+      time_t t = static_cast<time_t>(e.last_used);
+      if (t > 0) std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", std::gmtime(&t));
+      std::string jobs;
+      for (const auto& j : e.jobs) jobs += (jobs.empty() ? "" : ",") + j;
+      if (e.busy) jobs += jobs.empty() ? "(staging)" : ",(staging)";
+      std::printf("%-16s %10llu %9llu %-20s %-12s %s\n", e.key.c_str(), static_cast<unsigned long long>(e.bytes),
+                  static_cast<unsigned long long>(e.files), when, jobs.empty() ? "-" : jobs.c_str(), e.source.c_str());
+    }
+    std::printf("total %llu bytes in %zu dataset(s), quota %s\n", static_cast<unsigned long long>(CacheBytes(*list)),
+                list->size(), o.quota == UINT64_MAX ? "none" : std::to_string(o.quota).c_str());
+    return 0;
+  }
+  if (sub == "gc" && args.size() <= 1) {
+    std::vector<std::string> removed;
+    Status s = TrimCache(o, o.quota, &removed);
+    for (const auto& r : removed) std::printf("removed %s\n", r.c_str());
+    if (!s.ok()) {
+      Log(LogLevel::kError, "cache", "gc", s.message());
+      return 1;
+    }
+    return 0;
+  }
+  if (sub == "rm" && args.size() >= 2) {
+    int rc = 0;
+    for (size_t i = 1; i < args.size(); ++i) {
+      Status s = RemoveCacheEntry(o, args[i]);
+      if (!s.ok()) {
+        Log(LogLevel::kError, "cache", "rm " + args[i], s.message());
+        rc = 1;
+      } else {
+        std::printf("removed %s\n", args[i].c_str());
+      }
+    }
+    return rc;
+  }
+  Log(LogLevel::kError, "cache", "bad arguments", "expected ls, gc or rm KEY|SOURCE... [node=NAME]");
+  return 2;
+}
+
 struct Command {
   const char* name;
   const char* usage;
@@ -128,6 +200,7 @@ const Command kCommands[] = {
     {"config", "config check|show|keys [NODE]   validate, print or list the site config", ConfigCmd},
     {"options", "options                         the job options the SPANK plugin adds", OptionsCmd},
     {"topo", "topo [--xml F] [--gpus L] [--json] GPU-NIC table and the env a task would get", TopoCmd},
+    {"cache", "cache ls|gc|rm KEY|SRC [node=N]  list, trim or remove --stage cached datasets", CacheCmd},
 };
 
 int Main(int argc, char** argv) {

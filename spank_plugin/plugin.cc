@@ -61,6 +61,7 @@ int OptionCallback(int val, const char* optarg, int remote) {
     for (const auto& o : UserOptions()) {
       if (o.val != val) continue;
       Status s = o.apply(optarg, State().opts);
+      if (s.ok() && !remote && o.resolve_local != nullptr) s = o.resolve_local(State().opts);
       if (!s.ok()) {
         Log(LogLevel::kError, remote ? "remote" : "submit", "refusing --" + std::string(o.name), s.message());
         return -1;

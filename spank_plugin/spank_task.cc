@@ -10,6 +10,8 @@ extern "C" {
 
 #include "preflight/fileutil.h"
 #include "preflight/log.h"
+#include "preflight/stage.h"
+#include "preflight/stage_job.h"
 
 namespace preflight::spank {
 
@@ -38,12 +40,54 @@ void SetIfUnset(spank_t sp, const char* name, const std::string& value) {
     Log(LogLevel::kError, "task_init", std::string("cannot set ") + name, spank_strerror(rc));
 }
 
+// --stage: point the task at this node's view, or refuse to start it when
+// the prolog could not stage. task_init failing makes slurmstepd end the
+// task with status 1 (the job fails with our message in its stderr) and
+// does not drain the node, unlike a failing prolog; see stage_job.h.
+int StageTaskInit(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
+  bool found = false;
+  std::string spec = GetJobEnv(sp, "SLURM_SPANK_PREFLIGHT_STAGE", &found);
+  if (!found) {
+    if (!opts.stage_given) return 0;
+    spec = StageSpecText(opts.stage);
+  }
+  std::string node = GetJobEnv(sp, "SLURMD_NODENAME");
+  std::string job = GetJobEnv(sp, "SLURM_JOB_ID");
+  auto cfg = LoadPluginConfig(args, node);
+  if (!cfg) {
+    Log(LogLevel::kError, "task_init", "site config", cfg.status().message());
+    return -1;
+  }
+  auto err = ReadWholeFile(StageErrorFile(*cfg, job, node));
+  if (err) {
+    std::fprintf(stderr, "%s", err->c_str());
+    return -1;
+  }
+  auto sources = ParseStageSpec(spec);
+  if (!sources) {
+    Log(LogLevel::kError, "task_init", "--stage", sources.status().message());
+    return -1;
+  }
+  // Always set, unlike the other variables: the value is this node's path
+  // (stage_dir may hold %n), and an srun step inherits the batch node's.
+  std::string view = StageViewDir(*cfg, job);
+  auto set = [&](const std::string& name, const std::string& value) {
+    spank_err_t rc = spank_setenv(sp, name.c_str(), value.c_str(), 1);
+    if (rc != ESPANK_SUCCESS) Log(LogLevel::kError, "task_init", "cannot set " + name, spank_strerror(rc));
+  };
+  set("PREFLIGHT_STAGE_DIR", view);
+  for (const auto& s : *sources)
+    if (!s.list) set(StageVarName(s.name), view + "/" + s.name);
+  return 0;
+}
+
 }  // namespace
 
 int TaskInit(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
   for (const auto& o : UserOptions())
     if (o.given(opts)) SetIfUnset(sp, o.env_name, o.value_text(opts));
   TaskTopoEnv(sp, opts);
+  if (StageTaskInit(sp, args, opts) != 0) return -1;
 
   uint32_t step = 0, task = 0;
   if (spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS) return 0;

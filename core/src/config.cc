@@ -199,6 +199,10 @@ Expected<std::string> ParseComputeMode(const std::string& s) {
   return OneOf(s, {"any", "default", "exclusive_process", "prohibited"});
 }
 Expected<std::string> ParseLinkLayer(const std::string& s) { return OneOf(s, {"any", "InfiniBand", "Ethernet"}); }
+Expected<std::string> ParseStageVerify(const std::string& s) {
+  if (s == "files" || s == "dirs") return s;
+  return Status::InvalidArgument("bad stage_verify '" + s + "' (expected files or dirs)");
+}
 
 Expected<std::string> ParsePairingKey(const std::string& s) {
   auto p = ParseExpectedPairing(s);
@@ -335,6 +339,16 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_PARSED(nccl_drain_internode, ParseBool, BoolText)},
       {"nccl_host_rate_file", "path", "Test seam: file with a send-rate cap for host-backend ranks on this node",
        PF_PATH(nccl_host_rate_file)},
+      {"stage_dir", "path", "Node-local folder for --stage job views and the dataset cache; empty disables --stage",
+       PF_PATH(stage_dir)},
+      {"stage_cache_quota", "size", "Dataset cache size kept after each job (LRU, in-use never evicted); 0: no limit",
+       PF_PARSED(stage_cache_quota, ParseSize, SizeText)},
+      {"stage_workers", "count", "Copy threads per staged dataset; 0: one per CPU (at least 2)",
+       PF_PARSED(stage_workers, ParseCount, CountText)},
+      {"stage_timeout", "duration", "Upper bound for staging all of a job's datasets on a node",
+       PF_PARSED(stage_timeout_ms, ParseDurationMs, DurationText)},
+      {"stage_verify", "string", "Cache reuse check: files (every file's size, mtime, mode and access) or dirs (directories only)",
+       PF_PARSED(stage_verify, ParseStageVerify, Same)},
   };
   return kKeys;
 }

@@ -6,7 +6,9 @@
 
 namespace preflight {
 
-NodeRunOutcome RunNode(const Config& cfg, const JobContext& job, Phase phase, bool job_failed) {
+NodeRunOutcome RunNode(const Config& cfg, const JobContext& job, Phase phase, bool job_failed,
+                       const std::vector<CheckResult>& extra_checks,
+                       const std::vector<std::pair<std::string, std::string>>& notes) {
   NodeRunOutcome out;
   Level level = phase == Phase::kProlog ? job.level : Level::kQuick;
   if (phase == Phase::kEpilog && job_failed && job.level == Level::kFull) level = Level::kFull;
@@ -21,6 +23,8 @@ NodeRunOutcome RunNode(const Config& cfg, const JobContext& job, Phase phase, bo
   r.started_unix = NowUnix();
   double t0 = MonotonicSeconds();
   if (level != Level::kOff) r.checks = RunChecks(env);
+  r.checks.insert(r.checks.end(), extra_checks.begin(), extra_checks.end());
+  r.notes.insert(r.notes.end(), notes.begin(), notes.end());
   r.seconds = MonotonicSeconds() - t0;
 
   auto path = WriteReport(cfg, r);

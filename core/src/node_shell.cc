@@ -13,6 +13,7 @@
 #include "preflight/node_run.h"
 #include "preflight/process.h"
 #include "preflight/slurmctl.h"
+#include "preflight/stage_job.h"
 #include "preflight/topo_load.h"
 
 extern char** environ;
@@ -94,7 +95,24 @@ int Main(int argc, char** argv, Phase phase) {
   bool job_failed = false;
   if (phase == Phase::kEpilog && env.count("SLURM_JOB_EXIT_CODE")) job_failed = env["SLURM_JOB_EXIT_CODE"] != "0";
 
-  NodeRunOutcome out = RunNode(*cfg, *job, phase, job_failed);
+  // Epilog: staging cleanup first (it must happen whatever the checks say),
+  // its figures go into the epilog's result.
+  UnstageResult unstage;
+  if (phase == Phase::kEpilog) unstage = UnstageForJob(*cfg, *job);
+  NodeRunOutcome out = RunNode(*cfg, *job, phase, job_failed, unstage.checks, unstage.notes);
+  // Prolog: stage datasets only on a node that passed its checks. See
+  // stage_job.h for which failures fail the job and which drain the node.
+  if (phase == Phase::kProlog && !out.failed && !job->job_id.empty()) {
+    StageJobResult st = StageForJob(*cfg, *job, env);
+    out.summary += st.summary;
+    if (!st.ok && st.drain) {
+      out.failed = true;
+      out.drain_reason = std::string(kDrainPrefix) + "stage " + st.message;
+      if (out.drain_reason.size() > 200) out.drain_reason = out.drain_reason.substr(0, 197) + "...";
+    } else if (!st.ok) {
+      Log(LogLevel::kError, "prolog", "job " + job->job_id + " fails (node stays in service)", "stage: " + st.message);
+    }
+  }
   // slurmd logs what a prolog prints (SlurmdDebug=debug); an admin running it by hand sees it.
   std::fputs(out.summary.c_str(), stdout);
   std::fflush(stdout);

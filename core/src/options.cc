@@ -1,5 +1,8 @@
 #include "preflight/options.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 
 namespace preflight {
@@ -63,6 +66,23 @@ std::string NcclCheckText(const JobOptions& o) { return LevelName(o.nccl_check);
 bool EnvGiven(const JobOptions& o) { return o.env_given; }
 std::string EnvText(const JobOptions& o) { return EnvModeName(o.env); }
 
+Status ApplyStage(const char* arg, JobOptions& o) {
+  auto v = ParseStageSpec(arg ? arg : "");
+  if (!v) return v.status();
+  o.stage = *v;
+  o.stage_given = true;
+  return Status::Ok();
+}
+bool StageGiven(const JobOptions& o) { return o.stage_given; }
+std::string StageText(const JobOptions& o) { return StageSpecText(o.stage); }
+// sbatch runs as the submitting user, so access() here is that user's.
+Status ResolveStage(JobOptions& o) {
+  if (!o.stage_given) return Status::Ok();
+  char cwd[4096];
+  if (::getcwd(cwd, sizeof cwd) == nullptr) return Status::FromErrno(errno, "getcwd");
+  return ResolveStageSources(o.stage, cwd);
+}
+
 }  // namespace
 
 const std::vector<UserOption>& UserOptions() {
@@ -74,6 +94,10 @@ const std::vector<UserOption>& UserOptions() {
       {"preflight-env", "MODE",
        "Topology-aware NCCL/RDMA environment per task: on (default), show (also print it) or off",
        2, 1, ApplyEnv, "PREFLIGHT_ENV", EnvGiven, EnvText},
+      {"stage", "SRC[:NAME][,SRC...]",
+       "Copy datasets (directories, files, or @LISTFILE) to node-local storage before the job "
+       "starts; the job finds them under $PREFLIGHT_STAGE_DIR",
+       1, 2, ApplyStage, "PREFLIGHT_STAGE", StageGiven, StageText, ResolveStage},
   };
   return kOptions;
 }

@@ -122,6 +122,7 @@ textfile_dir = $dir/metrics
 fsroot = $dir/nodes/%n/root
 scratch_dir = $dir/nodes/%n/scratch
 scratch_min_free = 1M
+stage_dir = $dir/nodes/%n/stage
 scontrol = $(command -v scontrol)
 slurm_conf = $dir/etc/slurm.conf
 probe_timeout = 10s

@@ -116,6 +116,16 @@ struct Config {
   // Test seam: a file holding a send-rate cap (e.g. "5M") for the host
   // backend's ranks on this node; absent file, no cap.
   std::string nccl_host_rate_file;
+  // Dataset staging (--stage): node-local folder holding job views
+  // (<stage_dir>/jobs/<job>) and the cross-job cache (<stage_dir>/cache);
+  // empty disables staging. Quota 0: no limit. Workers 0: one per CPU.
+  std::string stage_dir;
+  uint64_t stage_cache_quota = 0;
+  uint64_t stage_workers = 0;
+  uint32_t stage_timeout_ms = 3600000;
+  // Cache reuse check: "files" (stat + access of every file as the job
+  // user) or "dirs" (directories only, for the uid that built the copy).
+  std::string stage_verify = "files";
 
   // Where the config was read from (empty: defaults only).
   std::string source;

@@ -23,6 +23,10 @@ struct NodeRunOutcome {
 
 // Prolog: level from the job (or site default); off runs nothing.
 // Epilog and health: the static checks always (quick), whatever the job asked.
-NodeRunOutcome RunNode(const Config& cfg, const JobContext& job, Phase phase, bool job_failed);
+// `extra_checks`/`notes` (e.g. the epilog's stage cleanup) go into the
+// report as they are.
+NodeRunOutcome RunNode(const Config& cfg, const JobContext& job, Phase phase, bool job_failed,
+                       const std::vector<CheckResult>& extra_checks = {},
+                       const std::vector<std::pair<std::string, std::string>>& notes = {});
 
 }  // namespace preflight

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "preflight/stage.h"
 #include "preflight/status.h"
 
 namespace preflight {
@@ -30,6 +31,8 @@ struct JobOptions {
   Level nccl_check = Level::kOff;
   bool env_given = false;
   EnvMode env = EnvMode::kOn;
+  bool stage_given = false;
+  std::vector<StageSource> stage;  // --stage, see stage.h
 };
 
 struct UserOption {
@@ -46,6 +49,10 @@ struct UserOption {
   // Whether the user gave it, and its value as the text put into env_name.
   bool (*given)(const JobOptions& opts);
   std::string (*value_text)(const JobOptions& opts);
+  // Optional, submit side only (sbatch/salloc/srun, as the user): checks
+  // that need the filesystem, may rewrite the value (e.g. absolute paths).
+  // An error refuses the submission. nullptr: nothing to check.
+  Status (*resolve_local)(JobOptions& opts) = nullptr;
 };
 
 const std::vector<UserOption>& UserOptions();

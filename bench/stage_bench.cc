@@ -1,0 +1,200 @@
+// stage_bench: dataset staging (preflight's copy engine + cache, exactly
+// what the prolog runs) against what a user would otherwise do (`cp -a`,
+// `rsync -a`), side by side in one run, on tmpfs so the disk is not the
+// noise. Prints each time (median of --reps) and the ratios against the
+// goals of issue 6:
+//   100k x 8 KiB cold:  rsync -a / preflight >= 3,  cp -a / preflight >= 1.5
+//   4 x 1 GiB cold:     cp / preflight >= 0.95
+//   warm (cache hit):   warm / cold <= 2%
+// Run as root (it mounts a tmpfs and reads as `nobody`, as the prolog reads
+// as the job user). No ctest: timings are not assertions.
+//
+//   stage_bench [--dir D] [--files N] [--file-size B] [--large N] [--large-size B]
+//               [--reps R] [--workers W] [--tmpfs-size S] [--verify files|dirs]
+#include <fcntl.h>
+#include <pwd.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "preflight/config.h"
+#include "preflight/fileutil.h"
+#include "preflight/process.h"
+#include "preflight/report.h"
+#include "preflight/stage_cache.h"
+
+using namespace preflight;
+
+namespace {
+
+std::string g_mounted;  // unmounted at exit, whatever the exit path
+void Unmount() {
+  if (!g_mounted.empty()) ::umount2(g_mounted.c_str(), MNT_DETACH);
+}
+
+struct Args {
+  std::string dir = "/tmp/pf-stage-bench";
+  uint64_t files = 100000, file_size = 8192, large = 4, large_size = 1ull << 30;
+  int reps = 3;
+  unsigned workers = 0;
+  bool verify_dirs = false;  // --verify dirs: stage_verify = dirs
+  std::string tmpfs_size = "12G";
+};
+
+bool Fill(const std::string& path, uint64_t size, uint64_t seed) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return false;
+  std::vector<uint64_t> buf(std::min<uint64_t>(size, 1 << 20) / 8 + 1);
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (auto& w : buf) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; w = x; }
+  uint64_t done = 0;
+  while (done < size) {
+    size_t n = std::min<uint64_t>(size - done, (buf.size() - 1) * 8);
+    if (::write(fd, buf.data(), n) != static_cast<ssize_t>(n)) { ::close(fd); return false; }
+    buf[0] ^= done;
+    done += n;
+  }
+  return ::close(fd) == 0;
+}
+
+double Shell(const std::string& cmd) {
+  double t0 = MonotonicSeconds();
+  auto r = RunCommand({"/bin/sh", "-c", cmd}, {}, 3600 * 1000);
+  double t = MonotonicSeconds() - t0;
+  if (!r || r->exit_code != 0) {
+    std::fprintf(stderr, "stage_bench: '%s' failed: %s\n", cmd.c_str(), r ? r->output.c_str() : r.status().message().c_str());
+    std::exit(1);
+  }
+  return t;
+}
+
+void Clean(const std::string& p) { RemoveTree(p); }
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Result { double cp, rsync, cold, warm; };
+
+Result Run(const Args& a, const std::string& src, bool with_rsync, const char* cp_cmd) {
+  StageIdentity who;
+  if (::geteuid() == 0) {
+    if (struct passwd* pw = ::getpwnam("nobody")) {
+      who.drop = true;
+      who.uid = pw->pw_uid;
+      who.gid = pw->pw_gid;
+      who.user = "nobody";
+    }
+  }
+  StageCacheOptions o;
+  o.dir = a.dir + "/cache";
+  o.workers = a.workers ? a.workers : std::max(2u, std::thread::hardware_concurrency());
+  o.verify_dirs_only = a.verify_dirs;
+  std::vector<double> cp, rs, cold, warm;
+  for (int r = 0; r < a.reps; ++r) {
+    // Alternate who goes first so page-cache and allocator effects even out.
+    auto run_cp = [&] {
+      Clean(a.dir + "/cp");
+      cp.push_back(Shell(std::string(cp_cmd) + " '" + src + "' '" + a.dir + "/cp'"));
+      Clean(a.dir + "/cp");
+    };
+    auto run_rsync = [&] {
+      if (!with_rsync) return;
+      Clean(a.dir + "/rsync");
+      rs.push_back(Shell("rsync -a '" + src + "/' '" + a.dir + "/rsync/'"));
+      Clean(a.dir + "/rsync");
+    };
+    auto run_pf = [&] {
+      Clean(o.dir);
+      StagedDataset d;
+      FaultSide side;
+      double t0 = MonotonicSeconds();
+      Status s = StageDataset(o, src, who, "bench", &d, &side);
+      cold.push_back(MonotonicSeconds() - t0);
+      if (!s.ok() || d.hit) { std::fprintf(stderr, "stage_bench: cold stage: %s\n", s.message().c_str()); std::exit(1); }
+      t0 = MonotonicSeconds();
+      s = StageDataset(o, src, who, "bench2", &d, &side);
+      warm.push_back(MonotonicSeconds() - t0);
+      if (!s.ok() || !d.hit) { std::fprintf(stderr, "stage_bench: warm stage missed: %s\n", s.message().c_str()); std::exit(1); }
+      Clean(o.dir);
+    };
+    if (r % 2 == 0) { run_pf(); run_cp(); run_rsync(); }
+    else { run_rsync(); run_cp(); run_pf(); }
+  }
+  return {Median(cp), with_rsync ? Median(rs) : 0, Median(cold), Median(warm)};
+}
+
+const char* GoalText(bool ok) { return ok ? "OK" : "BELOW GOAL"; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i], v = argv[i + 1];
+    if (k == "--dir") a.dir = v;
+    else if (k == "--files") a.files = std::strtoull(v.c_str(), nullptr, 10);
+    else if (k == "--file-size") a.file_size = *ParseSize(v);
+    else if (k == "--large") a.large = std::strtoull(v.c_str(), nullptr, 10);
+    else if (k == "--large-size") a.large_size = *ParseSize(v);
+    else if (k == "--reps") a.reps = std::atoi(v.c_str());
+    else if (k == "--workers") a.workers = static_cast<unsigned>(std::atoi(v.c_str()));
+    else if (k == "--tmpfs-size") a.tmpfs_size = v;
+    else if (k == "--verify") a.verify_dirs = v == "dirs";
+    else { std::fprintf(stderr, "stage_bench: unknown option %s\n", k.c_str()); return 2; }
+  }
+  MakeDirs(a.dir, 0755);
+  bool mounted = false;
+  if (::geteuid() == 0) {
+    if (::mount("tmpfs", a.dir.c_str(), "tmpfs", 0, ("size=" + a.tmpfs_size + ",mode=755").c_str()) == 0) {
+      mounted = true;
+      g_mounted = a.dir;
+      std::atexit(Unmount);
+    }
+    else std::perror("stage_bench: mount tmpfs (continuing on the underlying filesystem)");
+  }
+  std::printf("stage_bench: %s on %s, %u CPUs, %d reps (median), workers %u, stage_verify %s, source read as %s\n", a.dir.c_str(),
+              mounted ? "tmpfs" : "the existing filesystem", std::thread::hardware_concurrency(), a.reps,
+              a.workers ? a.workers : std::max(2u, std::thread::hardware_concurrency()), a.verify_dirs ? "dirs" : "files", ::geteuid() == 0 ? "nobody" : "self");
+
+  std::string small = a.dir + "/small";
+  if (a.files > 0) {
+  for (uint64_t i = 0; i < a.files; ++i) {
+    std::string d = small + "/d" + std::to_string(i / 1000);
+    if (i % 1000 == 0) MakeDirs(d, 0755);
+    if (!Fill(d + "/f" + std::to_string(i), a.file_size, i)) { std::perror("stage_bench: fill"); return 1; }
+  }
+  Result s = Run(a, small, true, "cp -a");
+  Clean(small);
+  std::printf("\n%llu files x %llu B (cold):  preflight %.3f s   cp -a %.3f s   rsync -a %.3f s\n",
+              static_cast<unsigned long long>(a.files), static_cast<unsigned long long>(a.file_size), s.cold, s.cp, s.rsync);
+  std::printf("  rsync -a / preflight = %.2fx  (goal >= 3x)    %s\n", s.rsync / s.cold, GoalText(s.rsync / s.cold >= 3));
+  std::printf("  cp -a / preflight    = %.2fx  (goal >= 1.5x)  %s\n", s.cp / s.cold, GoalText(s.cp / s.cold >= 1.5));
+  std::printf("  warm (cache hit) %.3f s = %.1f%% of cold  (goal <= 2%%)  %s\n", s.warm, 100 * s.warm / s.cold,
+              GoalText(s.warm / s.cold <= 0.02));
+  }
+
+  std::string large = a.dir + "/large";
+  if (a.large > 0) {
+  MakeDirs(large, 0755);
+  for (uint64_t i = 0; i < a.large; ++i)
+    if (!Fill(large + "/big" + std::to_string(i), a.large_size, 1000 + i)) { std::perror("stage_bench: fill"); return 1; }
+  Result l = Run(a, large, false, "cp -r");
+  Clean(large);
+  std::printf("\n%llu files x %llu B (cold):  preflight %.3f s   cp %.3f s\n", static_cast<unsigned long long>(a.large),
+              static_cast<unsigned long long>(a.large_size), l.cold, l.cp);
+  std::printf("  cp / preflight       = %.2fx  (goal >= 0.95x) %s\n", l.cp / l.cold, GoalText(l.cp / l.cold >= 0.95));
+  std::printf("  warm (cache hit) %.4f s = %.2f%% of cold  (goal <= 2%%)  %s\n", l.warm, 100 * l.warm / l.cold,
+              GoalText(l.warm / l.cold <= 0.02));
+  }
+  return 0;
+}

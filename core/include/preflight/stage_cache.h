@@ -1,0 +1,98 @@
+// The per-node cross-job dataset cache.
+//
+// Layout under `dir` (root-owned, 0700; users never see it directly, jobs
+// get read-only bind mounts of published versions):
+//   <key>/lock          flock(2) target: held exclusively while a dataset is
+//                       checked, built, published or evicted. The kernel
+//                       drops it when the holder dies, so a crashed prolog
+//                       never blocks the next job.
+//   <key>/current       name of the published version ("v-<gen>")
+//   <key>/last_used     its mtime is the LRU clock
+//   <key>/refs/<job>    a job using version <content>: never evicted
+//   <key>/v-<gen>/      data (the copy), manifest, info (key=value)
+//   <key>/tmp-<gen>/    a build in progress; one found by a new lock holder
+//                       belongs to a crashed build and is removed. Builds are
+//                       renamed to v-<gen> only after every file verified and
+//                       syncfs(), so a crash mid-copy is never served.
+// <key> is a 64-bit FNV-1a hash of the source path as given (hex).
+//
+// Unchanged check (the "content check" a site chooses, stage_verify):
+// files (default): a fresh walk of
+// the source as the job user gives its manifest (every path, type, mode,
+// size and mtime, and the resolved source path), compared with the one
+// stored at build time. Equal: reuse. The walk also re-checks that this
+// user may read every file, so one user's copy is served to another only
+// if that user could read the source too. dirs: see verify_dirs_only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "preflight/stage_copy.h"
+#include "preflight/status.h"
+
+namespace preflight {
+
+struct StageCacheOptions {
+  std::string dir;           // the cache root
+  uint64_t quota = UINT64_MAX;  // bytes kept by TrimCache callers (UINT64_MAX: no limit)
+  unsigned workers = 4;
+  double deadline = 0;       // MonotonicSeconds() deadline; 0: none
+  StageFs* fs = nullptr;
+  // stage_verify = dirs: reuse on the light manifest (stage_copy.h) when
+  // the reader is the uid that built the copy; any other reader still gets
+  // the full walk, since only it checks that reader's access to each file.
+  bool verify_dirs_only = false;
+};
+
+struct StagedDataset {
+  std::string key;
+  std::string version;       // "v-<gen>"
+  std::string data_path;     // <dir>/<key>/<version>/data
+  std::string source;        // as given
+  std::string real_source;   // resolved by the walker
+  bool is_dir = true;
+  bool hit = false;
+  uint64_t bytes = 0;
+  uint64_t files = 0;
+  double seconds = 0;
+};
+
+std::string StageCacheKey(const std::string& source);
+
+// Make `source` available in the cache for `job_id` (which then holds a
+// reference until ReleaseJob), copying it unless an unchanged copy exists.
+// Concurrent callers for one source serialise on its lock: the first
+// copies, the others find its published copy. On failure *side says whose
+// fault (stage_copy.h) and nothing is published.
+Status StageDataset(const StageCacheOptions& o, const std::string& source, const StageIdentity& who,
+                    const std::string& job_id, StagedDataset* out, FaultSide* side);
+
+// Drop `job_id`'s references (all keys). Versions no longer current and no
+// longer referenced are removed.
+Status ReleaseJob(const StageCacheOptions& o, const std::string& job_id);
+
+struct CacheEntryInfo {
+  std::string key;
+  std::string source;
+  std::string version;
+  uint64_t bytes = 0;
+  uint64_t files = 0;
+  double last_used = 0;           // unix seconds
+  std::vector<std::string> jobs;  // referencing jobs
+  bool busy = false;              // locked by a build right now
+};
+Expected<std::vector<CacheEntryInfo>> ListCache(const StageCacheOptions& o);
+uint64_t CacheBytes(const std::vector<CacheEntryInfo>& entries);
+
+// Trim to `quota` bytes (0: evict every unused dataset): remove leftovers
+// of crashed builds and unreferenced old versions, then unreferenced
+// datasets, least recently used first. Never touches a referenced version
+// or a dataset whose lock is held. `removed` gets "KEY SOURCE" lines.
+Status TrimCache(const StageCacheOptions& o, uint64_t quota, std::vector<std::string>* removed);
+
+// Remove one dataset (KEY or source path); refused while a job uses it.
+Status RemoveCacheEntry(const StageCacheOptions& o, const std::string& key_or_source);
+
+}  // namespace preflight

@@ -1,0 +1,136 @@
+// The staging copy engine: a source tree read with the job user's identity,
+// written by the (root) caller into a destination it owns.
+//
+// Read side: a forked child that drops to the job user (setgroups, setregid,
+// setreuid, in that order, as pyxis does; then not dumpable, so the user's
+// other processes can't ptrace it) walks the source with openat(O_NOFOLLOW)
+// and passes each regular file's open descriptor to the parent over a
+// SOCK_SEQPACKET socket (SCM_RIGHTS). So the root side never opens a source
+// path: it can only read what the user could open. The child refuses
+// symlinks that leave the source tree (absolute ones, and relative ones
+// whose resolved target, resolved as the user, is outside), and device,
+// fifo and socket files.
+//
+// Write side: the parent creates directories and symlinks as records
+// arrive and hands files to `workers` threads, so walking and copying
+// overlap. Small files take one pread and one write; files of 1 MiB and
+// more go through copy_file_range (in-kernel, no user copy), falling back
+// to 1 MiB pread/write where the kernel can't (different filesystems).
+// Every file is checked after its copy: bytes copied == size seen, and
+// size/mtime unchanged since it was opened, else "changed while copying".
+// All write-side calls go through StageFs, the seam tests use to inject
+// faults (disk full, EIO mid-file, a kill mid-copy).
+//
+// Thread safety: one call at a time per process is expected (the child is
+// forked from the calling thread before any worker starts).
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "preflight/status.h"
+
+namespace preflight {
+
+// Write-side system calls. Each returns what the syscall returns (-1 with
+// errno set on failure). The default forwards to the kernel.
+class StageFs {
+ public:
+  virtual ~StageFs() = default;
+  virtual int OpenAt(int dirfd, const char* path, int flags, mode_t mode);
+  virtual ssize_t Pread(int fd, void* buf, size_t n, off_t off);
+  virtual ssize_t Write(int fd, const void* buf, size_t n);
+  virtual ssize_t CopyFileRange(int in, off_t* in_off, int out, size_t n);
+  virtual int MkdirAt(int dirfd, const char* path, mode_t mode);
+  virtual int SymlinkAt(const char* target, int dirfd, const char* path);
+  virtual int Futimens(int fd, const struct timespec ts[2]);
+  virtual int Close(int fd);
+};
+StageFs& DefaultStageFs();
+
+// Who reads the source. drop=false reads as the caller (tests, non-root).
+struct StageIdentity {
+  bool drop = false;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::string user;  // for the supplementary groups (getgrouplist); may be empty
+};
+
+// Which side a failure came from; the prolog decides on it (stage_job.h).
+enum class FaultSide {
+  kNone,
+  kSource,     // the source: missing, unreadable, refused, changed, timed out
+  kDestSpace,  // the destination is full (ENOSPC/EDQUOT)
+  kNode,       // the destination failed otherwise (EIO, EROFS, ...)
+};
+const char* FaultSideName(FaultSide s);
+
+struct CopyOptions {
+  unsigned workers = 4;
+  double deadline = 0;     // MonotonicSeconds() after which to give up; 0: none
+  StageFs* fs = nullptr;   // nullptr: DefaultStageFs()
+  StageIdentity who;
+  // ScanSource only, digest only: the light check (see below) of a
+  // directory source, statting just these directories (relative paths).
+  bool dirs_only = false;
+  const std::vector<std::string>* light_dirs = nullptr;
+};
+
+struct CopyStats {
+  uint64_t bytes = 0;
+  uint64_t files = 0;
+  uint64_t dirs = 0;
+  uint64_t symlinks = 0;
+  double seconds = 0;
+};
+
+// The manifest: one line per entry, first "root <d|f> <resolved source>",
+// then "d MODE PATH", "f MODE SIZE MTIME.NSEC PATH", "l PATH -> TARGET".
+// Two manifests are the same dataset iff SameManifest.
+// The light manifest of a directory source lists only directories, by
+// ctime: "R MODE CTIME ROOT", "d MODE CTIME PATH". Checking it costs one
+// stat per directory the copy recorded, none per file, and no listing. It
+// catches entries added, removed or renamed anywhere (a directory's ctime
+// moves, and no user can set a ctime) but not a file rewritten in place;
+// sites choose it with stage_verify = dirs.
+bool SameManifest(const std::vector<std::string>& a, const std::vector<std::string>& b);
+
+// Copy `src` into `dst_dir_fd`/`dst_name` (which must not exist): a
+// directory tree or one file, as the source is. On failure the partial
+// copy is left for the caller to remove and *side says whose fault.
+// An order-independent digest of a manifest (readdir order may change
+// without the dataset changing): the line count and two sums of
+// independently mixed 64-bit hashes of the lines, "N-HEX-HEX". The cache
+// compares digests, so a reuse check holds no line in memory.
+class ManifestDigest {
+ public:
+  void Add(const std::string& line);
+  std::string str() const;
+
+ private:
+  uint64_t n_ = 0, a_ = 0, b_ = 0;
+};
+std::string DigestOf(const std::vector<std::string>& lines);
+
+// `light`, if given, receives the light manifest of the same walk.
+Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_name, const CopyOptions& o,
+                CopyStats* stats, std::vector<std::string>* manifest, FaultSide* side,
+                std::vector<std::string>* light = nullptr);
+
+// The same walk without copying: stat and access(R_OK) of every entry as
+// `o.who`, giving the manifest the cache compares (no descriptors pass).
+// With o.dirs_only and o.light_dirs (and no `manifest`), the light digest.
+// `manifest` may be nullptr when only `digest` is wanted.
+Status ScanSource(const std::string& src, const CopyOptions& o, std::vector<std::string>* manifest,
+                  FaultSide* side, std::string* digest = nullptr);
+
+// Remove `name` under `dirfd` recursively without following symlinks;
+// refuses (EBUSY) to descend into a mount point.
+Status RemoveTreeAt(int dirfd, const std::string& name, const std::string& shown);
+Status RemoveTree(const std::string& path);
+
+}  // namespace preflight

@@ -1,0 +1,69 @@
+// --stage in the prolog, the epilog and the task: the job's view of its
+// staged datasets on one node.
+//
+// Prolog (root, every node, PrologFlags=Alloc): for each dataset of
+// SPANK_PREFLIGHT_STAGE, StageDataset() into <stage_dir>/cache reading as
+// the job user, then a read-only, nosuid, nodev bind mount of the cached
+// copy at <stage_dir>/jobs/<job>/<NAME>. The view is built root-owned and
+// handed to the user (chown, 0700) only when complete, so the user can't
+// swap a mount point for a symlink while root mounts.
+//
+// Failure policy (Slurm drains the node on any non-zero prolog exit, see
+// slurm.conf(5) Prolog, and a drained node is lost to everyone):
+//   the user's mistake or the source's trouble -- missing, unreadable,
+//     refused symlink, changed while copying, timed out, does not fit on
+//     this node (ENOSPC after evicting every unused dataset), staging not
+//     enabled here -- fail the JOB, not the node: the prolog exits 0 and
+//     writes <state_dir>/jobs/<job>/<node>.stage-error; the plugin's
+//     task_init (remote context, before exec) prints it to the job's
+//     stderr and refuses to start the task, so the job ends FAILED with
+//     the reason in its output and the node stays in service. Most of
+//     these are refused earlier, at submission (stage.h).
+//   the node's trouble -- local disk EIO/EROFS, mount failure, the cache
+//     folder unusable -- returns drain=true: the prolog exits 1, Slurm
+//     drains the node with the reason and requeues the job elsewhere.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "preflight/config.h"
+#include "preflight/job.h"
+#include "preflight/report.h"
+#include "preflight/stage_cache.h"
+
+namespace preflight {
+
+struct StageJobResult {
+  bool requested = false;   // the job asked for --stage
+  bool ok = true;
+  bool drain = false;       // node fault: the prolog must fail
+  std::string message;      // "stage <path>: <cause>" when !ok
+  std::string summary;      // lines for the job's output
+  std::vector<std::pair<std::string, StagedDataset>> datasets;  // name, dataset
+  double seconds = 0;
+};
+
+// The prolog's part. `env` supplies SPANK_PREFLIGHT_STAGE.
+StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMap& env);
+
+struct UnstageResult {
+  bool requested = false;
+  std::vector<CheckResult> checks;  // "stage" (pass, or warn when cleanup failed)
+  std::vector<std::pair<std::string, std::string>> notes;  // stage.* for the result JSON
+};
+
+// The epilog's part: unmount and remove the view, drop the job's cache
+// references, trim the cache to stage_cache_quota, write the node's stage
+// metrics (<textfile_dir>/preflight_<node>_stage.prom).
+UnstageResult UnstageForJob(const Config& cfg, const JobContext& job);
+
+std::string StageViewDir(const Config& cfg, const std::string& job_id);
+std::string StageErrorFile(const Config& cfg, const std::string& job_id, const std::string& node);
+StageCacheOptions CacheOptionsFor(const Config& cfg);
+
+// Prometheus text for the stage metrics (exposed for tests).
+std::string StagePrometheus(const std::string& node, const std::vector<std::pair<std::string, std::string>>& notes);
+
+}  // namespace preflight

@@ -1,0 +1,261 @@
+#include "preflight/stage_job.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "preflight/checks.h"
+#include "preflight/fileutil.h"
+#include "preflight/json.h"
+#include "preflight/stage.h"
+
+namespace preflight {
+
+std::string StageViewDir(const Config& cfg, const std::string& job_id) { return cfg.stage_dir + "/jobs/" + job_id; }
+std::string StageErrorFile(const Config& cfg, const std::string& job_id, const std::string& node) {
+  return cfg.state_dir + "/jobs/" + job_id + "/" + node + ".stage-error";
+}
+
+StageCacheOptions CacheOptionsFor(const Config& cfg) {
+  StageCacheOptions o;
+  o.dir = cfg.stage_dir + "/cache";
+  o.quota = cfg.stage_cache_quota == 0 ? UINT64_MAX : cfg.stage_cache_quota;  // config 0: no limit
+  unsigned n = cfg.stage_workers ? static_cast<unsigned>(cfg.stage_workers) : std::thread::hardware_concurrency();
+  o.workers = std::max(2u, std::min(n, 64u));
+  o.verify_dirs_only = cfg.stage_verify == "dirs";
+  return o;
+}
+
+namespace {
+
+// Unmount what we mounted in the view and remove it (the user may have
+// added files; nothing is followed).
+Status CleanView(const std::string& view) {
+  struct stat st;
+  if (::lstat(view.c_str(), &st) != 0) return errno == ENOENT ? Status::Ok() : Status::FromErrno(errno, view);
+  int fd = ::open(view.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0) {
+    std::vector<std::string> names;
+    if (DIR* d = ::fdopendir(::dup(fd))) {
+      while (struct dirent* e = ::readdir(d))
+        if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") names.push_back(e->d_name);
+      ::closedir(d);
+    }
+    for (const auto& n : names) {
+      struct statx sx;
+      if (::statx(fd, n.c_str(), AT_SYMLINK_NOFOLLOW, STATX_TYPE, &sx) == 0 &&
+          (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) && (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT)) {
+        std::string p = view + "/" + n;
+        if (::umount2(p.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0 && errno != EINVAL)
+          { int e = errno; ::close(fd); return Status::FromErrno(e, "umount " + p); }
+      }
+    }
+    ::close(fd);
+  }
+  return RemoveTree(view);
+}
+
+Status BindReadOnly(const std::string& from, const std::string& to) {
+  if (::mount(from.c_str(), to.c_str(), nullptr, MS_BIND, nullptr) != 0) return Status::FromErrno(errno, "bind mount " + from + " on " + to);
+  if (::mount(nullptr, to.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) != 0) {
+    int e = errno;
+    ::umount2(to.c_str(), MNT_DETACH);
+    return Status::FromErrno(e, "read-only remount of " + to);
+  }
+  return Status::Ok();
+}
+
+std::string Human(uint64_t b) { return HumanBytes(static_cast<double>(b)); }
+
+void WriteStageRecord(const Config& cfg, const JobContext& job, const StageJobResult& r) {
+  std::string dir = cfg.state_dir + "/jobs/" + job.job_id;
+  if (!MakeDirs(dir, 0755).ok()) return;
+  uint64_t bytes = 0, files = 0, hits = 0;
+  for (const auto& d : r.datasets) { bytes += d.second.bytes; files += d.second.files; hits += d.second.hit; }
+  std::string kv = "bytes=" + std::to_string(bytes) + "\nfiles=" + std::to_string(files) + "\nseconds=" +
+                   std::to_string(r.seconds) + "\nhits=" + std::to_string(hits) + "\nmisses=" +
+                   std::to_string(r.datasets.size() - hits) + "\nok=" + (r.ok ? "1" : "0") + "\n";
+  WriteFileAtomic(dir + "/" + job.node + ".stage.kv", kv, 0644);
+  JsonWriter w;
+  w.BeginObject().Field("node", job.node).Field("job_id", job.job_id).Field("ok", r.ok);
+  if (!r.ok) w.Field("error", r.message);
+  w.Field("seconds", r.seconds).Field("bytes", static_cast<int64_t>(bytes)).Field("files", static_cast<int64_t>(files));
+  w.Key("datasets").BeginArray();
+  for (const auto& d : r.datasets) {
+    w.BeginObject().Field("name", d.first).Field("source", d.second.source).Field("key", d.second.key)
+        .Field("cache", d.second.hit ? "hit" : "miss").Field("bytes", static_cast<int64_t>(d.second.bytes))
+        .Field("files", static_cast<int64_t>(d.second.files)).Field("seconds", d.second.seconds).EndObject();
+  }
+  w.EndArray().EndObject();
+  WriteFileAtomic(dir + "/" + job.node + ".stage.json", w.str() + "\n", 0644);
+}
+
+}  // namespace
+
+StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMap& env) {
+  StageJobResult r;
+  auto it = env.find("SPANK_PREFLIGHT_STAGE");
+  if (it == env.end() || it->second.empty()) return r;
+  r.requested = true;
+  double t0 = MonotonicSeconds();
+  std::string err_file = StageErrorFile(cfg, job.job_id, job.node);
+  ::unlink(err_file.c_str());
+  auto fail = [&](const std::string& msg, bool drain) {
+    r.ok = false;
+    r.drain = drain;
+    r.message = msg;
+    r.summary += "preflight: stage on " + job.node + " FAILED: " + msg + "\n";
+    if (!drain) {
+      MakeDirs(cfg.state_dir + "/jobs/" + job.job_id, 0755);
+      WriteFileAtomic(err_file, "preflight: stage on " + job.node + ": " + msg + "\n", 0644);
+    }
+  };
+  auto sources = ParseStageSpec(it->second);
+  if (!sources) { fail("SPANK_PREFLIGHT_STAGE: " + sources.status().message(), false); return r; }
+  if (cfg.stage_dir.empty()) { fail("--stage is not enabled on " + job.node + " (no stage_dir in the site config)", false); return r; }
+  StageIdentity who;
+  if (::geteuid() == 0) {
+    if (job.uid == static_cast<uid_t>(-1)) { fail("job user unknown (no SLURM_JOB_UID); refusing to read sources as root", false); return r; }
+    who.drop = job.uid != 0;
+    who.uid = job.uid;
+    who.gid = job.gid == static_cast<gid_t>(-1) ? job.uid : job.gid;
+    who.user = job.user;
+  }
+  std::string view = StageViewDir(cfg, job.job_id);
+  StageCacheOptions co = CacheOptionsFor(cfg);
+  co.deadline = t0 + cfg.stage_timeout_ms / 1000.0;
+  Status s = MakeDirs(cfg.stage_dir, 0711);
+  if (s.ok()) s = MakeDirs(cfg.stage_dir + "/jobs", 0711);
+  if (s.ok()) s = MakeDirs(co.dir, 0700);
+  if (s.ok()) s = CleanView(view);  // a requeued job's leftovers
+  if (s.ok() && ::mkdir(view.c_str(), 0700) != 0) s = Status::FromErrno(errno, "mkdir " + view);
+  if (!s.ok()) { fail(s.message(), true); return r; }
+
+  for (const auto& src : *sources) {
+    if (src.list || src.path.empty() || src.path[0] != '/') {
+      fail("'" + src.path + "': not an absolute path (the submit side resolves paths; was --stage checked?)", false);
+      break;
+    }
+    StagedDataset d;
+    FaultSide side;
+    s = StageDataset(co, src.path, who, job.job_id, &d, &side);
+    if (!s.ok() && side == FaultSide::kDestSpace) {
+      // Make room from datasets no job uses, then try once more.
+      TrimCache(co, 0, nullptr);
+      s = StageDataset(co, src.path, who, job.job_id, &d, &side);
+      if (!s.ok() && side == FaultSide::kDestSpace)
+        s = s.Context("dataset does not fit in " + cfg.stage_dir + " on " + job.node);
+    }
+    if (!s.ok()) {
+      std::string as = who.drop ? " (read as user " + (who.user.empty() ? std::to_string(who.uid) : who.user) + ")" : "";
+      fail(s.message() + (side == FaultSide::kSource ? as : ""), side == FaultSide::kNode);
+      break;
+    }
+    std::string mp = view + "/" + src.name;
+    int rc = d.is_dir ? ::mkdir(mp.c_str(), 0755) : ::close(::open(mp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444));
+    if (rc != 0) s = Status::FromErrno(errno, "create " + mp);
+    if (s.ok()) s = BindReadOnly(d.data_path, mp);
+    if (!s.ok()) { fail(s.message(), true); break; }
+    r.datasets.push_back({src.name, d});
+    char line[512];
+    std::snprintf(line, sizeof line, "preflight: stage on %s: %s <- %s: %llu files, %s, cache %s (%.2f s)\n",
+                  job.node.c_str(), src.name.c_str(), src.path.c_str(), static_cast<unsigned long long>(d.files),
+                  Human(d.bytes).c_str(), d.hit ? "hit" : "miss", d.seconds);
+    r.summary += line;
+  }
+  if (r.ok && (::chown(view.c_str(), job.uid == static_cast<uid_t>(-1) ? ::geteuid() : job.uid,
+                       job.gid == static_cast<gid_t>(-1) ? ::getegid() : job.gid) != 0 ||
+               ::chmod(view.c_str(), 0700) != 0))
+    fail(Status::FromErrno(errno, "chown " + view).message(), true);
+  r.seconds = MonotonicSeconds() - t0;
+  if (!r.ok) {
+    CleanView(view);
+    ReleaseJob(co, job.job_id);
+  }
+  TrimCache(co, co.quota, nullptr);
+  WriteStageRecord(cfg, job, r);
+  return r;
+}
+
+std::string StagePrometheus(const std::string& node, const std::vector<std::pair<std::string, std::string>>& notes) {
+  std::string o;
+  auto get = [&](const std::string& k) {
+    for (const auto& n : notes)
+      if (n.first == k) return n.second;
+    return std::string("0");
+  };
+  std::string l = "{node=\"" + node + "\"}";
+  struct M { const char* name; const char* key; const char* help; };
+  static const M kMetrics[] = {
+      {"preflight_stage_last_bytes", "stage.bytes", "Bytes the last job on this node staged (copied or reused)."},
+      {"preflight_stage_last_files", "stage.files", "Files the last job on this node staged."},
+      {"preflight_stage_last_seconds", "stage.seconds", "Seconds the last job's staging took."},
+      {"preflight_stage_last_cache_hits", "stage.cache_hits", "Datasets of the last job served from the cache."},
+      {"preflight_stage_last_cache_misses", "stage.cache_misses", "Datasets of the last job copied."},
+      {"preflight_stage_cache_bytes", "stage.cache_bytes", "Bytes in this node's dataset cache after trimming."},
+      {"preflight_stage_cache_datasets", "stage.cache_datasets", "Datasets in this node's cache after trimming."},
+  };
+  for (const auto& m : kMetrics)
+    o += std::string("# HELP ") + m.name + " " + m.help + "\n# TYPE " + m.name + " gauge\n" + m.name + l + " " + get(m.key) + "\n";
+  return o;
+}
+
+UnstageResult UnstageForJob(const Config& cfg, const JobContext& job) {
+  UnstageResult r;
+  if (cfg.stage_dir.empty() || job.job_id.empty()) return r;
+  std::string view = StageViewDir(cfg, job.job_id);
+  std::string kvpath = cfg.state_dir + "/jobs/" + job.job_id + "/" + job.node + ".stage.kv";
+  struct stat st;
+  bool had_view = ::lstat(view.c_str(), &st) == 0;
+  auto kvtext = ReadWholeFile(kvpath);
+  if (!had_view && !kvtext) return r;
+  r.requested = true;
+  StageCacheOptions co = CacheOptionsFor(cfg);
+  Status s = CleanView(view);
+  Status rel = ReleaseJob(co, job.job_id);
+  if (s.ok()) s = rel;
+  std::vector<std::string> removed;
+  Status t = TrimCache(co, co.quota, &removed);
+  if (s.ok()) s = t;
+
+  std::map<std::string, std::string> kv;
+  if (kvtext) {
+    std::istringstream in(*kvtext);
+    std::string line;
+    while (std::getline(in, line))
+      if (line.find('=') != std::string::npos) kv[line.substr(0, line.find('='))] = line.substr(line.find('=') + 1);
+  }
+  auto list = ListCache(co);
+  uint64_t cache_bytes = list ? CacheBytes(*list) : 0;
+  r.notes = {{"stage.bytes", kv["bytes"].empty() ? "0" : kv["bytes"]},
+             {"stage.files", kv["files"].empty() ? "0" : kv["files"]},
+             {"stage.seconds", kv["seconds"].empty() ? "0" : kv["seconds"]},
+             {"stage.cache_hits", kv["hits"].empty() ? "0" : kv["hits"]},
+             {"stage.cache_misses", kv["misses"].empty() ? "0" : kv["misses"]},
+             {"stage.cache_bytes", std::to_string(cache_bytes)},
+             {"stage.cache_datasets", std::to_string(list ? list->size() : 0)},
+             {"stage.evicted", std::to_string(removed.size())}};
+  CheckResult c;
+  c.check = "stage";
+  c.device = view;
+  c.value = kv["files"] + " files, " + Human(std::strtoull(kv["bytes"].c_str(), nullptr, 10)) + ", " + kv["hits"] +
+            " hit(s), " + kv["misses"] + " miss(es)";
+  c.verdict = s.ok() ? Verdict::kPass : Verdict::kWarn;
+  c.message = s.ok() ? "view removed, cache at " + Human(cache_bytes) : "cleanup: " + s.message();
+  r.checks.push_back(c);
+  if (!cfg.textfile_dir.empty() && MakeDirs(cfg.textfile_dir, 0755).ok())
+    WriteFileAtomic(cfg.textfile_dir + "/preflight_" + job.node + "_stage.prom", StagePrometheus(job.node, r.notes), 0644);
+  return r;
+}
+
+}  // namespace preflight

@@ -1,0 +1,606 @@
+// Staging: the option grammar, the copy engine (real files in a temp dir;
+// write-side faults through the StageFs seam) and the cross-job cache
+// (real flock, real fork, a real SIGKILL).
+#include <dirent.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "preflight/fileutil.h"
+#include "preflight/options.h"
+#include "preflight/stage.h"
+#include "preflight/stage_cache.h"
+#include "preflight/stage_copy.h"
+#include "preflight/stage_job.h"
+
+namespace preflight {
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    char t[] = "/tmp/pf-stage-XXXXXX";
+    path_ = ::mkdtemp(t);
+  }
+  ~TempDir() { RemoveTree(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+void Write(const std::string& path, const std::string& data, mode_t mode = 0644) {
+  std::ofstream(path, std::ios::binary) << data;
+  ::chmod(path.c_str(), mode);
+}
+std::string Read(const std::string& path) {
+  auto r = ReadWholeFile(path);
+  return r ? *r : "<missing>";
+}
+std::string Blob(size_t n, char seed) {
+  std::string s(n, 0);
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>(seed + i * 31 + (i >> 12));
+  return s;
+}
+
+// A dataset with the shapes that matter: nesting, many small files, one
+// file over the copy_file_range threshold, an empty file, an executable,
+// an in-tree relative symlink.
+void MakeDataset(const std::string& root) {
+  MakeDirs(root + "/a/b/c");
+  for (int i = 0; i < 50; ++i) Write(root + "/a/f" + std::to_string(i), Blob(8192, static_cast<char>(i)));
+  Write(root + "/a/b/c/big", Blob(3 << 20, 'x'));
+  Write(root + "/empty", "");
+  Write(root + "/run.sh", "#!/bin/sh\n", 0755);
+  ASSERT_EQ(::symlink("a/f1", (root + "/link").c_str()), 0);
+  ASSERT_EQ(::symlink("../f2", (root + "/a/b/up").c_str()), 0);
+}
+
+CopyOptions Opts(StageFs* fs = nullptr) {
+  CopyOptions o;
+  o.workers = 3;
+  o.fs = fs;
+  return o;
+}
+
+// ---- option grammar --------------------------------------------------------
+
+TEST(StageSpec, ParsesNamesAndDefaults) {
+  auto v = ParseStageSpec("/data/imagenet,/data/x.tar:shard,rel/dir/:mine");
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  ASSERT_EQ(v->size(), 3u);
+  EXPECT_EQ((*v)[0].name, "imagenet");
+  EXPECT_EQ((*v)[1].path, "/data/x.tar");
+  EXPECT_EQ((*v)[1].name, "shard");
+  EXPECT_EQ((*v)[2].name, "mine");
+  EXPECT_EQ(StageSpecText(*v), "/data/imagenet:imagenet,/data/x.tar:shard,rel/dir/:mine");
+  // A ':' followed by a '/' belongs to the path.
+  auto p = ParseStageSpec("/data/a:b/c");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ((*p)[0].path, "/data/a:b/c");
+  EXPECT_EQ((*p)[0].name, "c");
+  auto l = ParseStageSpec("@lists/train.txt");
+  ASSERT_TRUE(l.ok());
+  EXPECT_TRUE((*l)[0].list);
+  EXPECT_EQ(StageVarName("imagenet-val.v2"), "PREFLIGHT_STAGE_IMAGENET_VAL_V2");
+  auto w = ParseStageSpec("/data/my set");
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ((*w)[0].name, "my_set");
+}
+
+TEST(StageSpec, RefusesBadInput) {
+  struct Case { const char* spec; const char* why; } cases[] = {
+      {"", "expected SRC"},
+      {"(null)", "expected SRC"},
+      {"/data/../etc", "'..' is not allowed"},
+      {"../x", "'..' is not allowed"},
+      {"/a,", "empty dataset"},
+      {"/a:bad name", "has ' '"},
+      {"/a:.hidden", "must be 1-64"},
+      {"/x/data,/y/data", "given twice"},
+      {"/", "give one with SRC:NAME"},
+      {"@", "list file path missing"},
+  };
+  for (const auto& c : cases) {
+    auto v = ParseStageSpec(c.spec);
+    ASSERT_FALSE(v.ok()) << c.spec;
+    EXPECT_NE(v.status().message().find(c.why), std::string::npos) << c.spec << ": " << v.status().message();
+  }
+}
+
+TEST(StageSpec, ResolvesAtSubmission) {
+  TempDir t;
+  MakeDirs(t.path() + "/ds");
+  Write(t.path() + "/one.bin", "x");
+  Write(t.path() + "/list", "# datasets\nds:train\n\n" + t.path() + "/one.bin\n");
+  auto v = ParseStageSpec("@list,ds:d2");
+  ASSERT_TRUE(v.ok());
+  ASSERT_TRUE(ResolveStageSources(*v, t.path()).ok());
+  ASSERT_EQ(v->size(), 3u);
+  EXPECT_EQ((*v)[0].path, t.path() + "/ds");  // relative to the list's folder
+  EXPECT_EQ((*v)[0].name, "train");
+  EXPECT_EQ((*v)[1].name, "one.bin");
+  EXPECT_EQ((*v)[2].path, t.path() + "/ds");
+
+  auto missing = ParseStageSpec("nope");
+  ASSERT_TRUE(ResolveStageSources(*missing, t.path()).code() == Status::Code::kNotFound);
+  EXPECT_NE(ResolveStageSources(*missing, t.path()).message().find(t.path() + "/nope: No such file"), std::string::npos);
+  Write(t.path() + "/badlist", "ds\n@other\n");
+  auto bl = ParseStageSpec("@badlist");
+  Status s = ResolveStageSources(*bl, t.path());
+  EXPECT_NE(s.message().find("badlist:2"), std::string::npos) << s.message();
+  ::mkfifo((t.path() + "/fifo").c_str(), 0644);
+  auto ff = ParseStageSpec("fifo");
+  EXPECT_NE(ResolveStageSources(*ff, t.path()).message().find("not a directory or regular file"), std::string::npos);
+}
+
+TEST(StageSpec, IsInTheOptionTable) {
+  const UserOption* stage = nullptr;
+  for (const auto& o : UserOptions())
+    if (std::string(o.name) == "stage") stage = &o;
+  ASSERT_NE(stage, nullptr);
+  EXPECT_STREQ(stage->env_name, "PREFLIGHT_STAGE");
+  JobOptions opts;
+  ASSERT_TRUE(stage->apply("/tmp", opts).ok());
+  ASSERT_TRUE(stage->apply("/tmp", opts).ok());  // Slurm may call twice
+  EXPECT_TRUE(stage->given(opts));
+  EXPECT_EQ(stage->value_text(opts), "/tmp:tmp");
+  ASSERT_NE(stage->resolve_local, nullptr);
+  EXPECT_TRUE(stage->resolve_local(opts).ok());
+  EXPECT_FALSE(stage->apply("/x/../y", opts).ok());
+}
+
+// ---- copy engine -----------------------------------------------------------
+
+TEST(CopyTree, CopiesATreeFaithfully) {
+  TempDir t;
+  MakeDataset(t.path() + "/src");
+  MakeDirs(t.path() + "/dst");
+  int dfd = ::open((t.path() + "/dst").c_str(), O_RDONLY | O_DIRECTORY);
+  CopyStats st;
+  std::vector<std::string> m;
+  FaultSide side;
+  Status s = CopyTree(t.path() + "/src", dfd, "data", Opts(), &st, &m, &side);
+  ::close(dfd);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(st.files, 53u);
+  EXPECT_EQ(st.symlinks, 2u);
+  EXPECT_EQ(st.bytes, 50u * 8192 + (3u << 20) + 10);
+  std::string d = t.path() + "/dst/data";
+  EXPECT_EQ(Read(d + "/a/f7"), Blob(8192, 7));
+  EXPECT_EQ(Read(d + "/a/b/c/big"), Blob(3 << 20, 'x'));
+  EXPECT_EQ(Read(d + "/empty"), "");
+  EXPECT_EQ(Read(d + "/link"), Blob(8192, 1));
+  struct stat a, b;
+  ASSERT_EQ(::stat((d + "/run.sh").c_str(), &a), 0);
+  EXPECT_TRUE(a.st_mode & S_IXUSR);
+  ASSERT_EQ(::stat((t.path() + "/src/a/f3").c_str(), &b), 0);
+  ASSERT_EQ(::stat((d + "/a/f3").c_str(), &a), 0);
+  EXPECT_EQ(a.st_mtim.tv_sec, b.st_mtim.tv_sec);
+  EXPECT_EQ(a.st_mtim.tv_nsec, b.st_mtim.tv_nsec);
+  // The scan sees the same dataset the copy recorded.
+  std::vector<std::string> scan;
+  ASSERT_TRUE(ScanSource(t.path() + "/src", Opts(), &scan, &side).ok());
+  EXPECT_TRUE(SameManifest(scan, m));
+  EXPECT_EQ(m[0], "root d " + t.path() + "/src");
+  // The digest the walker computes alone (the cache's check) is the one of
+  // the manifest the copy recorded, and does not depend on line order.
+  std::string digest;
+  ASSERT_TRUE(ScanSource(t.path() + "/src", Opts(), nullptr, &side, &digest).ok());
+  EXPECT_EQ(digest, DigestOf(m));
+  std::vector<std::string> reversed(m.rbegin(), m.rend());
+  EXPECT_EQ(DigestOf(reversed), digest);
+  std::vector<std::string> changed = m;
+  changed.back() += "x";
+  EXPECT_NE(DigestOf(changed), digest);
+}
+
+TEST(CopyTree, CopiesASingleFile) {
+  TempDir t;
+  Write(t.path() + "/one", Blob(5000, 'q'));
+  int dfd = ::open(t.path().c_str(), O_RDONLY | O_DIRECTORY);
+  CopyStats st;
+  std::vector<std::string> m;
+  FaultSide side;
+  ASSERT_TRUE(CopyTree(t.path() + "/one", dfd, "copy", Opts(), &st, &m, &side).ok());
+  ::close(dfd);
+  EXPECT_EQ(Read(t.path() + "/copy"), Blob(5000, 'q'));
+  EXPECT_EQ(st.files, 1u);
+}
+
+Status CopyExpectingFailure(const std::string& src, const std::string& dst, StageFs* fs, FaultSide* side) {
+  MakeDirs(dst);
+  int dfd = ::open(dst.c_str(), O_RDONLY | O_DIRECTORY);
+  CopyStats st;
+  std::vector<std::string> m;
+  Status s = CopyTree(src, dfd, "data", Opts(fs), &st, &m, side);
+  ::close(dfd);
+  return s;
+}
+
+TEST(CopyTree, RefusesLinksLeavingTheTreeAndSpecialFiles) {
+  TempDir t;
+  struct Case { const char* target; const char* why; } cases[] = {
+      {"/etc/passwd", "symlink to absolute path"},
+      {"../../outside", "leaves the source tree"},
+      {"../../src-x/../outside", "leaves the source tree"},
+  };
+  MakeDirs(t.path() + "/outside");
+  int i = 0;
+  for (const auto& c : cases) {
+    std::string src = t.path() + "/src" + std::to_string(i);
+    MakeDirs(src + "/d");
+    ASSERT_EQ(::symlink(c.target, (src + "/d/l").c_str()), 0);
+    FaultSide side;
+    Status s = CopyExpectingFailure(src, t.path() + "/dst" + std::to_string(i++), nullptr, &side);
+    ASSERT_FALSE(s.ok()) << c.target;
+    EXPECT_EQ(side, FaultSide::kSource);
+    EXPECT_NE(s.message().find(c.why), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(src + "/d/l"), std::string::npos) << s.message();
+  }
+  // A link to an in-tree directory whose own link climbs out: resolved as
+  // the kernel would, so the escape is caught.
+  std::string src = t.path() + "/chain";
+  MakeDirs(src + "/x/y");
+  ASSERT_EQ(::symlink("../..", (src + "/x/y/s").c_str()), 0);
+  ASSERT_EQ(::symlink("x/y/s/../outside", (src + "/t").c_str()), 0);
+  FaultSide side;
+  Status s = CopyExpectingFailure(src, t.path() + "/dstc", nullptr, &side);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("leaves the source tree"), std::string::npos) << s.message();
+  std::string f = t.path() + "/fifo";
+  MakeDirs(f);
+  ::mkfifo((f + "/p").c_str(), 0644);
+  s = CopyExpectingFailure(f, t.path() + "/dstf", nullptr, &side);
+  EXPECT_NE(s.message().find("fifo, socket or device"), std::string::npos) << s.message();
+  s = CopyExpectingFailure(t.path() + "/vanished", t.path() + "/dstv", nullptr, &side);
+  EXPECT_EQ(side, FaultSide::kSource);
+  EXPECT_NE(s.message().find(t.path() + "/vanished: No such file"), std::string::npos) << s.message();
+}
+
+// Write-side faults through the seam.
+class FaultFs : public StageFs {
+ public:
+  int fail_write_after = -1;   // fail the Nth write (0-based) with `write_errno`
+  int write_errno = ENOSPC;
+  bool kill_on_fail = false;   // SIGKILL ourselves instead (crash mid-copy)
+  int fail_pread_after = -1;   // EIO from the Nth pread of the source
+  bool no_copy_range = false;  // force the pread/write path
+  std::atomic<int> writes{0}, preads{0};
+  ssize_t Write(int fd, const void* b, size_t n) override {
+    if (fail_write_after >= 0 && writes++ >= fail_write_after) {
+      if (kill_on_fail) ::kill(::getpid(), SIGKILL);
+      errno = write_errno;
+      return -1;
+    }
+    return StageFs::Write(fd, b, n);
+  }
+  ssize_t Pread(int fd, void* b, size_t n, off_t off) override {
+    if (fail_pread_after >= 0 && preads++ >= fail_pread_after) {
+      errno = EIO;
+      return -1;
+    }
+    return StageFs::Pread(fd, b, n, off);
+  }
+  ssize_t CopyFileRange(int in, off_t* off, int out, size_t n) override {
+    if (no_copy_range) {
+      errno = EXDEV;
+      return -1;
+    }
+    return StageFs::CopyFileRange(in, off, out, n);
+  }
+};
+
+TEST(CopyTree, DiskFullIsASpaceFault) {
+  TempDir t;
+  MakeDataset(t.path() + "/src");
+  FaultFs fs;
+  fs.fail_write_after = 10;
+  FaultSide side;
+  Status s = CopyExpectingFailure(t.path() + "/src", t.path() + "/dst", &fs, &side);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(side, FaultSide::kDestSpace);
+  EXPECT_NE(s.message().find("No space left on device"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("write data/"), std::string::npos) << s.message();
+}
+
+TEST(CopyTree, DestinationEioIsANodeFault) {
+  TempDir t;
+  MakeDataset(t.path() + "/src");
+  FaultFs fs;
+  fs.fail_write_after = 3;
+  fs.write_errno = EIO;
+  FaultSide side;
+  Status s = CopyExpectingFailure(t.path() + "/src", t.path() + "/dst", &fs, &side);
+  EXPECT_EQ(side, FaultSide::kNode);
+  EXPECT_NE(s.message().find("Input/output error"), std::string::npos) << s.message();
+}
+
+TEST(CopyTree, SourceEioMidFileIsASourceFault) {
+  TempDir t;
+  MakeDirs(t.path() + "/src");
+  Write(t.path() + "/src/big", Blob(5 << 20, 'b'));
+  FaultFs fs;
+  fs.no_copy_range = true;
+  fs.fail_pread_after = 2;  // third MiB of the file
+  FaultSide side;
+  Status s = CopyExpectingFailure(t.path() + "/src", t.path() + "/dst", &fs, &side);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(side, FaultSide::kSource);
+  EXPECT_NE(s.message().find("read data/big: Input/output error"), std::string::npos) << s.message();
+  EXPECT_EQ(fs.preads.load(), 3);
+}
+
+TEST(CopyTree, FallbackPathCopiesLargeFiles) {
+  TempDir t;
+  MakeDataset(t.path() + "/src");
+  FaultFs fs;
+  fs.no_copy_range = true;
+  FaultSide side;
+  MakeDirs(t.path() + "/dst");
+  int dfd = ::open((t.path() + "/dst").c_str(), O_RDONLY | O_DIRECTORY);
+  CopyStats st;
+  std::vector<std::string> m;
+  ASSERT_TRUE(CopyTree(t.path() + "/src", dfd, "data", Opts(&fs), &st, &m, &side).ok());
+  ::close(dfd);
+  EXPECT_EQ(Read(t.path() + "/dst/data/a/b/c/big"), Blob(3 << 20, 'x'));
+}
+
+// ---- cache -----------------------------------------------------------------
+
+StageCacheOptions CacheOpts(const std::string& dir, StageFs* fs = nullptr) {
+  StageCacheOptions o;
+  o.dir = dir;
+  o.workers = 3;
+  o.fs = fs;
+  return o;
+}
+
+std::vector<std::string> Versions(const std::string& keydir, const char* prefix) {
+  std::vector<std::string> v;
+  auto d = std::unique_ptr<DIR, int (*)(DIR*)>(::opendir(keydir.c_str()), ::closedir);
+  if (!d) return v;
+  while (auto* e = ::readdir(d.get()))
+    if (std::string(e->d_name).rfind(prefix, 0) == 0) v.push_back(e->d_name);
+  return v;
+}
+
+TEST(StageCache, HitWhenUnchangedMissWhenChanged) {
+  TempDir t;
+  std::string src = t.path() + "/src";
+  MakeDataset(src);
+  auto o = CacheOpts(t.path() + "/cache");
+  StagedDataset d1, d2, d3;
+  FaultSide side;
+  ASSERT_TRUE(StageDataset(o, src, {}, "101", &d1, &side).ok());
+  EXPECT_FALSE(d1.hit);
+  EXPECT_EQ(Read(d1.data_path + "/a/f9"), Blob(8192, 9));
+  ASSERT_TRUE(StageDataset(o, src, {}, "102", &d2, &side).ok());
+  EXPECT_TRUE(d2.hit);
+  EXPECT_EQ(d2.data_path, d1.data_path);
+  EXPECT_EQ(d2.files, d1.files);
+  // A changed file (same size, new mtime) is a new version; the old one
+  // stays while jobs 101 and 102 use it.
+  Write(src + "/a/f9", Blob(8192, 99));
+  struct timespec ts[2] = {{0, UTIME_OMIT}, {1700000000, 5}};
+  ::utimensat(AT_FDCWD, (src + "/a/f9").c_str(), ts, 0);
+  ASSERT_TRUE(StageDataset(o, src, {}, "103", &d3, &side).ok());
+  EXPECT_FALSE(d3.hit);
+  EXPECT_NE(d3.data_path, d1.data_path);
+  EXPECT_EQ(Read(d3.data_path + "/a/f9"), Blob(8192, 99));
+  EXPECT_EQ(Read(d1.data_path + "/a/f9"), Blob(8192, 9));
+  std::string keydir = o.dir + "/" + d1.key;
+  EXPECT_EQ(Versions(keydir, "v-").size(), 2u);
+  ASSERT_TRUE(ReleaseJob(o, "101").ok());
+  EXPECT_EQ(Versions(keydir, "v-").size(), 2u);  // 102 still holds it
+  ASSERT_TRUE(ReleaseJob(o, "102").ok());
+  EXPECT_EQ(Versions(keydir, "v-").size(), 1u);
+  auto list = ListCache(o);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].source, src);
+  EXPECT_EQ((*list)[0].jobs, std::vector<std::string>{"103"});
+  Status rm = RemoveCacheEntry(o, src);
+  EXPECT_EQ(rm.code(), Status::Code::kUnavailable);
+  EXPECT_NE(rm.message().find("in use by job(s) 103"), std::string::npos) << rm.message();
+  ASSERT_TRUE(ReleaseJob(o, "103").ok());
+  ASSERT_TRUE(RemoveCacheEntry(o, d1.key).ok());
+  EXPECT_TRUE(ListCache(o)->empty());
+}
+
+TEST(StageCache, KilledMidCopyIsNeverServedAndTheLockIsFreed) {
+  TempDir t;
+  std::string src = t.path() + "/src";
+  MakeDataset(src);
+  auto o = CacheOpts(t.path() + "/cache");
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    FaultFs fs;
+    fs.fail_write_after = 20;
+    fs.kill_on_fail = true;
+    auto oc = CacheOpts(o.dir, &fs);
+    StagedDataset d;
+    FaultSide side;
+    StageDataset(oc, src, {}, "201", &d, &side);
+    ::_exit(0);  // not reached
+  }
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+  std::string keydir = o.dir + "/" + StageCacheKey(src);
+  EXPECT_EQ(Versions(keydir, "tmp-").size(), 1u);  // the crashed build's leftovers
+  EXPECT_TRUE(Versions(keydir, "v-").empty());
+  EXPECT_FALSE(ReadWholeFile(keydir + "/current").ok());
+  StagedDataset d;
+  FaultSide side;
+  o.deadline = MonotonicSeconds() + 30;  // a stuck lock would fail, not hang
+  ASSERT_TRUE(StageDataset(o, src, {}, "202", &d, &side).ok());
+  EXPECT_FALSE(d.hit);
+  EXPECT_EQ(Read(d.data_path + "/a/b/c/big"), Blob(3 << 20, 'x'));
+  EXPECT_TRUE(Versions(keydir, "tmp-").empty());
+}
+
+TEST(StageCache, TimeoutFailsWithoutPublishing) {
+  TempDir t;
+  std::string src = t.path() + "/src";
+  MakeDataset(src);
+  auto o = CacheOpts(t.path() + "/cache");
+  o.deadline = MonotonicSeconds() - 1;  // already past: no sleeping in tests
+  StagedDataset d;
+  FaultSide side;
+  Status s = StageDataset(o, src, {}, "251", &d, &side);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Status::Code::kTimeout);
+  EXPECT_EQ(side, FaultSide::kSource);
+  EXPECT_NE(s.message().find("timed out"), std::string::npos) << s.message();
+  std::string keydir = o.dir + "/" + StageCacheKey(src);
+  EXPECT_TRUE(Versions(keydir, "v-").empty());
+  EXPECT_TRUE(Versions(keydir, "tmp-").empty());
+}
+
+TEST(StageCache, ConcurrentStagersShareOneCopy) {
+  TempDir t;
+  std::string src = t.path() + "/src";
+  MakeDataset(src);
+  auto o = CacheOpts(t.path() + "/cache");
+  std::vector<pid_t> kids;
+  for (int i = 0; i < 3; ++i) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      StagedDataset d;
+      FaultSide side;
+      Status s = StageDataset(o, src, {}, "30" + std::to_string(i), &d, &side);
+      ::_exit(!s.ok() ? 1 : d.hit ? 10 : 11);
+    }
+    kids.push_back(pid);
+  }
+  int hits = 0, misses = 0;
+  for (pid_t p : kids) {
+    int st = 0;
+    ::waitpid(p, &st, 0);
+    ASSERT_TRUE(WIFEXITED(st));
+    hits += WEXITSTATUS(st) == 10;
+    misses += WEXITSTATUS(st) == 11;
+  }
+  EXPECT_EQ(misses, 1);
+  EXPECT_EQ(hits, 2);
+  std::string keydir = o.dir + "/" + StageCacheKey(src);
+  EXPECT_EQ(Versions(keydir, "v-").size(), 1u);
+  EXPECT_EQ(ListCache(o)->at(0).jobs.size(), 3u);
+}
+
+TEST(StageCache, TrimEvictsLeastRecentlyUsedNeverInUse) {
+  TempDir t;
+  auto o = CacheOpts(t.path() + "/cache");
+  std::vector<std::string> srcs;
+  for (int i = 0; i < 3; ++i) {
+    std::string s = t.path() + "/ds" + std::to_string(i);
+    MakeDirs(s);
+    Write(s + "/f", Blob(100000, static_cast<char>(i)));
+    srcs.push_back(s);
+    StagedDataset d;
+    FaultSide side;
+    ASSERT_TRUE(StageDataset(o, s, {}, "40" + std::to_string(i), &d, &side).ok());
+    // Order the LRU clock explicitly (no sleeps).
+    struct timespec ts[2] = {{1000 + i, 0}, {1000 + i, 0}};
+    ::utimensat(AT_FDCWD, (o.dir + "/" + d.key + "/last_used").c_str(), ts, 0);
+  }
+  ASSERT_TRUE(ReleaseJob(o, "401").ok());
+  ASSERT_TRUE(ReleaseJob(o, "402").ok());
+  // ds0 is the oldest but job 400 uses it; ds1 is next: it goes.
+  std::vector<std::string> removed;
+  ASSERT_TRUE(TrimCache(o, 250000, &removed).ok());
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_NE(removed[0].find(srcs[1]), std::string::npos);
+  ASSERT_TRUE(TrimCache(o, 1, &removed).ok());
+  ASSERT_EQ(removed.size(), 2u);
+  EXPECT_NE(removed[1].find(srcs[2]), std::string::npos);
+  auto list = ListCache(o);
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].source, srcs[0]);
+}
+
+TEST(StageCache, ReadsAsTheJobUser) {
+  if (::geteuid() != 0) GTEST_SKIP() << "skipped: needs root to drop to another user";
+  struct passwd* nobody = ::getpwnam("nobody");
+  if (!nobody) GTEST_SKIP() << "skipped: no user 'nobody'";
+  TempDir t;
+  ::chmod(t.path().c_str(), 0755);
+  std::string src = t.path() + "/src";
+  MakeDataset(src);
+  StageIdentity who;
+  who.drop = true;
+  who.uid = nobody->pw_uid;
+  who.gid = nobody->pw_gid;
+  who.user = "nobody";
+  auto o = CacheOpts(t.path() + "/cache");
+  StagedDataset d;
+  FaultSide side;
+  Status s = StageDataset(o, src, who, "501", &d, &side);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(Read(d.data_path + "/a/f4"), Blob(8192, 4));
+  // Root-only file: the root stager must not read it for nobody, even
+  // though root could, and even though a copy is already cached.
+  Write(src + "/a/secret", "root only", 0600);
+  s = StageDataset(o, src, who, "502", &d, &side);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(side, FaultSide::kSource);
+  EXPECT_NE(s.message().find(src + "/a/secret: Permission denied"), std::string::npos) << s.message();
+  ASSERT_TRUE(StageDataset(o, src, {}, "503", &d, &side).ok());  // root's own job may
+  s = StageDataset(o, src, who, "504", &d, &side);               // cached now; still refused
+  EXPECT_NE(s.message().find("Permission denied"), std::string::npos) << s.message();
+}
+
+TEST(StageCache, DirsOnlyVerifyCatchesAddedFilesButNotInPlaceRewrites) {
+  TempDir t;
+  ::chmod(t.path().c_str(), 0755);
+  std::string src = t.path() + "/src";
+  MakeDataset(src);
+  auto o = CacheOpts(t.path() + "/cache");
+  o.verify_dirs_only = true;
+  StagedDataset d;
+  FaultSide side;
+  ASSERT_TRUE(StageDataset(o, src, {}, "601", &d, &side).ok());
+  ASSERT_TRUE(StageDataset(o, src, {}, "602", &d, &side).ok());
+  EXPECT_TRUE(d.hit);
+  // Rewritten in place, same name: the documented blind spot of "dirs".
+  Write(src + "/a/f3", "changed");
+  ASSERT_TRUE(StageDataset(o, src, {}, "603", &d, &side).ok());
+  EXPECT_TRUE(d.hit);
+  // A new file changes its directory's mtime: caught.
+  struct timespec ts[2] = {{0, UTIME_OMIT}, {1600000000, 0}};
+  ::utimensat(AT_FDCWD, (src + "/a/b").c_str(), ts, 0);  // whatever the clock's granularity
+  Write(src + "/a/b/new", "new");
+  ASSERT_TRUE(StageDataset(o, src, {}, "604", &d, &side).ok());
+  EXPECT_FALSE(d.hit);
+  EXPECT_EQ(Read(d.data_path + "/a/b/new"), "new");
+  EXPECT_EQ(Read(d.data_path + "/a/f3"), "changed");
+  if (::geteuid() != 0 || !::getpwnam("nobody")) return;
+  // Another reader gets the full check, so a file it can't read is refused.
+  Write(src + "/a/f3", "root only", 0600);
+  struct passwd* nobody = ::getpwnam("nobody");
+  StageIdentity who{true, nobody->pw_uid, nobody->pw_gid, "nobody"};
+  Status s = StageDataset(o, src, who, "605", &d, &side);
+  EXPECT_NE(s.message().find(src + "/a/f3: Permission denied"), std::string::npos) << s.message();
+}
+
+TEST(StageJob, PrometheusNamesEveryFigure) {
+  std::string p = StagePrometheus("n1", {{"stage.bytes", "42"}, {"stage.cache_hits", "1"}});
+  EXPECT_NE(p.find("preflight_stage_last_bytes{node=\"n1\"} 42\n"), std::string::npos);
+  EXPECT_NE(p.find("preflight_stage_last_cache_hits{node=\"n1\"} 1\n"), std::string::npos);
+  EXPECT_NE(p.find("preflight_stage_cache_bytes{node=\"n1\"} 0\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace preflight
