@@ -265,7 +265,20 @@ Expected<SuperviseResult> RunSupervised(const SuperviseOptions& o) {
     while (::read(g_signal_pipe[0], &sig, 1) == 1) {
       if (sig == SIGCHLD) continue;
       if (std::find(o.preempt_signals.begin(), o.preempt_signals.end(), sig) != o.preempt_signals.end()) {
-        if (res.preempted || exited) continue;
+        if (res.preempted) continue;
+        if (exited) {
+          // Slurm signals every process of the step (scancel, preemption
+          // without B:), so the command may die of the same signal just
+          // before ours is read. A non-zero end plus the preemption signal is
+          // still a preemption; a clean exit 0 is not.
+          bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+          if (!clean) {
+            res.preempted = true;
+            res.preempt_signal = sig;
+            Log(LogLevel::kInfo, "run", "preemption signal " + SignalName(sig), "arrived as the command ended");
+          }
+          continue;
+        }
         res.preempted = true;
         res.preempt_signal = sig;
         preempt_deadline = now + o.grace_s;
