@@ -294,7 +294,9 @@ std::vector<std::string> NcclArgs(const Config& cfg, const Allocation& a, Level 
 std::vector<std::string> Srun(const Config& cfg, const std::vector<std::string>& nodes, int per_node, bool pmix) {
   std::vector<std::string> v = {cfg.nccl_srun};
   if (pmix) v.push_back("--mpi=pmix");
-  v.insert(v.end(), {"--overlap", "--kill-on-bad-exit=1", "--job-name=preflight-nccl", "-N",
+  // --overcommit: one rank per GPU even when the job holds fewer CPUs than
+  // GPUs on a node (sbatch -N4 --gres=gpu:8 allocates 1 CPU per node).
+  v.insert(v.end(), {"--overlap", "--overcommit", "--kill-on-bad-exit=1", "--job-name=preflight-nccl", "-N",
                      std::to_string(nodes.size()), "-n", std::to_string(nodes.size() * per_node),
                      "--ntasks-per-node=" + std::to_string(per_node), "-w", Join(nodes, ",")});
   return v;

@@ -140,6 +140,9 @@ ib_rate = 100
 ib_link_layer = InfiniBand
 # --nccl-check's collective (host backend here): small messages, bounded waits.
 nccl_binary = $build/collective/preflight-nccl
+# The GRES GPUs here are character devices, not GPUs: jobs that ask for them
+# still run the collective on the host backend.
+nccl_backend = host
 nccl_max_bytes = 1M
 nccl_timeout = 60s
 CONF

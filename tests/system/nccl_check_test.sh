@@ -134,7 +134,7 @@ rm -f "$C/nodes/n2/nccl_rate"
 rc=0; setpriv --reuid=nobody --regid=nogroup --clear-groups "$NCCL" --config "$conf" --intra-node --drain --node n1 >"$OUT/drain-user.out" 2>&1 || rc=$?
 check "a user may not --drain" test $rc = 2
 check "... and is told why" contains "$OUT/drain-user.out" 'only root may drain'
-rc=0; srun --mpi=pmix -N1 --gres=gpu:1 "$NCCL" --config "$conf" >"$OUT/nogpu.out" 2>&1 || rc=$?
+rc=0; srun --mpi=pmix -N1 --gres=gpu:1 "$NCCL" --config "$conf" --set nccl_backend=auto >"$OUT/nogpu.out" 2>&1 || rc=$?
 cat "$OUT/nogpu.out"
 check "GPUs asked for but no GPU stack: exit 1" test $rc = 1
 check "... a clear FAILED, not a pass" contains "$OUT/nogpu.out" '# FAILED: .*GPU check asked for, but the NCCL backend cannot run on n1'

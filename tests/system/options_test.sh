@@ -13,7 +13,9 @@ pairing_passed() {
   [ "$verdicts" = '      "verdict": "pass",' ]
 }
 
-jid=$(sbatch --parsable -N3 --nccl-check=quick -o "$OUT/job-%j.out" \
+# --gres=gpu:2 with the default 1 CPU per node: the collective still starts
+# one rank per GPU (its step overcommits the job's CPUs).
+jid=$(sbatch --parsable -N3 --gres=gpu:2 --nccl-check=quick -o "$OUT/job-%j.out" \
   --wrap 'echo "level=$PREFLIGHT_NCCL_CHECK"; srun -N3 bash -c "echo task \$SLURM_PROCID level \$PREFLIGHT_NCCL_CHECK"')
 wait_job "$jid"
 check "3-node job completed" test "$(job_field "$jid" JobState)" = COMPLETED
@@ -21,6 +23,7 @@ out=$OUT/job-$jid.out
 cat "$out"
 check "job output shows the level" contains "$out" '^level=quick$'
 check "every task sees the level" test "$(grep -c '^task [0-2] level quick$' "$out")" = 3
+check "the collective ran one rank per GPU and passed" contains "$out" '^  # OK: busbw'
 check "job output shows the prolog summary" contains "$out" 'preflight: prolog ok on n[1-3]: level quick'
 for n in n1 n2 n3; do
   f=$C/state/jobs/$jid/$n.prolog.json
