@@ -25,12 +25,12 @@ trap restore EXIT
 # --- ECC fault on n1, found by the prolog --------------------------------
 printf 'gpus 4\necc_volatile 2 3\n' >"$C/nodes/n1/nvml.faults"
 jid=$(sbatch --parsable -N1 --nccl-check=quick -o "$OUT/job-%j.out" --wrap 'echo ran on $SLURMD_NODENAME')
-for _ in $(seq 1 100); do [ "$(job_field "$jid" Restarts)" -ge 1 ] && break; sleep 0.1; done
+wait_restarted "$jid" || true
 check "job was requeued after the GPU check failed" test "$(job_field "$jid" Restarts)" -ge 1
 release_and_wait "$jid"
 check "requeued job ran on a healthy node" contains "$OUT/job-$jid.out" '^ran on n[23]$'
 check "requeued job completed" test "$(job_field "$jid" JobState)" = COMPLETED
-for _ in $(seq 1 100); do node_reason n1 | grep -q '^preflight:' && break; sleep 0.1; done
+wait_preflight_reason n1 || true
 reason=$(node_reason n1)
 note "n1 reason: $reason"
 check "n1 is drained" grep -q drain <<<"$(node_state n1)"

@@ -63,6 +63,18 @@ release_requeued() {
   echo "job $j never became pending again: $(squeue -h -j "$j" -o '%T %r')" >&2
   return 1
 }
+# wait_restarted JOBID [TENTHS]: until Slurm has requeued the job once (bounded).
+wait_restarted() {
+  local j=$1 n=${2:-100} i
+  for ((i = 0; i < n; i++)); do [ "$(job_field "$j" Restarts)" -ge 1 ] && return 0; sleep 0.1; done
+  return 1
+}
+# wait_preflight_reason NODE: until the node's reason is preflight's (the
+# detached --finish-drain sets it after Slurm's own "Prolog error"; bounded).
+wait_preflight_reason() {
+  for _ in $(seq 1 100); do node_reason "$1" | grep -q '^preflight:' && return 0; sleep 0.1; done
+  return 1
+}
 node_state() { sinfo -h -n "$1" -N -o '%T' | head -1; }
 node_reason() { scontrol -o show node "$1" | sed -n 's/.* Reason=\(.*\) \[.*/\1/p'; }
 

@@ -9,7 +9,7 @@ mv "$scratch" "$scratch.away"
 trap 'mv "$scratch.away" "$scratch" 2>/dev/null || true' EXIT
 
 jid=$(sbatch --parsable -N1 --nccl-check=quick -o "$OUT/job-%j.out" --wrap 'echo ran on $SLURMD_NODENAME')
-for _ in $(seq 1 100); do [ "$(job_field "$jid" Restarts)" -ge 1 ] && break; sleep 0.1; done
+wait_restarted "$jid" || true
 check "job was requeued after the prolog failure" test "$(job_field "$jid" Restarts)" -ge 1
 # Slurm holds a requeued batch job back ~2 minutes (EligibleTime); an admin
 # would wait or release it. The test releases it.
@@ -20,7 +20,7 @@ check "requeued job completed" test "$(job_field "$jid" JobState)" = COMPLETED
 
 # The reason names the check and the path; the detached helper sets it
 # within a few seconds of Slurm's own "Prolog error".
-for _ in $(seq 1 100); do node_reason n1 | grep -q '^preflight:' && break; sleep 0.1; done
+wait_preflight_reason n1 || true
 reason=$(node_reason n1)
 note "n1 reason: $reason"
 check "n1 is drained" grep -q drain <<<"$(node_state n1)"

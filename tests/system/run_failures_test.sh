@@ -34,7 +34,7 @@ echo "ran on \$SLURM_JOB_NODELIST restart \$PREFLIGHT_RESTART_COUNT"
 SH
 chmod +x "$OUT/nccl.sh"
 jid=$(sbatch --parsable -N2 --open-mode=append -o "$OUT/nccl-%j.out" --wrap "exec $run -- $OUT/nccl.sh")
-for _ in $(seq 1 300); do [ "$(job_field "$jid" Restarts)" -ge 1 ] && break; sleep 0.1; done
+wait_restarted "$jid" 300 || true
 out=$OUT/nccl-$jid.out
 peer=$(cat "$OUT/peer")
 note "nccl: first run named peer $peer"

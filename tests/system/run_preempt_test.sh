@@ -24,7 +24,7 @@ first_node=$(job_field "$jid" BatchHost)
 
 # What Slurm does ahead of a preemption or time limit with --signal=B:USR2@T.
 scancel --signal=USR2 --batch "$jid"
-for _ in $(seq 1 300); do [ "$(job_field "$jid" Restarts)" -ge 1 ] && break; sleep 0.1; done
+wait_restarted "$jid" 300 || true
 check "job was requeued" test "$(job_field "$jid" Restarts)" = 1
 check "the application checkpointed" contains "$out" "^checkpointed at step [0-9]+ to $ck/step-[0-9]+$"
 check "preflight-run said it requeued the job" contains "$out" "^preflight: run: requeued job $jid: preempted \(SIGUSR2\).*requeue 1 of 3"

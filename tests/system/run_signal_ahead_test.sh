@@ -18,7 +18,7 @@ exec $B/wrapper/preflight-run --config $C/etc/preflight.conf --checkpoint-dir $c
 JOB
 jid=$(sbatch --parsable -N1 --time=1 --open-mode=append -o "$OUT/job-%j.out" "$OUT/job.sh")
 out=$OUT/job-$jid.out
-for _ in $(seq 1 700); do [ "$(job_field "$jid" Restarts)" -ge 1 ] && break; sleep 0.1; done
+wait_restarted "$jid" 700 || true
 check "Slurm's own signal led to a requeue" test "$(job_field "$jid" Restarts)" = 1
 check "preflight-run got SIGUSR2 and requeued" contains "$out" "^preflight: run: requeued job $jid: preempted \(SIGUSR2\)"
 release_requeued "$jid"
