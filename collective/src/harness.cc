@@ -4,17 +4,12 @@
 #include <cstdio>
 #include <time.h>
 
+#include "preflight/clock.h"
 #include "preflight/collective.h"
 #include "preflight/json.h"
 
 namespace preflight::collective {
 namespace {
-
-double Now() {
-  struct timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 std::string SizeLabel(uint64_t b) {
   char buf[32];
@@ -63,7 +58,7 @@ SweepOptions SweepForLevel(Level level, uint64_t max_bytes) {
 
 Expected<SweepResult> RunAllReduceSweep(Backend& b, const SweepOptions& opt) {
   if (opt.sizes.empty()) return Status::InvalidArgument("no message sizes to test");
-  double t_start = Now();
+  double t_start = MonotonicSeconds();
   SweepResult res;
   res.backend = b.Name();
   res.nranks = b.Size();
@@ -92,11 +87,11 @@ Expected<SweepResult> RunAllReduceSweep(Backend& b, const SweepOptions& opt) {
     // Start together: a max-reduction doubles as a barrier.
     std::vector<double> sync = {0};
     if (!(s = b.MaxAcrossRanks(sync)).ok()) return s;
-    double t0 = Now();
+    double t0 = MonotonicSeconds();
     for (int i = 0; i < opt.iters; ++i)
       if (!(s = b.AllReduce(r.count)).ok()) return s.Context("at " + SizeLabel(r.bytes));
     if (!(s = b.Wait()).ok()) return s.Context("at " + SizeLabel(r.bytes));
-    double per_op = (Now() - t0) / std::max(1, opt.iters);
+    double per_op = (MonotonicSeconds() - t0) / std::max(1, opt.iters);
 
     // Verify the last result (every iteration computes the same sum).
     auto check = [&](uint64_t off, uint64_t n) -> Status {
@@ -124,7 +119,7 @@ Expected<SweepResult> RunAllReduceSweep(Backend& b, const SweepOptions& opt) {
     r.busbw = r.algbw * AllReduceBusFactor(res.nranks);
     res.sizes.push_back(r);
   }
-  res.seconds = Now() - t_start;
+  res.seconds = MonotonicSeconds() - t_start;
   return res;
 }
 

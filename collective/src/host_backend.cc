@@ -21,16 +21,11 @@
 #include <cmath>
 #include <cstring>
 
+#include "preflight/clock.h"
 #include "preflight/collective.h"
 
 namespace preflight::collective {
 namespace {
-
-double Now() {
-  struct timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 class Fd {
  public:
@@ -157,7 +152,7 @@ class HostBackend : public Backend {
     const int n = size_;
     auto off = [&](int k) { return count * static_cast<uint64_t>(k) / n; };
     auto mod = [&](int x) { return ((x % n) + n) % n; };
-    op_start_ = Now();
+    op_start_ = MonotonicSeconds();
     op_sent_ = 0;
     // Reduce-scatter: after n-1 steps rank r holds the full sum of chunk r+1.
     for (int step = 0; step < n - 1; ++step) {
@@ -204,7 +199,7 @@ class HostBackend : public Backend {
     sa.sin_port = htons(static_cast<uint16_t>(port));
     if (::inet_pton(AF_INET, host.c_str(), &sa.sin_addr) != 1)
       return Status::InvalidArgument("host backend: bad address '" + p + "' from " + Peer(r));
-    double deadline = Now() + opt_.timeout_ms / 1000.0;
+    double deadline = MonotonicSeconds() + opt_.timeout_ms / 1000.0;
     int err = 0;
     do {
       Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -218,7 +213,7 @@ class HostBackend : public Backend {
       }
       err = errno;
       ::usleep(20 * 1000);
-    } while (Now() < deadline);
+    } while (MonotonicSeconds() < deadline);
     return Status::FromErrno(err, "host backend: rank " + std::to_string(rank_) + " cannot connect to " + Peer(r));
   }
 
@@ -251,7 +246,7 @@ class HostBackend : public Backend {
       size_t allow = slen - sent;
       int wait_ms = static_cast<int>(opt_.timeout_ms);
       if (cap > 0 && allow > 0) {
-        double budget = cap * (Now() - op_start_) + 4096 - static_cast<double>(op_sent_);
+        double budget = cap * (MonotonicSeconds() - op_start_) + 4096 - static_cast<double>(op_sent_);
         if (budget < 1) {
           allow = 0;
           wait_ms = std::max(1, static_cast<int>(std::ceil((1 - budget) / cap * 1000)));

@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "preflight/clock.h"
+
 namespace preflight {
 namespace {
 
@@ -28,11 +30,7 @@ namespace {
   _exit(127);
 }
 
-long NowMs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
+long NowMs() { return static_cast<long>(MonotonicSeconds() * 1000); }
 
 }  // namespace
 

@@ -20,18 +20,6 @@ const char* VerdictName(Verdict v) {
   return "fail";
 }
 
-double NowUnix() {
-  struct timeval tv;
-  gettimeofday(&tv, nullptr);
-  return tv.tv_sec + tv.tv_usec / 1e6;
-}
-
-double MonotonicSeconds() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 std::string Describe(const CheckResult& r) {
   std::string s = r.check;
   if (!r.device.empty()) s += " " + r.device;

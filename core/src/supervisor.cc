@@ -15,6 +15,7 @@
 #include <cstring>
 #include <deque>
 
+#include "preflight/clock.h"
 #include "preflight/log.h"
 
 namespace preflight {
@@ -30,12 +31,6 @@ void OnSignal(int sig) {
   ssize_t r = ::write(g_signal_pipe[1], &b, 1);
   (void)r;
   errno = saved;
-}
-
-double Now() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 // Installs the handlers (relayed signals and SIGCHLD to the self-pipe,
@@ -155,7 +150,7 @@ Expected<std::vector<int>> ParseSignalList(const std::string& s) {
 
 Expected<SuperviseResult> RunSupervised(const SuperviseOptions& o) {
   if (o.argv.empty()) return Status::InvalidArgument("no command given");
-  double start = Now();
+  double start = MonotonicSeconds();
   auto watch_or = StallWatch::Create(o.stall, start);
   if (!watch_or) return watch_or.status();
   StallWatch& watch = **watch_or;
@@ -259,7 +254,7 @@ Expected<SuperviseResult> RunSupervised(const SuperviseOptions& o) {
   for (;;) {
     struct pollfd fds[3] = {{g_signal_pipe[0], POLLIN, 0}, {streams[0].fd, POLLIN, 0}, {streams[1].fd, POLLIN, 0}};
     ::poll(fds, 3, exited ? 50 : 200);
-    double now = Now();
+    double now = MonotonicSeconds();
 
     unsigned char sig;
     while (::read(g_signal_pipe[0], &sig, 1) == 1) {
@@ -370,7 +365,7 @@ Expected<SuperviseResult> RunSupervised(const SuperviseOptions& o) {
   }
   for (auto& s : streams) {
     if (s.fd >= 0) ::close(s.fd);
-    if (!s.partial.empty()) line(std::move(s.partial), Now());
+    if (!s.partial.empty()) line(std::move(s.partial), MonotonicSeconds());
   }
   if (WIFEXITED(status)) res.exit.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) {
@@ -378,7 +373,7 @@ Expected<SuperviseResult> RunSupervised(const SuperviseOptions& o) {
     res.exit.exit_code = 128 + res.exit.signal;
   }
   res.tail.assign(tail.begin(), tail.end());
-  res.seconds = Now() - start;
+  res.seconds = MonotonicSeconds() - start;
   return res;
 }
 

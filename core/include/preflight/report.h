@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "preflight/clock.h"
 #include "preflight/config.h"
 #include "preflight/status.h"
 
@@ -56,7 +57,5 @@ std::string DrainReason(const Report& r, size_t max = 200);
 // Returns the JSON path written.
 Expected<std::string> WriteReport(const Config& cfg, const Report& r);
 
-double NowUnix();
-double MonotonicSeconds();
 
 }  // namespace preflight
