@@ -296,13 +296,17 @@ std::vector<CheckResult> RunChecks(const CheckEnv& env, const std::vector<CheckD
     unsigned budget = d.timeout_ms != 0 ? d.timeout_ms : env.cfg.probe_timeout_ms;
     c.started = MonotonicSeconds();
     c.deadline = c.started + budget / 1000.0;
-    int p[2];
-    if (::pipe2(p, O_CLOEXEC) != 0) {
+    // A probe that cannot even start fails its check, naming the call.
+    auto cannot_start = [&](const char* call) {
       CheckResult r;
       r.check = d.name;
       r.verdict = Verdict::kFail;
-      r.message = Status::FromErrno(errno, "cannot start probe: pipe").message();
+      r.message = Status::FromErrno(errno, std::string("cannot start probe: ") + call).message();
       all.push_back(r);
+    };
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) {
+      cannot_start("pipe");
       continue;
     }
     pid_t pid = ::fork();
@@ -313,12 +317,8 @@ std::vector<CheckResult> RunChecks(const CheckEnv& env, const std::vector<CheckD
     }
     ::close(p[1]);
     if (pid < 0) {
+      cannot_start("fork");
       ::close(p[0]);
-      CheckResult r;
-      r.check = d.name;
-      r.verdict = Verdict::kFail;
-      r.message = Status::FromErrno(errno, "cannot start probe: fork").message();
-      all.push_back(r);
       continue;
     }
     c.pid = pid;
