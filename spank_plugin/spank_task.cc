@@ -6,6 +6,8 @@ extern "C" {
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
+#include <optional>
 #include <vector>
 
 #include "preflight/fileutil.h"
@@ -40,11 +42,13 @@ void SetIfUnset(spank_t sp, const char* name, const std::string& value) {
     Log(LogLevel::kError, "task_init", std::string("cannot set ") + name, spank_strerror(rc));
 }
 
+using SiteConfig = std::function<const Expected<Config>&()>;
+
 // --stage: point the task at this node's view, or refuse to start it when
 // the prolog could not stage. task_init failing makes slurmstepd end the
 // task with status 1 (the job fails with our message in its stderr) and
 // does not drain the node, unlike a failing prolog; see stage_job.h.
-int StageTaskInit(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
+int StageTaskInit(spank_t sp, const SiteConfig& site_config, const JobOptions& opts) {
   bool found = false;
   std::string spec = GetJobEnv(sp, "SLURM_SPANK_PREFLIGHT_STAGE", &found);
   if (!found) {
@@ -53,7 +57,7 @@ int StageTaskInit(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
   }
   std::string node = GetJobEnv(sp, "SLURMD_NODENAME");
   std::string job = GetJobEnv(sp, "SLURM_JOB_ID");
-  auto cfg = LoadPluginConfig(args, node);
+  const Expected<Config>& cfg = site_config();
   if (!cfg) {
     Log(LogLevel::kError, "task_init", "site config", cfg.status().message());
     return -1;
@@ -87,7 +91,13 @@ int TaskInit(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
   for (const auto& o : UserOptions())
     if (o.given(opts)) SetIfUnset(sp, o.env_name, o.value_text(opts));
   TaskTopoEnv(sp, opts);
-  if (StageTaskInit(sp, args, opts) != 0) return -1;
+  // The site config, read at most once per task and only when needed.
+  std::optional<Expected<Config>> loaded;
+  SiteConfig site_config = [&]() -> const Expected<Config>& {
+    if (!loaded) loaded.emplace(LoadPluginConfig(args, GetJobEnv(sp, "SLURMD_NODENAME")));
+    return *loaded;
+  };
+  if (StageTaskInit(sp, site_config, opts) != 0) return -1;
 
   uint32_t step = 0, task = 0;
   if (spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS) return 0;
@@ -98,7 +108,7 @@ int TaskInit(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
   // prolog found, so the user sees the checks without asking an admin.
   std::string node = GetJobEnv(sp, "SLURMD_NODENAME");
   std::string job = GetJobEnv(sp, "SLURM_JOB_ID");
-  auto cfg = LoadPluginConfig(args, node);
+  const Expected<Config>& cfg = site_config();
   if (!cfg) {
     Log(LogLevel::kError, "task_init", "site config", cfg.status().message());
     return 0;  // the environment is set; a summary is not worth failing the job
