@@ -17,6 +17,7 @@
 #include "preflight/topo.h"
 #include "preflight/topo_load.h"
 #include "preflight/stage_job.h"
+#include "slurm_records.h"
 
 namespace {
 
@@ -190,6 +191,9 @@ int CacheCmd(const std::vector<std::string>& args_in, const CommonCli& cli) {
   return 2;
 }
 
+// preflight slurm job|steps|nodes ARG: slurmctld's records as JSON (slurmapi/).
+int SlurmRecordsCmd(const std::vector<std::string>& args, const CommonCli&) { return admin::SlurmCmd(args); }
+
 struct Command {
   const char* name;
   const char* usage;
@@ -201,6 +205,7 @@ const Command kCommands[] = {
     {"options", "options                         the job options the SPANK plugin adds", OptionsCmd},
     {"topo", "topo [--xml F] [--gpus L] [--json] GPU-NIC table and the env a task would get", TopoCmd},
     {"cache", "cache ls|gc|rm KEY|SRC [node=N]  list, trim or remove --stage cached datasets", CacheCmd},
+    {"slurm", "slurm job J|steps J|nodes LIST  slurmctld's records as JSON (what root-run code reads)", SlurmRecordsCmd},
 };
 
 int Main(int argc, char** argv) {

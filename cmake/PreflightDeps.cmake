@@ -28,6 +28,20 @@ add_library(preflight::slurm INTERFACE IMPORTED GLOBAL)
 target_include_directories(preflight::slurm INTERFACE ${SLURM_INCLUDE_DIR})
 file(STRINGS ${SLURM_INCLUDE_DIR}/slurm/slurm_version.h _slurm_ver REGEX "#define SLURM_VERSION_NUMBER")
 message(STATUS "Slurm headers: ${SLURM_INCLUDE_DIR} (${_slurm_ver})")
+# libslurm, for slurmapi/ only (the `preflight slurm` records).
+find_library(SLURM_LIBRARY NAMES slurm HINTS ${SLURM_ROOT}/lib ${SLURM_ROOT}/lib64 ${SLURM_PC_LIBRARY_DIRS})
+if(NOT SLURM_LIBRARY)
+  message(FATAL_ERROR "libslurm not found: apt-get install libslurm-dev, or pass -DSLURM_ROOT=")
+endif()
+add_library(preflight::libslurm UNKNOWN IMPORTED GLOBAL)
+set_target_properties(preflight::libslurm PROPERTIES IMPORTED_LOCATION ${SLURM_LIBRARY})
+include(PreflightSlurmVersion)
+
+# JSON reader for what preflight's own tools print (header-only).
+find_package(nlohmann_json 3.2 QUIET)
+if(NOT nlohmann_json_FOUND)
+  message(FATAL_ERROR "nlohmann_json not found: apt-get install nlohmann-json3-dev")
+endif()
 
 find_package(Boost 1.67 COMPONENTS program_options)
 if(NOT Boost_PROGRAM_OPTIONS_FOUND)

@@ -7,10 +7,10 @@ extern "C" {
 #include <signal.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <sstream>
+#include <string>
 
 #include "preflight/collective_run.h"
 #include "preflight/job.h"
@@ -54,116 +54,30 @@ std::string EnvValue(const std::vector<std::string>& env, const std::string& nam
   return "";
 }
 
-// scontrol as root with the site's SLURM_CONF, bounded by probe_timeout.
-Expected<std::string> Scontrol(const Config& cfg, const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {cfg.scontrol};
-  argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<std::string> env;
-  if (!cfg.slurm_conf.empty()) env.push_back("SLURM_CONF=" + cfg.slurm_conf);
-  auto r = RunCommand(argv, env, cfg.probe_timeout_ms);
-  if (!r) return r.status();
-  if (r->timed_out || r->exit_code != 0)
-    return Status::IOError("scontrol " + (args.empty() ? "" : args[0] + " ") + (args.size() > 1 ? args[1] : "") +
-                           ": " + (r->timed_out ? "timed out" : "exit " + std::to_string(r->exit_code)) + ": " + r->output);
-  return r->output;
-}
-
-// The value of " Key=" in one `scontrol -o` line, up to the next space.
-std::string Field(const std::string& line, const std::string& key) {
-  size_t p = line.find(" " + key + "=");
-  if (p == std::string::npos) return "";
-  p += key.size() + 2;
-  return line.substr(p, line.find_first_of(" \n", p) - p);
-}
-
-// AdminComment= of a `scontrol -o show job` line: it may hold spaces, so it
-// ends where the next " Key=" begins.
-std::string Comment(const std::string& line) {
-  size_t p = line.find(" AdminComment=");
-  if (p == std::string::npos) return "";
-  p += 14;
-  size_t e = p;
-  while (e < line.size()) {
-    size_t sp = line.find(' ', e);
-    if (sp == std::string::npos) { e = line.size(); break; }
-    size_t k = sp + 1;
-    while (k < line.size() && (std::isalnum(static_cast<unsigned char>(line[k])) || line[k] == '/' || line[k] == ':')) ++k;
-    if (k < line.size() && line[k] == '=' && k > sp + 1 && std::isupper(static_cast<unsigned char>(line[sp + 1]))) { e = sp; break; }
-    e = sp + 1;
-  }
-  std::string v = line.substr(p, e - p);
-  while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
-  return v;
-}
-
-Expected<std::vector<std::string>> Hostnames(const Config& cfg, const std::string& list) {
-  auto out = Scontrol(cfg, {"show", "hostnames", list});
-  if (!out) return out.status();
-  std::vector<std::string> v;
-  std::istringstream in(*out);
-  std::string n;
-  while (in >> n) v.push_back(n);
-  return v;
-}
-
-// This task's node: the step's node list from slurmctld, indexed by the node
-// id slurmstepd got from the signed launch credential. Neither comes from
-// the job's environment, which the user controls.
-Expected<std::string> ThisNode(const Config& cfg, const std::string& job, uint32_t step, uint32_t nodeid) {
-  auto out = Scontrol(cfg, {"-o", "show", "step", job + "." + std::to_string(step)});
-  if (!out) return out.status();
-  std::string list = Field(" " + *out, "NodeList");
-  if (list.empty()) return Status::NotFound("no NodeList for step " + job + "." + std::to_string(step));
-  auto nodes = Hostnames(cfg, list);
-  if (!nodes) return nodes.status();
-  if (nodeid >= nodes->size()) return Status::NotFound("node id " + std::to_string(nodeid) + " outside " + list);
-  return (*nodes)[nodeid];
-}
-
-// The GPU indexes slurmctld allocated to `job` on `node` ("0,1,2,3"), from
-// `scontrol -d show job` lines "Nodes=n1 CPU_IDs=... GRES=gpu:4(IDX:0-3)".
-std::string JobGpusOn(const Config& cfg, const std::string& job, const std::string& node) {
-  auto out = Scontrol(cfg, {"-d", "show", "job", job});
-  if (!out) return "";
-  std::istringstream in(*out);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::string nodes = Field(" " + line, "Nodes");
-    size_t idx = line.find("IDX:");
-    if (nodes.empty() || idx == std::string::npos) continue;
-    auto names = Hostnames(cfg, nodes);
-    if (!names) continue;
-    bool mine = false;
-    for (const auto& n : *names) mine |= n == node;
-    if (!mine) continue;
-    std::string ids = line.substr(idx + 4, line.find(')', idx) - idx - 4);
-    auto parsed = ParseIdList(ids);
-    if (!parsed) return "";
-    std::string s;
-    for (int i : *parsed) s += (s.empty() ? "" : ",") + std::to_string(i);
-    return s;
-  }
-  return "";
+// The GPU indexes slurmctld allocated to `job` on `node` ("0,1,2,3"; ""
+// when the job holds none there), from the job record's GRES detail. An
+// unreadable record is an error, never "no GPUs": that would quietly turn
+// the root-run GPU check into a host (TCP) check.
+Expected<std::string> JobGpusOn(const Config& cfg, const std::string& job, const std::string& node) {
+  auto rec = LoadJob(cfg, job);
+  if (!rec) return rec.status();
+  auto it = rec->gres_per_node.find(node);
+  if (it == rec->gres_per_node.end()) return std::string();
+  auto ids = GpuIndexesFromGres(it->second);
+  if (!ids) return ids.status();
+  std::string s;
+  for (int i : *ids) s += (s.empty() ? "" : ",") + std::to_string(i);
+  return s;
 }
 
 // Steps of `job` running now other than the batch/extern/interactive steps
 // and `self`, e.g. "13.4" (empty: none). A user's own load on the node
 // while root measures would turn into a drain; the intra-node check refuses
 // to drain when the job has anything else running (see SECURITY).
-Expected<std::string> OtherSteps(const Config& cfg, const std::string& job, uint32_t self) {
-  auto out = Scontrol(cfg, {"-o", "show", "step", job});
-  if (!out) return out.status();
-  std::istringstream in(*out);
-  std::string line, others;
-  std::string mine = job + "." + std::to_string(self);
-  while (std::getline(in, line)) {
-    std::string id = Field(" " + line, "StepId");
-    if (id.empty() || id == mine) continue;
-    std::string suffix = id.substr(id.find('.') + 1);
-    if (suffix == "batch" || suffix == "extern" || suffix == "interactive") continue;
-    others += (others.empty() ? "" : ",") + id;
-  }
-  return others;
+Expected<std::string> OtherStepsOf(const Config& cfg, const std::string& job, uint32_t self) {
+  auto steps = LoadSteps(cfg, job);
+  if (!steps) return steps.status();
+  return OtherSteps(*steps, job + "." + std::to_string(self));
 }
 
 std::vector<std::string> ConfigArgs(const PluginArgs& args) {
@@ -184,15 +98,24 @@ int Intra(spank_t sp, const PluginArgs& args, const JobOptions& opts, const std:
   spank_get_item(sp, S_JOB_NODEID, &nodeid);
   auto cfg0 = LoadPluginConfig(args, "");
   if (!cfg0) { st.intra_text = "preflight: nccl: site config: " + cfg0.status().message() + "\n"; return 0; }
-  auto node = ThisNode(*cfg0, job, step, nodeid);
+  // This task's node: the step's node list from slurmctld, indexed by the
+  // node id slurmstepd got from the signed launch credential. Neither comes
+  // from the job's environment, which the user controls.
+  auto node = StepNode(*cfg0, job, std::to_string(step), nodeid);
   if (!node) { st.intra_text = "preflight: nccl: cannot tell this node: " + node.status().message() + "\n"; return 0; }
   auto cfg = LoadPluginConfig(args, *node);
   if (!cfg) { st.intra_text = "preflight: nccl: site config: " + cfg.status().message() + "\n"; return 0; }
-  std::string gpus = JobGpusOn(*cfg, job, *node);
+  auto gpus_on = JobGpusOn(*cfg, job, *node);
+  if (!gpus_on) {
+    st.intra_text = "[" + *node + ", root] cannot read the GPUs job " + job + " holds here: " + gpus_on.status().message() +
+                    "; the intra-node check does not run\n";
+    return 0;
+  }
+  const std::string& gpus = *gpus_on;
   Level level = JobLevel(*cfg, opts);
   if (level == Level::kOff) level = Level::kQuick;
   std::string head = "[" + *node + ", root] ";
-  auto before = OtherSteps(*cfg, job, step);
+  auto before = OtherStepsOf(*cfg, job, step);
   bool may_drain = before && before->empty();
   std::vector<std::string> argv = {cfg->nccl_binary, "--intra-node", "--node", *node, "--level",
                                    LevelName(level), "--backend", gpus.empty() ? "host" : "nccl"};
@@ -207,7 +130,7 @@ int Intra(spank_t sp, const PluginArgs& args, const JobOptions& opts, const std:
   while (std::getline(in, line)) st.intra_text += head + line + "\n";
   if (r->timed_out) st.intra_text += head + "killed after " + std::to_string(cfg->nccl_timeout_ms / 1000) + " s\n";
   if (r->exit_code != 1) return 0;  // passed (0) or could not judge (2): no drain
-  auto after = OtherSteps(*cfg, job, step);
+  auto after = OtherStepsOf(*cfg, job, step);
   may_drain = may_drain && after && after->empty();
   if (!may_drain) {
     std::string why = !before  ? before.status().message()
@@ -250,14 +173,11 @@ int Batch(spank_t sp, const PluginArgs& args, const JobOptions& opts, const std:
 
   collective::Allocation a;
   a.job_id = job;
-  auto line = Scontrol(*cfg, {"-o", "show", "job", job});
-  if (line) {
-    auto nodes = Hostnames(*cfg, Field(" " + *line, "NodeList"));
-    if (nodes) a.nodes = *nodes;
-  }
+  auto rec = LoadJob(*cfg, job);
+  if (rec) a.nodes = rec->nodes;
   if (a.nodes.empty()) {
     st.outcome.text = "preflight: nccl: cannot read job " + job + "'s nodes from slurmctld: " +
-                      (line ? std::string("no NodeList") : line.status().message()) + "\n";
+                      (rec ? std::string("no nodes in its record") : rec.status().message()) + "\n";
     return 0;  // outcome.passed stays false: the script does not run
   }
   a.env = JobEnv(sp);
@@ -276,15 +196,13 @@ int Batch(spank_t sp, const PluginArgs& args, const JobOptions& opts, const std:
   if (!ca.empty() && ca[0] == "--config") a.config_path = ca[1];
   a.sets = args.overrides;
   // A requeued job's output file starts over; say why it was requeued.
-  std::string note = line ? Comment(*line) : "";
+  const std::string& note = rec->admin_comment;
   st.outcome = collective::RunAllocationCheck(*cfg, a, level);
   if (note.rfind("preflight: nccl", 0) == 0) st.outcome.text = note + "\n" + st.outcome.text;
   if (!st.outcome.passed) {
     // AdminComment: only an operator can write it, so the note is ours.
-    std::string restarts = Field(" " + *line, "Restarts");
-    auto u = Scontrol(*cfg, {"update", "JobId=" + job,
-                             "AdminComment=" + collective::RequeueNote(st.outcome, a.nodes, std::to_string(std::atoi(restarts.c_str()) + 1))});
-    if (!u) Log(LogLevel::kError, "task_init_privileged", "AdminComment of job " + job, u.status().message());
+    Status u = SetJobAdminComment(*cfg, job, collective::RequeueNote(st.outcome, a.nodes, std::to_string(rec->restarts + 1)));
+    if (!u.ok()) Log(LogLevel::kError, "task_init_privileged", "AdminComment of job " + job, u.message());
   }
   return 0;
 }
@@ -328,15 +246,15 @@ int NcclTaskInit(spank_t sp) {
     struct sigaction ign{}, old_term{};
     ign.sa_handler = SIG_IGN;
     ::sigaction(SIGTERM, &ign, &old_term);
-    auto rq = Scontrol(st.cfg, {"requeue", st.job_id});
+    Status rq = RequeueJob(st.cfg, st.job_id);
     ::sigaction(SIGTERM, &old_term, nullptr);
-    if (!rq) std::fprintf(stderr, "preflight: nccl: requeue failed: %s\n", rq.status().message().c_str());
+    if (!rq.ok()) std::fprintf(stderr, "preflight: nccl: requeue failed: %s\n", rq.message().c_str());
     // ExcNodeList can only be set once the job is pending again, i.e. after
     // this step is gone: a detached helper retries for a while. Best effort:
     // the drain is what keeps the job off the node (see preflight-nccl(1)).
     std::string exc;
     for (const auto& n : st.outcome.drained) exc += (exc.empty() ? "" : ",") + n;
-    if (rq && !exc.empty()) {
+    if (rq.ok() && !exc.empty()) {
       std::string conf = st.cfg.slurm_conf.empty() ? "" : "SLURM_CONF='" + st.cfg.slurm_conf + "' ";
       std::string loop = "for i in $(seq 100); do " + conf + "'" + st.cfg.scontrol + "' update JobId=" + st.job_id +
                          " ExcNodeList=" + exc + " >/dev/null 2>&1 && exit 0; sleep 0.2; done; exit 1";

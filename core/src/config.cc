@@ -244,6 +244,8 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_PATH(scontrol)},
       {"slurm_conf", "path", "SLURM_CONF for those scontrol calls (empty: inherit)",
        PF_PATH(slurm_conf)},
+      {"slurm_query", "path", "preflight binary whose `slurm` command reads job, step and node records (libslurm, JSON)",
+       PF_PATH(slurm_query)},
       {"probe_timeout", "duration", "Upper bound for any single probe (e.g. 10s, 500ms)",
        PF_PARSED(probe_timeout_ms, ParseDurationMs, DurationText)},
       {"nvml_library", "path", "NVML library to dlopen (soname or path); absent: GPU checks are skipped",

@@ -403,9 +403,9 @@ Status Requeue(const Config& cfg, const std::string& job, const std::vector<std:
   ::sigaction(SIGTERM, &ign, nullptr);
   std::string merged;
   if (!exclude.empty()) {
-    auto prior = JobField(cfg, job, "ExcNodeList");
+    auto prior = LoadJob(cfg, job);
     merged = Join(exclude, ",");
-    if (prior && !prior->empty()) merged = *prior + "," + merged;
+    if (prior && !prior->exc_node_list.empty()) merged = prior->exc_node_list + "," + merged;
   }
   Status s = RequeueJob(cfg, job);
   if (s.ok() && !merged.empty()) {
@@ -517,11 +517,11 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
     // JobState reads COMPLETING (CANCELLED once done); a job asked to
     // checkpoint ahead (--signal=B:USR2@T) or in a preemption grace time is
     // still RUNNING.
-    auto state = JobField(cfg, st.job, "JobState");
-    if (state && (*state == "CANCELLED" || *state == "COMPLETING")) {
+    auto rec = LoadJob(cfg, st.job);
+    if (rec && (rec->state == "CANCELLED" || rec->state == "COMPLETING")) {
       d.action = RunAction::kExit;
       d.kind = "cancelled";
-      d.reason = "job " + st.job + " is ending (" + *state + ", e.g. scancel): not requeued (" + d.reason + ")";
+      d.reason = "job " + st.job + " is ending (" + rec->state + ", e.g. scancel): not requeued (" + d.reason + ")";
     }
   }
   if (d.action == RunAction::kRequeue) {

@@ -124,6 +124,8 @@ scratch_dir = $dir/nodes/%n/scratch
 scratch_min_free = 1M
 stage_dir = $dir/nodes/%n/stage
 scontrol = $(command -v scontrol)
+# Job, step and node records come from `preflight slurm` (libslurm, JSON).
+slurm_query = $build/admin/preflight
 slurm_conf = $dir/etc/slurm.conf
 probe_timeout = 10s
 topology_xml = $(realpath "$TOPOLOGY_XML")

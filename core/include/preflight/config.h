@@ -57,6 +57,10 @@ struct Config {
   std::string scontrol = "scontrol";
   // SLURM_CONF for the scontrol calls (empty: inherit slurmd's environment).
   std::string slurm_conf;
+  // `preflight` (admin) binary whose `slurm job|steps|nodes` prints
+  // slurmctld's records as JSON: every read of a job, step or node goes
+  // through it, never through scontrol's text (see core/slurmctl.h).
+  std::string slurm_query = PREFLIGHT_DEFAULT_SLURM_QUERY;
   // Upper bound for any single probe.
   uint32_t probe_timeout_ms = 10000;
 

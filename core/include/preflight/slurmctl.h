@@ -1,9 +1,18 @@
-// The few Slurm controller interactions preflight needs, through scontrol
-// with a time bound. Slurm asks prologs not to call Slurm commands (they can
-// block on slurmctld); the prolog therefore never calls these directly but
-// starts `preflight-prolog --finish-drain` detached (see man preflight(7)).
+// The Slurm controller interactions preflight needs, bounded in time.
+//
+// Reads: job, step and node records come from `preflight slurm job|steps|
+// nodes` (slurmapi/, libslurm) as JSON and are parsed here; never from
+// scontrol's text, whose user-written fields (JobName, Command, WorkDir,
+// SubmitLine) can hold " NodeList=..." and steer a text search.
+// Writes (drain, resume, requeue, job updates) go through `scontrol update`,
+// whose output is only its exit status.
+//
+// Slurm asks prologs not to call Slurm commands (they can block on
+// slurmctld); the prolog therefore never calls these directly but starts
+// `preflight-prolog --finish-drain` detached (see man preflight(7)).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,16 +22,53 @@
 namespace preflight {
 
 struct NodeState {
-  std::string state;   // e.g. "IDLE+DRAIN", "MIXED"
-  std::string reason;  // without Slurm's " [user@time]" suffix
-  bool drained() const { return state.find("DRAIN") != std::string::npos; }
+  std::string name;
+  std::string state;   // scontrol's State= text, e.g. "IDLE+DRAIN", "MIXED"
+  std::string reason;  // as set (Slurm keeps no " [user@time]" in the record)
+  bool drain = false;  // NODE_STATE_DRAIN: draining or drained
+  bool drained() const { return drain; }
   bool ours() const;   // reason starts with kDrainPrefix
 };
 
-// Parse one line of `scontrol -o show node`.
-Expected<NodeState> ParseNodeLine(const std::string& line);
+struct JobRecord {
+  std::string job_id;
+  std::string state;          // "RUNNING", "COMPLETING", "CANCELLED", ...
+  std::string node_list;      // Slurm hostlist, e.g. "n[1-3]"
+  std::vector<std::string> nodes;  // expanded, in Slurm's order
+  std::string batch_host;
+  int restarts = 0;
+  std::string admin_comment;  // only an operator (or root) can write it
+  std::string exc_node_list;
+  std::map<std::string, std::string> gres_per_node;  // node -> "gpu:2(IDX:0-1)"
+};
 
+struct StepRecord {
+  std::string id;    // "12.0", "12.batch", "12.extern"
+  std::string step;  // "0", "batch", "extern", "interactive"
+  std::vector<std::string> nodes;
+};
+
+// The JSON `preflight slurm ...` prints (its last line starting with '{').
+Expected<JobRecord> ParseJobRecord(const std::string& output);
+Expected<std::vector<StepRecord>> ParseStepRecords(const std::string& output);
+Expected<std::vector<NodeState>> ParseNodeRecords(const std::string& output);
+
+// The GPU indexes of a GRES detail string: "gpu:2(IDX:0-1)",
+// "gpu:a100:2(IDX:0,2),nic:1(IDX:0)" -> {0,1} / {0,2}; no gpu entry -> {}.
+Expected<std::vector<int>> GpuIndexesFromGres(const std::string& gres);
+
+// Steps other than batch/extern/interactive and `self_id` ("12.4"), joined
+// with ',' ("" when none).
+std::string OtherSteps(const std::vector<StepRecord>& steps, const std::string& self_id);
+
+Expected<JobRecord> LoadJob(const Config& cfg, const std::string& job);
+Expected<std::vector<StepRecord>> LoadSteps(const Config& cfg, const std::string& job);
+Expected<std::vector<NodeState>> LoadNodes(const Config& cfg, const std::string& hostlist);
 Expected<NodeState> QueryNode(const Config& cfg, const std::string& node);
+// The node with index `nodeid` of step `job`.`step` (node ids come from the
+// signed launch credential, the step's node list from slurmctld).
+Expected<std::string> StepNode(const Config& cfg, const std::string& job, const std::string& step, uint32_t nodeid);
+
 Status DrainNode(const Config& cfg, const std::string& node, const std::string& reason);
 Status ResumeNode(const Config& cfg, const std::string& node);
 
@@ -31,12 +77,10 @@ Status ResumeNode(const Config& cfg, const std::string& node);
 // never drains it in time, drain it ourselves: the check did fail.
 Status FinishDrain(const Config& cfg, const std::string& node, const std::string& reason, unsigned wait_ms);
 
-// Jobs, for preflight-run. All bounded by probe_timeout.
-// One field of `scontrol -o show job J` ("" when absent or "(null)").
-Expected<std::string> JobField(const Config& cfg, const std::string& job, const std::string& field);
 Status RequeueJob(const Config& cfg, const std::string& job);
 // Slurm accepts ExcNodeList only while the job is pending (after a requeue).
 Status SetJobExcludedNodes(const Config& cfg, const std::string& job, const std::string& hostlist);
+Status SetJobAdminComment(const Config& cfg, const std::string& job, const std::string& comment);
 // Nodes among `hostlist` that preflight drained (reason starts with kDrainPrefix).
 Expected<std::vector<std::string>> NodesDrainedByPreflight(const Config& cfg, const std::string& hostlist);
 
