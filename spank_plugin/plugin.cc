@@ -23,10 +23,21 @@ extern "C" {
 #include "preflight/fileutil.h"
 #include "preflight/log.h"
 #include "preflight/options.h"
+#include "slurm_compat.h"
 #include "spank_nccl.h"
 #include "spank_task.h"
 
 #define PF_EXPORT extern "C" __attribute__((visibility("default")))
+
+#if PREFLIGHT_HAVE_SPANK_INIT_FAILURE_MODE
+// Slurm 25.05+: a failing slurm_spank_init (a bad plugstack argument, an
+// unreadable site config) fails the job that met it instead of draining the
+// node: the node is not at fault, and a drain of every node a broken config
+// touches would take the cluster down job by job.
+extern "C" {
+__attribute__((visibility("default"))) int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;
+}
+#endif
 
 namespace {
 

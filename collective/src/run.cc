@@ -270,20 +270,6 @@ std::string Join(const std::vector<std::string>& v, const char* sep) {
 
 // The job's environment for a user-run step: the batch environment minus
 // what would steer srun away from the layout given on its command line.
-std::vector<std::string> StepEnv(const Allocation& a, bool intra) {
-  static const char* kDrop[] = {"SLURM_NTASKS=", "SLURM_NPROCS=", "SLURM_NTASKS_PER_NODE=", "SLURM_TASKS_PER_NODE=",
-                                "SLURM_CPUS_PER_TASK=", "SLURM_MPI_TYPE=", "PREFLIGHT_NCCL_STEP=",
-                                "SLURM_DISTRIBUTION=", "SLURM_GPUS_PER_TASK="};
-  std::vector<std::string> env;
-  for (const auto& kv : a.env) {
-    bool drop = false;
-    for (const char* d : kDrop) drop |= kv.rfind(d, 0) == 0;
-    if (!drop) env.push_back(kv);
-  }
-  if (intra) env.push_back(std::string(kIntraStepEnv) + "=intra");
-  return env;
-}
-
 std::vector<std::string> NcclArgs(const Config& cfg, const Allocation& a, Level level, const char* scope) {
   std::vector<std::string> v = {cfg.nccl_binary, "--level", LevelName(level), "--scope", scope};
   if (!a.config_path.empty()) { v.push_back("--config"); v.push_back(a.config_path); }
@@ -314,6 +300,42 @@ std::string Indent(const std::string& text) {
 
 }  // namespace
 
+// What the check's srun steps may inherit from the batch job: an allow-list.
+// Every other SLURM_*/SBATCH_*/SRUN_* variable is a step option srun reads
+// from the environment (SLURM_TRES_PER_TASK, SLURM_TRES_BIND,
+// SLURM_GPUS_PER_TASK, SLURM_NTASKS_PER_CORE, SLURM_CPUS_PER_GPU, ...): with
+// the job's --gpus-per-task=2 the check's ranks got overlapping GPUs
+// ("Not enough gres to bind 2 per task" on 24.11), so none of them passes,
+// nor does the batch step's own CUDA_VISIBLE_DEVICES/GPU binding.
+std::vector<std::string> LaunchEnv(const std::vector<std::string>& job_env, bool intra) {
+  static const char* kExact[] = {
+      "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM", "LD_LIBRARY_PATH",
+      // srun finds the allocation (and the cluster, with federation or
+      // multiple clusters) by these; -N, -n, -w and the rest are explicit.
+      "SLURM_JOB_ID", "SLURM_JOBID", "SLURM_CONF", "SLURM_CLUSTER_NAME", "SLURM_WORKING_CLUSTER"};
+  static const char* kPrefix[] = {
+      "LC_",
+      // The job's communication settings are what the check must measure.
+      "NCCL_", "UCX_", "FI_", "RCCL_",
+      // The job's own --nccl-check/--preflight-env choices for the plugin
+      // in the check's steps (spank_job_control_setenv, option env).
+      "SLURM_SPANK_", "_SLURM_SPANK_OPTION_", "SPANK_",
+      "PREFLIGHT_"};
+  std::vector<std::string> env;
+  for (const auto& kv : job_env) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) continue;
+    std::string name = kv.substr(0, eq);
+    if (name == kIntraStepEnv) continue;  // set below, for the intra-node step only
+    bool keep = false;
+    for (const char* e : kExact) keep = keep || name == e;
+    for (const char* p : kPrefix) keep = keep || name.rfind(p, 0) == 0;
+    if (keep) env.push_back(kv);
+  }
+  if (intra) env.push_back(std::string(kIntraStepEnv) + "=intra");
+  return env;
+}
+
 std::vector<size_t> InterNodeSuspects(size_t n, const std::vector<bool>& pair_failed) {
   std::vector<size_t> out;
   if (n < 3 || pair_failed.size() != n) return out;
@@ -340,7 +362,7 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
     auto argv = Srun(cfg, nodes, k, true);
     auto tool = NcclArgs(cfg, a, level, scope);
     argv.insert(argv.end(), tool.begin(), tool.end());
-    return RunAs(argv, StepEnv(a, false), a.uid, a.gid, a.groups, cfg.nccl_timeout_ms);
+    return RunAs(argv, LaunchEnv(a.env, false), a.uid, a.gid, a.groups, cfg.nccl_timeout_ms);
   };
 
   double t0 = MonotonicSeconds();
@@ -366,7 +388,7 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
     auto tool = NcclArgs(cfg, a, level, "intra-node");
     tool.push_back("--intra-node");
     argv.insert(argv.end(), tool.begin(), tool.end());
-    auto intra = RunAs(argv, StepEnv(a, true), a.uid, a.gid, a.groups, cfg.nccl_timeout_ms);
+    auto intra = RunAs(argv, LaunchEnv(a.env, true), a.uid, a.gid, a.groups, cfg.nccl_timeout_ms);
     if (intra) o.text += Indent(intra->second);
     else o.text += head + "intra-node step: " + intra.status().message() + "\n";
   }

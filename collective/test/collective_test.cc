@@ -375,3 +375,33 @@ TEST(RunAs, CapturesOutputAndExitCode) {
 
 }  // namespace
 }  // namespace preflight::collective
+
+namespace preflight::collective {
+namespace {
+
+// The batch step of `sbatch --gpus-per-task=2 -n2` on 24.11: what srun
+// would read as options of the check's steps must not pass.
+TEST(LaunchEnv, OnlyTheAllowListPasses) {
+  std::vector<std::string> job = {
+      "PATH=/usr/bin", "HOME=/home/u", "LD_LIBRARY_PATH=/opt/nccl/lib", "LC_ALL=C", "SLURM_JOB_ID=42",
+      "SLURM_CONF=/etc/slurm/slurm.conf", "NCCL_IB_HCA==mlx5_0:1", "NCCL_DEBUG=INFO", "UCX_TLS=rc",
+      "SLURM_SPANK_PREFLIGHT_NCCL_CHECK=quick", "_SLURM_SPANK_OPTION_preflight_nccl_check=quick",
+      "PREFLIGHT_NCCL_STEP=intra",  // a user's own value never passes
+      "SLURM_TRES_PER_TASK=gres/gpu:2", "SLURM_TRES_BIND=gres/gpu:single:2", "SLURM_NTASKS_PER_CORE=1",
+      "SLURM_GPUS_PER_TASK=2", "SLURM_CPUS_PER_GPU=4", "SLURM_MEM_PER_GPU=1000", "SLURM_NTASKS=2",
+      "SLURM_NTASKS_PER_NODE=2", "SLURM_DISTRIBUTION=block", "SLURM_MPI_TYPE=none", "SLURM_GPU_BIND=closest",
+      "SLURM_JOB_NODELIST=n1", "SBATCH_EXPORT=ALL", "SRUN_CPUS_PER_TASK=3", "CUDA_VISIBLE_DEVICES=0,1",
+      "GPU_DEVICE_ORDINAL=0,1", "ROCR_VISIBLE_DEVICES=0", "NOEQUALS", "=x"};
+  auto env = LaunchEnv(job, false);
+  std::vector<std::string> want = {
+      "PATH=/usr/bin", "HOME=/home/u", "LD_LIBRARY_PATH=/opt/nccl/lib", "LC_ALL=C", "SLURM_JOB_ID=42",
+      "SLURM_CONF=/etc/slurm/slurm.conf", "NCCL_IB_HCA==mlx5_0:1", "NCCL_DEBUG=INFO", "UCX_TLS=rc",
+      "SLURM_SPANK_PREFLIGHT_NCCL_CHECK=quick", "_SLURM_SPANK_OPTION_preflight_nccl_check=quick"};
+  EXPECT_EQ(env, want);
+  auto intra = LaunchEnv(job, true);
+  ASSERT_EQ(intra.size(), want.size() + 1);
+  EXPECT_EQ(intra.back(), std::string(kIntraStepEnv) + "=intra");
+}
+
+}  // namespace
+}  // namespace preflight::collective

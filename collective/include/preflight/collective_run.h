@@ -77,6 +77,10 @@ struct AllocationOutcome {
 // user. See preflight-nccl(1) SECURITY for who decides what.
 AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Level level);
 
+// The environment of the check's srun steps: the allow-listed part of the
+// batch job's (`job_env`), plus the localization marker when `intra`.
+std::vector<std::string> LaunchEnv(const std::vector<std::string>& job_env, bool intra);
+
 // Ring pairs (i, i+1 mod n) between n nodes, pair i failed or not: the
 // nodes in two failed pairs (n >= 3); with two nodes nobody can be singled out.
 std::vector<size_t> InterNodeSuspects(size_t n, const std::vector<bool>& pair_failed);
