@@ -16,6 +16,8 @@ extern "C" {
 #include <slurm/slurm_errno.h>
 }
 
+#include <sys/wait.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -101,6 +103,13 @@ int Job(const std::string& id) {
   w.Field("restarts", static_cast<int64_t>(job->restart_cnt));
   w.Field("admin_comment", Str(job->admin_comment));
   w.Field("exc_node_list", Str(job->exc_nodes));
+  // "status:signal", as scontrol's ExitCode=.
+  uint32_t ec = job->exit_code, status = 0, sig = 0;
+  if (ec != NO_VAL) {
+    if (WIFSIGNALED(ec)) sig = WTERMSIG(ec);
+    else if (WIFEXITED(ec)) status = WEXITSTATUS(ec);
+  }
+  w.Field("exit_code", std::to_string(status) + ":" + std::to_string(sig));
   // gres_detail_str[i] is node i of the allocation, e.g. "gpu:2(IDX:0-1)".
   w.Key("gres_per_node").BeginObject();
   for (uint32_t i = 0; i < job->gres_detail_cnt && i < nodes.size(); ++i)

@@ -176,6 +176,14 @@ health_fixtures() {
   done
 }
 
+# The unprivileged account the system tests submit jobs as (runuser).
+TEST_USER=${PREFLIGHT_TEST_USER:-pfuser}
+ensure_test_user() {
+  id -u "$TEST_USER" >/dev/null 2>&1 && return 0
+  useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$TEST_USER" ||
+    die "cannot create the test account $TEST_USER"
+}
+
 start() {
   local dir=$1 build=$2
   [ "$(id -u)" = 0 ] || die "must run as root (munged, slurmd)"
@@ -190,7 +198,10 @@ start() {
   if [ ! -f "$dir/munge/munge.key" ]; then
     dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
   fi
-  chmod 700 "$dir/munge"; chmod 400 "$dir/munge/munge.key"
+  # 755: users submit through this munged as themselves (sbatch/srun run
+  # by runuser; tests never use sbatch --uid, which later Slurm removed).
+  chmod 755 "$dir/munge"; chmod 400 "$dir/munge/munge.key"
+  ensure_test_user
   munged --force --socket="$dir/munge/munge.sock" --key-file="$dir/munge/munge.key" \
     --pid-file="$dir/munge/munged.pid" --log-file="$dir/munge/munged.log" --seed-file="$dir/munge/munged.seed"
 

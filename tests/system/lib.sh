@@ -44,7 +44,22 @@ release_and_wait() {
   echo "job $j still queued after 60s: $(squeue -h -j "$j" -o '%T %r')" >&2
   return 1
 }
-job_field() { scontrol -o show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+# as_user CMD...: run a Slurm client command as the test account, through
+# munge as that user (the harness created the account and opened munge).
+TEST_USER=${PREFLIGHT_TEST_USER:-pfuser}
+as_user() { runuser -u "$TEST_USER" -- env SLURM_CONF="$SLURM_CONF" "$@"; }
+# job_field JOBID FIELD: from preflight's own job record (libslurm, JSON),
+# not scontrol's text, where a job's name or work dir can forge any field
+# (nccl_check_test part 3 does).
+job_field() {
+  local key
+  case $2 in
+    JobState) key=state ;; Restarts) key=restarts ;; ExcNodeList) key=exc_node_list ;; NodeList) key=node_list ;;
+    BatchHost) key=batch_host ;; ExitCode) key=exit_code ;; AdminComment) key=admin_comment ;;
+    *) echo "job_field: no field $2 in the job record" >&2; return 2 ;;
+  esac
+  "$B/admin/preflight" slurm job "$1" 2>/dev/null | sed -n "s/.*\"$key\":\(\"\([^\"]*\)\"\|\([0-9]*\)\).*/\2\3/p"
+}
 # release_requeued JOBID: Slurm holds a requeued batch job ~120 s
 # (EligibleTime). Once it is pending again (not still completing), move its
 # start to now; bounded. The requeue revoked the first run's credential with

@@ -60,10 +60,17 @@ check "by hand: exit 1 below the threshold" test $rc = 1
 check "by hand: JSON verdict fail" contains "$OUT/hand-slow.json" '"verdict": "fail"'
 check "by hand: nothing drained by a user-run check" test -z "$(node_reason n2)"
 
-# --- 3. slow n2: found, drained with its figure, job requeued without it
+# --- 3. slow n2: found, drained with its figure, job requeued without it.
+# The job's user-written fields (name, comment, work dir, command) hold every
+# key root-run code reads about a job: a text search of scontrol's line
+# would test n1 alone, call this start 42 and replay a forged note.
 marker=$OUT/marker3
-jid=$(sbatch --parsable -N2-3 --nccl-check -o "$OUT/job-%j.out" \
-  --wrap "echo \$SLURM_JOB_NODELIST restart=\${SLURM_RESTART_COUNT:-0} >>$marker")
+forged="x NodeList=n1 Nodes=n1 Restarts=41 ExcNodeList=n3 JobState=CANCELLED AdminComment=preflight: nccl FORGED"
+wd="$OUT/wd NodeList=n1 Restarts=41 AdminComment=preflight: nccl FORGED"
+mkdir -p "$wd"
+printf '#!/bin/bash\necho $SLURM_JOB_NODELIST restart=${SLURM_RESTART_COUNT:-0} >>%s\n' "$marker" >"$wd/run NodeList=n1.sh"
+jid=$(sbatch --parsable -N2-3 --nccl-check -o "$OUT/job-%j.out" -J "$forged" --comment "$forged" -D "$wd" \
+  "$wd/run NodeList=n1.sh")
 check "slow: job requeued after the failed check" wait_requeued "$jid"
 cp "$OUT/job-$jid.out" "$OUT/job-$jid.first.out" 2>/dev/null || true
 cat "$OUT/job-$jid.first.out"
@@ -78,6 +85,8 @@ excluded() { for _ in $(seq 50); do [ "$(job_field "$1" ExcNodeList)" = "$2" ] &
 check "slow: the job excludes n2" excluded "$jid" n2
 check "slow: first start's output says so" contains "$OUT/job-$jid.first.out" 'the job script did not run; the job is requeued without n2'
 check "slow: the script did not run at the failed start" test ! -e "$marker"
+check "forged: the check ran on the job's 3 nodes, not the name's n1" contains "$OUT/job-$jid.first.out" 'all_reduce across 3 nodes'
+check "forged: no note replayed from the name" bash -c "! grep -q FORGED '$OUT/job-$jid.first.out'"
 release_and_wait "$jid"
 out=$OUT/job-$jid.out
 cat "$out"
@@ -85,6 +94,8 @@ check "slow: requeued job completed" test "$(job_field "$jid" JobState)" = COMPL
 check "slow: requeued job ran without n2" test "$(cat "$marker")" = "n[1,3] restart=1"
 check "slow: the restart's output says why" contains "$out" '^preflight: nccl check failed at start 1 on n1,n2,n3: drained n2; requeued without n2'
 check "slow: the restart passed its check" contains "$out" '# OK: busbw'
+check "forged: the note root wrote is the real one" test "$(job_field "$jid" AdminComment)" = \
+  "preflight: nccl check failed at start 1 on n1,n2,n3: drained n2; requeued without n2"
 
 # --- 4. site says fail instead of requeue
 scontrol update nodename=n2 state=resume

@@ -41,7 +41,7 @@ refuse "'..' in path" "'\.\.' is not allowed" sbatch --stage="$DS/train/../secre
 refuse "duplicate names" "given twice" sbatch --stage="$DS/train:x,$DS/second:x"
 refuse "bad name" "has '\*'" sbatch "--stage=$DS/train:a*b"
 refuse "a root-only file, for an unprivileged user" "refusing --stage: $DS/secret: Permission denied" \
-  runuser -u nobody -- env SLURM_CONF="$SLURM_CONF" sbatch --stage="$DS/secret"
+  as_user sbatch --stage="$DS/secret"
 check "nothing was queued by refused submissions" test "$(squeue -h | wc -l)" = "$before"
 
 # ---- 3 nodes, identical content, read-only view ------------------------------
@@ -59,15 +59,14 @@ for n in n1 n2 n3; do
 done
 
 # ---- an unprivileged user's job: read as the user, view owned by the user ---
-# (srun inside a nobody job can't reach the harness's private munge socket,
-# so this one is a 1-node batch job.)
-jidu=$(sbatch --parsable -N1 -w n1 --uid=nobody --stage="$DS/train" -o "$OUT/u/u-%j.out" \
+U=$TEST_USER
+jidu=$(as_user sbatch --parsable -N1 -w n1 --stage="$DS/train" -o "$OUT/u/u-%j.out" \
   --wrap 'cd "$PREFLIGHT_STAGE_TRAIN" && echo "$(find . -type f | sort | xargs md5sum | md5sum | cut -d" " -f1) $(stat -c %U:%a "$PREFLIGHT_STAGE_DIR") $(id -un)"')
 wait_job "$jidu"
 cat "$OUT/u/u-$jidu.out"
-check "nobody's job completed" test "$(job_field "$jidu" JobState)" = COMPLETED
-check "nobody's view is nobody's, mode 700, with the same bytes" contains "$OUT/u/u-$jidu.out" "^$want nobody:700 nobody\$"
-check "nobody, able to read the source, got root's cached copy" contains "$C/state/jobs/$jidu/n1.stage.json" '"cache": "hit"'
+check "$U's job completed" test "$(job_field "$jidu" JobState)" = COMPLETED
+check "$U's view is $U's, mode 700, with the same bytes" contains "$OUT/u/u-$jidu.out" "^$want $U:700 $U\$"
+check "$U, able to read the source, got root's cached copy" contains "$C/state/jobs/$jidu/n1.stage.json" '"cache": "hit"'
 
 # ---- the second job hits the cache -----------------------------------------
 jid2=$(sbatch --parsable -N3 --stage="$DS/train" -o "$OUT/b-%j.out" --wrap "srun -N3 bash -c '$show'")
@@ -94,17 +93,20 @@ check "one job copied, the other reused that copy" test "$misses:$hits" = 1:1
 key=$("$PF" --config "$CONF" cache ls node=n1 | awk -v s="$DS/second" '$NF == s {print $1}')
 check "one cached version of the shared dataset" test "$(ls -d "$C/nodes/n1/stage/cache/$key"/v-* | wc -l)" = 1
 
-# ---- a user's root-only file fails the job, not the node --------------------
-# sbatch --uid runs our submit check as root, so the prolog (reading as
-# nobody) is what refuses here.
-jid3=$(sbatch --parsable -N1 --uid=nobody --stage="$DS/secret" -o "$OUT/u/s-%j.out" --wrap 'echo SHOULD-NOT-RUN')
+# ---- a file the user lost access to after submission fails the job, not the node
+# Submitted held while readable (the submit check, as the user, passes), made
+# root-only, then released: the prolog, reading as the user, refuses it.
+echo later >"$DS/later"; chmod 644 "$DS/later"
+jid3=$(as_user sbatch --parsable -H -N1 --stage="$DS/later" -o "$OUT/u/s-%j.out" --wrap 'echo SHOULD-NOT-RUN')
+chmod 600 "$DS/later"
+scontrol release "$jid3"
 wait_job "$jid3"
 cat "$OUT/u/s-$jid3.out" || true
 check "the job failed" test "$(job_field "$jid3" JobState)" = FAILED
-check "the job's output names the path and the cause" contains "$OUT/u/s-$jid3.out" "preflight: stage on n[1-3]: $DS/secret: Permission denied \(read as user nobody\)"
+check "the job's output names the path and the cause" contains "$OUT/u/s-$jid3.out" "preflight: stage on n[1-3]: $DS/later: Permission denied \(read as user $U\)"
 check "the job's command never ran" bash -c "! grep -q SHOULD-NOT-RUN '$OUT/u/s-$jid3.out'"
 check "no node was drained" test "$(sinfo -h -o %T | sort -u)" = idle
-check "no refused copy in the cache" bash -c "! grep -rqs '$DS/secret' $C/nodes/*/stage/cache/*/v-*/info"
+check "no refused copy in the cache" bash -c "! grep -rqs '$DS/later' $C/nodes/*/stage/cache/*/v-*/info"
 
 # ---- nothing left behind -------------------------------------------------------
 wait_idle n1 n2 n3
