@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <unistd.h>
 #include <exception>
 #include <iostream>
 
@@ -14,6 +15,7 @@
 #include "preflight/job.h"
 #include "preflight/options.h"
 #include "preflight/pairing_check.h"
+#include "preflight/slurm_conf.h"
 #include "preflight/topo.h"
 #include "preflight/topo_load.h"
 #include "preflight/stage_job.h"
@@ -22,6 +24,28 @@
 namespace {
 
 using namespace preflight;
+
+// What slurm.conf's PrologFlags mean for preflight (notes, never an error:
+// the admin host may not carry the nodes' slurm.conf).
+void SlurmConfNotes(const Config& cfg) {
+  std::string path = SlurmConfPath(cfg, EnvironToMap(environ));
+  auto flags = ReadPrologFlags(path);
+  if (!flags) {
+    std::printf("%s: not read (%s): PrologFlags not checked\n", path.c_str(), flags.status().message().c_str());
+    return;
+  }
+  std::string list;
+  for (const auto& f : *flags) list += (list.empty() ? "" : ",") + f;
+  bool alloc = false;
+  // Contain implies Alloc, RunInJob implies Contain (slurm.conf(5)).
+  for (const auto& f : *flags) alloc = alloc || f == "alloc" || f == "contain" || f == "runinjob";
+  if (!alloc)
+    std::printf("%s: PrologFlags=%s: without Alloc the prolog runs only on the batch host, at the first step; "
+                "the other nodes are never checked before the job\n", path.c_str(), list.empty() ? "(none)" : list.c_str());
+  if (DrainHowFor(*flags) == DrainHow::kNow)
+    std::printf("%s: PrologFlags=%s: RunInJob runs the prolog inside the job's extern step, so a failed prolog "
+                "drains its node itself, before it exits (no detached helper)\n", path.c_str(), list.c_str());
+}
 
 int ConfigCmd(const std::vector<std::string>& args, const CommonCli& cli) {
   std::string sub = args.empty() ? "check" : args[0];
@@ -36,6 +60,7 @@ int ConfigCmd(const std::vector<std::string>& args, const CommonCli& cli) {
   }
   if (sub == "check") {
     std::printf("%s: ok\n", cfg->source.empty() ? "(defaults)" : cfg->source.c_str());
+    SlurmConfNotes(*cfg);
     return 0;
   }
   if (sub == "show") {

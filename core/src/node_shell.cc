@@ -12,6 +12,7 @@
 #include "preflight/log.h"
 #include "preflight/node_run.h"
 #include "preflight/process.h"
+#include "preflight/slurm_conf.h"
 #include "preflight/slurmctl.h"
 #include "preflight/stage_job.h"
 #include "preflight/topo_load.h"
@@ -151,7 +152,18 @@ int Main(int argc, char** argv, Phase phase) {
 
   if (out.failed) {
     Log(LogLevel::kError, PhaseName(phase), "node " + node + " failed", out.drain_reason.substr(std::strlen(kDrainPrefix)));
-    if (cfg->set_drain_reason) {
+    // PrologFlags=RunInJob (24.05+): the prolog runs in the job's extern
+    // step, which a detached helper would not outlive; drain now instead.
+    DrainHow how = DrainHow::kDetached;
+    if (phase == Phase::kProlog && cfg->set_drain_reason) {
+      auto flags = ReadPrologFlags(SlurmConfPath(*cfg, env));
+      if (flags) how = DrainHowFor(*flags);
+      else Log(LogLevel::kInfo, prog, "slurm.conf PrologFlags", flags.status().message());
+    }
+    if (cfg->set_drain_reason && how == DrainHow::kNow) {
+      Status d = DrainNode(*cfg, node, out.drain_reason);
+      if (!d.ok()) Log(LogLevel::kError, prog, "drain " + node + " (PrologFlags=RunInJob)", d.message());
+    } else if (cfg->set_drain_reason) {
       std::string self = SelfExe();
       std::vector<std::string> argv2 = {self, "--finish-drain", node, "--reason", out.drain_reason};
       if (cli.config_given()) { argv2.push_back("--config"); argv2.push_back(cli.config); }

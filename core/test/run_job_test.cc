@@ -1,6 +1,6 @@
 // RunJob and its pieces. The command is the real stand-in program
-// (PF_TEST_APP); scontrol is a fake script that logs its arguments and
-// answers "show job"/"show node" from canned text (the real scontrol is
+// (PF_TEST_APP); scontrol is a fake script that logs its arguments, and
+// `preflight slurm` a fake that answers job and node records as JSON (the real scontrol is
 // exercised by tests/system/run_*_test.sh).
 #include "preflight/run_job.h"
 
@@ -196,12 +196,22 @@ class RunJobTest : public ::testing::Test {
     dir_ = tmpl;
     log_ = dir_ + "/scontrol.log";
     std::string fake = dir_ + "/scontrol";
-    std::ofstream(fake) << "#!/bin/sh\necho \"$*\" >> " << log_
-                        << "\ncase \"$*\" in\n  *'show job'*) echo \"JobId=42 JobName=x JobState=${FAKE_JOB_STATE:-RUNNING} ExcNodeList=n9 Restarts=0\";;\n"
-                           "  *'show node'*) echo 'NodeName=n3 Arch=x State=IDLE+DRAIN Reason=preflight: gpu.ecc GPU0 [root@now]';;\n"
-                           "esac\nexit 0\n";
+    std::ofstream(fake) << "#!/bin/sh\necho \"$*\" >> " << log_ << "\nexit 0\n";
     chmod(fake.c_str(), 0755);
     cfg_.scontrol = fake;
+    // Records come from `preflight slurm job|nodes` (JSON); this one answers
+    // as the real one does for job 42 and its nodes.
+    std::string query = dir_ + "/preflight";
+    std::ofstream(query) << "#!/bin/sh\necho \"$*\" >> " << log_
+                         << "\ncase \"$*\" in\n"
+                            "  'slurm job 42') echo '{\"job_id\":42,\"state\":\"'\"${FAKE_JOB_STATE:-RUNNING}\"'\",\"node_list\":\"n[1-3]\",'"
+                            "'\"nodes\":[\"n1\",\"n2\",\"n3\"],\"restarts\":0,\"exc_node_list\":\"n9\"}';;\n"
+                            "  'slurm nodes n[1-3]') echo '{\"nodes\":[{\"name\":\"n1\",\"state\":\"IDLE\",\"drain\":false,\"reason\":\"\"},'"
+                            "'{\"name\":\"n3\",\"state\":\"IDLE+DRAIN\",\"drain\":true,\"reason\":\"preflight: gpu.ecc GPU0\"}]}';;\n"
+                            "  *) echo \"unexpected: $*\" >&2; exit 1;;\n"
+                            "esac\n";
+    chmod(query.c_str(), 0755);
+    cfg_.slurm_query = query;
     cfg_.state_dir = dir_ + "/state";
     cfg_.textfile_dir = dir_ + "/metrics";
     policy_ = Defaults();

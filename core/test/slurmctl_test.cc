@@ -1,4 +1,5 @@
 #include "preflight/slurmctl.h"
+#include "preflight/slurm_conf.h"
 
 #include <gtest/gtest.h>
 
@@ -102,6 +103,36 @@ TEST(SlurmQuery, MissingBinaryIsAnErrorNotAHang) {
   EXPECT_NE(s.status().message().find("exit 127"), std::string::npos) << s.status().message();
   auto j = LoadJob(cfg, "5");
   ASSERT_FALSE(j.ok());
+}
+
+}  // namespace
+}  // namespace preflight
+
+namespace preflight {
+namespace {
+
+TEST(SlurmConf, PrologFlagsLastLineWinsCaseAndCommentsIgnored) {
+  EXPECT_EQ(ParsePrologFlags("ClusterName=c\nPrologFlags=Alloc,Contain\n"),
+            (std::vector<std::string>{"alloc", "contain"}));
+  EXPECT_EQ(ParsePrologFlags("prologflags=Alloc\n# PrologFlags=RunInJob\nPrologFlags=Alloc,RunInJob  # since 24.05\n"),
+            (std::vector<std::string>{"alloc", "runinjob"}));
+  EXPECT_EQ(ParsePrologFlags("Prolog=/x PrologFlags=Serial Epilog=/y"), (std::vector<std::string>{"serial"}));
+  EXPECT_TRUE(ParsePrologFlags("PrologSlurmctld=/x\n").empty());
+}
+
+TEST(SlurmConf, RunInJobDrainsFromTheProlog) {
+  EXPECT_EQ(DrainHowFor({"alloc", "runinjob"}), DrainHow::kNow);
+  EXPECT_EQ(DrainHowFor({"alloc", "contain"}), DrainHow::kDetached);
+  EXPECT_EQ(DrainHowFor({}), DrainHow::kDetached);
+}
+
+TEST(SlurmConf, PathFromConfigThenEnvThenDefault) {
+  Config cfg;
+  EXPECT_EQ(SlurmConfPath(cfg, {}), "/etc/slurm/slurm.conf");
+  EXPECT_EQ(SlurmConfPath(cfg, {{"SLURM_CONF", "/e/s.conf"}}), "/e/s.conf");
+  cfg.slurm_conf = "/c/s.conf";
+  EXPECT_EQ(SlurmConfPath(cfg, {{"SLURM_CONF", "/e/s.conf"}}), "/c/s.conf");
+  EXPECT_FALSE(ReadPrologFlags("/nonexistent/slurm.conf").ok());
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 set -euo pipefail
 src=$1 build=$2; shift 2
 cxxflags=(-std=c++17 -fsyntax-only -I"$src/core/include" -I"$src/slurmapi" -I"$src/collective/include"
-          -I/usr/local/cuda/include -DPREFLIGHT_DEFAULT_NCCL_BINARY='"x"' -DPREFLIGHT_DEFAULT_SLURM_QUERY='"x"')
+          -I/usr/local/cuda/include)
 checked=0
 for tb in "$@"; do
   [ -f "$tb" ] || { echo "skip: $tb not present"; continue; }

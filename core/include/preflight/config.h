@@ -24,6 +24,9 @@ inline constexpr const char* kDefaultConfigPath = "/etc/preflight/preflight.conf
 #ifndef PREFLIGHT_DEFAULT_NCCL_BINARY
 #define PREFLIGHT_DEFAULT_NCCL_BINARY "/usr/bin/preflight-nccl"
 #endif
+#ifndef PREFLIGHT_DEFAULT_SLURM_QUERY
+#define PREFLIGHT_DEFAULT_SLURM_QUERY "/usr/sbin/preflight"
+#endif
 
 struct Config {
   // Where per-job results (JSON) and node state live. Root-owned.

@@ -1,0 +1,36 @@
+// What preflight needs to know of slurm.conf itself (read as text: it is an
+// admin's file, not a user's). Today: PrologFlags, because RunInJob
+// (Slurm 24.05+) changes how a failed prolog may name its drain reason.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "preflight/config.h"
+#include "preflight/job.h"
+#include "preflight/status.h"
+
+namespace preflight {
+
+// slurm_conf from the site config, else $SLURM_CONF, else /etc/slurm/slurm.conf.
+std::string SlurmConfPath(const Config& cfg, const EnvMap& env);
+
+// The PrologFlags of slurm.conf's text, lower-cased ("alloc", "contain",
+// "runinjob", ...); the last PrologFlags= line wins, as in Slurm. Include
+// lines are not followed.
+std::vector<std::string> ParsePrologFlags(const std::string& slurm_conf_text);
+Expected<std::vector<std::string>> ReadPrologFlags(const std::string& path);
+
+// How a failed prolog names its drain reason.
+//  kDetached: a detached helper waits until Slurm has drained the node, then
+//             replaces "Prolog error" (the prolog never blocks on slurmctld).
+//  kNow:      PrologFlags=RunInJob runs the prolog inside the job's extern
+//             step, and a detached helper is killed with the job; the prolog
+//             drains the node itself before it exits (bounded by
+//             probe_timeout). Slurm keeps an existing drain reason when it
+//             then drains for "Prolog error" (_drain_node returns early for a
+//             node already DRAIN).
+enum class DrainHow { kDetached, kNow };
+DrainHow DrainHowFor(const std::vector<std::string>& prolog_flags);
+
+}  // namespace preflight
