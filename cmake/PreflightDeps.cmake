@@ -69,7 +69,7 @@ endif()
 # DESTDIR work: Debian's layout (lib/<triplet>/slurm-wlm) when this machine's
 # Slurm uses it, upstream's (lib/slurm) otherwise. -DPREFLIGHT_SLURM_PLUGIN_DIR= wins.
 if(NOT PREFLIGHT_SLURM_PLUGIN_DIR)
-  if(CMAKE_LIBRARY_ARCHITECTURE AND EXISTS /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/slurm-wlm)
+  if(NOT SLURM_ROOT AND CMAKE_LIBRARY_ARCHITECTURE AND EXISTS /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/slurm-wlm)
     set(PREFLIGHT_SLURM_PLUGIN_DIR lib/${CMAKE_LIBRARY_ARCHITECTURE}/slurm-wlm)
   else()
     set(PREFLIGHT_SLURM_PLUGIN_DIR ${CMAKE_INSTALL_LIBDIR}/slurm)

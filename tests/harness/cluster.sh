@@ -6,7 +6,10 @@
 #
 #   cluster.sh start DIR BUILD_DIR   write configs, start daemons, wait until nodes are idle
 #   cluster.sh stop DIR              stop everything it started, by PID, in Slurm's order
-#   cluster.sh env DIR               print the exports a client needs (SLURM_CONF)
+#   cluster.sh env DIR               print the exports a client needs (SLURM_CONF, PATH)
+#
+# Environment: PREFLIGHT_SLURM_PREFIX (a Slurm built by scripts/slurm-from-source
+# instead of Debian's), PREFLIGHT_PROLOG_FLAGS (default Alloc).
 #
 # The preflight pieces come from BUILD_DIR: the plugin (plugstack.conf), the
 # prolog and epilog (through tiny wrappers that pass --config), and the
@@ -17,6 +20,22 @@ NODES=(n1 n2 n3)
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
+
+# Which Slurm: Debian's (on PATH) or one built by scripts/slurm-from-source,
+# named by PREFLIGHT_SLURM_PREFIX (its bin/, sbin/). Every difference between
+# releases that the harness must handle is keyed on slurm_version below.
+if [ -n "${PREFLIGHT_SLURM_PREFIX:-}" ]; then
+  [ -x "$PREFLIGHT_SLURM_PREFIX/sbin/slurmctld" ] || die "PREFLIGHT_SLURM_PREFIX=$PREFLIGHT_SLURM_PREFIX has no sbin/slurmctld"
+  export PATH=$PREFLIGHT_SLURM_PREFIX/bin:$PREFLIGHT_SLURM_PREFIX/sbin:$PATH
+fi
+# slurm_version: e.g. 2505 for 25.05.x, 2211 for 22.05.x... as MAJOR*100+MINOR.
+slurm_version() {
+  local v
+  v=$(slurmctld -V 2>/dev/null | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -1)
+  [ -n "$v" ] || die "cannot tell the Slurm version (slurmctld -V)"
+  IFS=. read -r ma mi _ <<<"$v"
+  echo $((10#$ma * 100 + 10#$mi))
+}
 
 free_port_base() {
   # Four consecutive free TCP ports (slurmctld + 3 slurmd).
@@ -105,12 +124,17 @@ GresTypes=gpu
 PlugStackConfig=$dir/etc/plugstack.conf
 Prolog=$dir/bin/prolog
 Epilog=$dir/bin/epilog
-PrologFlags=Alloc
+PrologFlags=${PREFLIGHT_PROLOG_FLAGS:-Alloc}
 HealthCheckProgram=$dir/bin/healthcheck
 HealthCheckInterval=0
 NodeName=n[1-3] NodeHostname=$host NodeAddr=127.0.0.1 Port=$((base + 1))-$((base + 3)) CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=2000 Gres=gpu:4 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
+  # 24.05+ would drive cgroup v2 through systemd's dbus, which this
+  # sandbox lacks; the emulated nodes need no cgroups (proctrack/linuxproc).
+  if [ "$(slurm_version)" -ge 2405 ]; then
+    echo "CgroupPlugin=disabled" >"$dir/etc/cgroup.conf"
+  fi
   {
     echo "AutoDetect=off"
     for n in "${NODES[@]}"; do echo "NodeName=$n Name=gpu File=$dir/fakedev/$n-nvidia[0-3]"; done
@@ -249,6 +273,9 @@ stop() {
 case "${1:-}" in
   start) [ $# = 3 ] || die "usage: cluster.sh start DIR BUILD_DIR"; start "$(realpath -m "$2")" "$(realpath "$3")" ;;
   stop) [ $# = 2 ] || die "usage: cluster.sh stop DIR"; stop "$(realpath -m "$2")" ;;
-  env) echo "export SLURM_CONF=$(realpath -m "$2")/etc/slurm.conf" ;;
+  env)
+    echo "export SLURM_CONF=$(realpath -m "$2")/etc/slurm.conf"
+    [ -z "${PREFLIGHT_SLURM_PREFIX:-}" ] || echo "export PATH=$PREFLIGHT_SLURM_PREFIX/bin:$PREFLIGHT_SLURM_PREFIX/sbin:\$PATH"
+    ;;
   *) die "usage: cluster.sh start DIR BUILD_DIR | stop DIR | env DIR" ;;
 esac

@@ -91,7 +91,10 @@ wait_preflight_reason() {
   return 1
 }
 node_state() { sinfo -h -n "$1" -N -o '%T' | head -1; }
-node_reason() { scontrol -o show node "$1" | sed -n 's/.* Reason=\(.*\) \[.*/\1/p'; }
+# From preflight's own node record (JSON), like job_field.
+node_reason() { "$B/admin/preflight" slurm nodes "$1" 2>/dev/null | sed -n 's/.*"reason":"\(.*\)"}\]}$/\1/p'; }
+# slurm_release: MAJOR*100+MINOR of the Slurm the cluster runs (2211 for 22.05... ).
+slurm_release() { local v; v=$(slurmctld -V | grep -oE '[0-9]+\.[0-9]+' | head -1); echo $((10#${v%.*} * 100 + 10#${v#*.})); }
 
 # wait_idle NODE...: until each node has finished its epilog (bounded).
 wait_idle() {

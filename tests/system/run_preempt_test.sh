@@ -30,7 +30,7 @@ check "the application checkpointed" contains "$out" "^checkpointed at step [0-9
 check "preflight-run said it requeued the job" contains "$out" "^preflight: run: requeued job $jid: preempted \(SIGUSR2\).*requeue 1 of 3"
 at=$(sed -n 's/^checkpointed at step \([0-9]*\) .*/\1/p' "$out" | head -1)
 check "the checkpoint is complete" test -f "$ck/step-$at/COMPLETE"
-check "preemption excluded no node" test "$(job_field "$jid" ExcNodeList)" = "(null)"
+check "preemption excluded no node" test -z "$(job_field "$jid" ExcNodeList)"
 
 release_requeued "$jid"
 release_and_wait "$jid"
