@@ -152,10 +152,10 @@ int Main(int argc, char** argv, Phase phase) {
 
   if (out.failed) {
     Log(LogLevel::kError, PhaseName(phase), "node " + node + " failed", out.drain_reason.substr(std::strlen(kDrainPrefix)));
-    // PrologFlags=RunInJob (24.05+): the prolog runs in the job's extern
-    // step, which a detached helper would not outlive; drain now instead.
+    // PrologFlags=RunInJob (24.05+): prolog and epilog run in the job's
+    // extern step, which a detached helper may not outlive; drain now instead.
     DrainHow how = DrainHow::kDetached;
-    if (phase == Phase::kProlog && cfg->set_drain_reason) {
+    if ((phase == Phase::kProlog || phase == Phase::kEpilog) && cfg->set_drain_reason) {
       auto flags = ReadPrologFlags(SlurmConfPath(*cfg, env));
       if (flags) how = DrainHowFor(*flags);
       else Log(LogLevel::kInfo, prog, "slurm.conf PrologFlags", flags.status().message());
