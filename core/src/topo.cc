@@ -189,70 +189,128 @@ const TopoGpu* FindGpu(const Topology& t, int index) {
 
 }  // namespace
 
-EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing, const std::vector<int>& gpus,
-                   const EnvPolicy& policy) {
-  EnvPlan plan;
-  plan.gpus = gpus;
-  auto unset_all = [&](const std::string& why) {
-    for (const auto& n : EnvVarNames()) plan.unset.push_back({n, why});
-  };
-  if (gpus.empty()) {
-    unset_all("task has no GPU");
-    return plan;
-  }
+namespace {
 
+// The NICs paired with `gpus`, in first-seen order, and the worst class.
+struct NicSet {
   std::vector<const TopoNic*> nics;
-  std::vector<std::string> unknown;
+  std::vector<std::string> unknown;                  // GPUs not in the topology
+  std::vector<std::pair<int, std::string>> gpu_nics; // per GPU: "mlx5_0 PIX"
   PathClass worst = PathClass::kPIX;
+};
+
+NicSet NicsFor(const Topology& topo, const std::vector<GpuPairing>& pairing, const std::vector<int>& gpus) {
+  NicSet s;
   for (int g : gpus) {
     const GpuPairing* p = nullptr;
     for (const auto& q : pairing)
       if (q.gpu == g) p = &q;
     if (p == nullptr || FindGpu(topo, g) == nullptr) {
-      unknown.push_back(std::to_string(g));
-      plan.gpu_nics.push_back({g, "not in the topology"});
+      s.unknown.push_back(std::to_string(g));
+      s.gpu_nics.push_back({g, "not in the topology"});
       continue;
     }
     if (p->nics.empty()) {
-      plan.gpu_nics.push_back({g, "none"});
+      s.gpu_nics.push_back({g, "none"});
       continue;
     }
     std::string desc;
     for (const auto& name : p->nics) {
       const TopoNic* n = FindNic(topo, name);
       if (n == nullptr) continue;
-      if (std::find(nics.begin(), nics.end(), n) == nics.end()) nics.push_back(n);
+      if (std::find(s.nics.begin(), s.nics.end(), n) == s.nics.end()) s.nics.push_back(n);
       desc += (desc.empty() ? "" : ",") + name;
     }
-    plan.gpu_nics.push_back({g, desc + " " + PathClassName(p->cls)});
-    if (p->cls > worst) worst = p->cls;
+    s.gpu_nics.push_back({g, desc + " " + PathClassName(p->cls)});
+    if (p->cls > s.worst) s.worst = p->cls;
   }
-  if (!unknown.empty() && nics.empty()) {
-    unset_all("GPU " + Join(unknown, ",") + " not in the node's topology");
-    return plan;
-  }
-  if (nics.empty()) {
-    unset_all("no usable RDMA NIC for GPU " + [&] {
-      std::vector<std::string> s;
-      for (int g : gpus) s.push_back(std::to_string(g));
-      return Join(s, ",");
-    }());
-    return plan;
-  }
+  // Name order, so the list does not depend on which GPU came first.
+  std::sort(s.nics.begin(), s.nics.end(), [](const TopoNic* a, const TopoNic* b) { return NaturalLess(a->name, b->name); });
+  return s;
+}
 
-  std::vector<std::string> hca, ifnames;
-  std::vector<const TopoPort*> ports;
-  bool efa = false;
+// "mlx5_0:1" for every usable port of the verbs NICs in `nics`.
+std::vector<std::string> VerbsPorts(const std::vector<const TopoNic*>& nics, std::vector<const TopoPort*>* ports) {
+  std::vector<std::string> out;
   for (const TopoNic* n : nics) {
-    if (n->kind == "efa") {
-      efa = true;
-      continue;
-    }
+    if (n->kind != "ib") continue;
     for (const auto& p : n->ports) {
       if (!p.usable()) continue;
-      hca.push_back(n->name + ":" + std::to_string(p.num));
-      ports.push_back(&p);
+      out.push_back(n->name + ":" + std::to_string(p.num));
+      if (ports) ports->push_back(&p);
     }
+  }
+  return out;
+}
+
+std::string IdList(const std::vector<int>& v) {
+  std::string s;
+  for (int g : v) s += (s.empty() ? "" : ",") + std::to_string(g);
+  return s;
+}
+
+}  // namespace
+
+NodeGpuSet JobGpusOnNode(const NodeGpuInputs& in, const std::vector<int>& task_gpus) {
+  NodeGpuSet out;
+  std::vector<int> base;
+  if (in.have_prolog) {
+    base = in.prolog_gpus;
+    out.source = "prolog";
+  } else if (auto j = in.batch_step && !in.job_gpus.empty() ? ParseIdList(in.job_gpus)
+                                                             : Expected<std::vector<int>>(Status::NotFound("")); j) {
+    base = *j;
+    out.source = "SLURM_JOB_GPUS";
+  } else if (auto st = !in.step_gpus.empty() ? ParseIdList(in.step_gpus)
+                                             : Expected<std::vector<int>>(Status::NotFound("")); st) {
+    base = *st;
+    out.source = "SLURM_STEP_GPUS";
+  } else {
+    out.source = "task";
+  }
+  base.insert(base.end(), task_gpus.begin(), task_gpus.end());
+  std::sort(base.begin(), base.end());
+  base.erase(std::unique(base.begin(), base.end()), base.end());
+  out.gpus = std::move(base);
+  return out;
+}
+
+EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing, const std::vector<int>& node_gpus,
+                   const std::vector<int>& task_gpus, const EnvPolicy& policy) {
+  EnvPlan plan;
+  plan.gpus = task_gpus;
+  auto unset_all = [&](const std::string& why) {
+    for (const auto& n : EnvVarNames()) plan.unset.push_back({n, why});
+  };
+  if (task_gpus.empty()) {
+    unset_all("task has no GPU");
+    return plan;
+  }
+  std::vector<int> node = node_gpus;
+  node.insert(node.end(), task_gpus.begin(), task_gpus.end());
+  std::sort(node.begin(), node.end());
+  node.erase(std::unique(node.begin(), node.end()), node.end());
+  plan.node_gpus = node;
+
+  NicSet ns = NicsFor(topo, pairing, node);
+  plan.gpu_nics = ns.gpu_nics;
+  if (!ns.unknown.empty() && ns.nics.empty()) {
+    unset_all("GPU " + Join(ns.unknown, ",") + " not in the node's topology");
+    return plan;
+  }
+  if (ns.nics.empty()) {
+    unset_all("no usable RDMA NIC for GPU " + IdList(node));
+    return plan;
+  }
+  const std::vector<const TopoNic*>& nics = ns.nics;
+  PathClass worst = ns.worst;
+
+  std::vector<const TopoPort*> ports;
+  std::vector<std::string> hca = VerbsPorts(nics, &ports), ifnames;
+  bool efa = false;
+  for (const TopoNic* n : nics) {
+    if (n->kind == "efa") efa = true;
+    if (n->kind != "ib") continue;
     for (const auto& i : n->netdevs_up)
       if (std::find(ifnames.begin(), ifnames.end(), i) == ifnames.end()) ifnames.push_back(i);
   }
@@ -268,10 +326,12 @@ EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing,
     plan.vars.push_back({"NCCL_SOCKET_IFNAME", "=" + Join(ifnames, ",")});
   else
     plan.unset.push_back({"NCCL_SOCKET_IFNAME", "no netdev with operstate up on the paired NICs"});
-  if (!hca.empty())
-    plan.vars.push_back({"UCX_NET_DEVICES", Join(hca, ",")});
+  // UCX_NET_DEVICES: the task's own GPUs' NICs (UCX picks per process).
+  std::vector<std::string> ucx = VerbsPorts(NicsFor(topo, pairing, task_gpus).nics, nullptr);
+  if (!ucx.empty())
+    plan.vars.push_back({"UCX_NET_DEVICES", Join(ucx, ",")});
   else
-    plan.unset.push_back({"UCX_NET_DEVICES", efa ? "EFA: left to UCX" : "no usable port on the paired NICs"});
+    plan.unset.push_back({"UCX_NET_DEVICES", efa ? "EFA: left to UCX" : "no usable port on the task's NICs"});
 
   // NCCL's default GDR level is PXB: GPUDirect RDMA is already on for PIX and
   // PXB pairs. A pair behind one host bridge (VMs, NVLink-to-CPU hosts) needs

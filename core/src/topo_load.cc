@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "preflight/fileutil.h"
+#include "preflight/job.h"
 
 namespace preflight {
 
@@ -456,6 +457,39 @@ EnvPolicy PolicyFromConfig(const Config& cfg) {
   struct stat st;
   p.nccl_topo_file_exists = !p.nccl_topo_file.empty() && ::stat(p.nccl_topo_file.c_str(), &st) == 0;
   return p;
+}
+
+std::string JobGpusPath(const Config& cfg, const std::string& job, const std::string& node) {
+  return cfg.state_dir + "/jobs/" + job + "/" + (node.empty() ? std::string("localhost") : node) + ".gpus";
+}
+
+namespace {
+constexpr const char* kJobGpusPrefix = "SLURM_JOB_GPUS=";
+}  // namespace
+
+Status WriteJobGpusRecord(const Config& cfg, const std::string& job, const std::string& node,
+                          const std::string& slurm_job_gpus) {
+  if (!slurm_job_gpus.empty()) {
+    auto ids = ParseIdList(slurm_job_gpus);
+    if (!ids) return ids.status().Context("SLURM_JOB_GPUS='" + slurm_job_gpus + "'");
+  }
+  std::string path = JobGpusPath(cfg, job, node);
+  Status s = MakeDirs(path.substr(0, path.rfind('/')), 0755);
+  if (!s.ok()) return s;
+  return WriteFileAtomic(path, std::string(kJobGpusPrefix) + slurm_job_gpus + "\n", 0644);
+}
+
+Expected<std::vector<int>> ReadJobGpusRecord(const Config& cfg, const std::string& job, const std::string& node) {
+  std::string path = JobGpusPath(cfg, job, node);
+  auto text = ReadWholeFile(path);
+  if (!text) return text.status();
+  std::string line = text->substr(0, text->find('\n'));
+  if (line.rfind(kJobGpusPrefix, 0) != 0) return Status::InvalidArgument(path + ": not a job GPU record");
+  std::string list = line.substr(std::strlen(kJobGpusPrefix));
+  if (list.empty()) return std::vector<int>{};
+  auto ids = ParseIdList(list);
+  if (!ids) return ids.status().Context(path);
+  return *ids;
 }
 
 }  // namespace preflight

@@ -167,9 +167,93 @@ TEST(TopoGolden, DellAllPortsUpPairsBySwitch) {
   EXPECT_EQ(Env(e0, "NCCL_SOCKET_IFNAME"), "=hsi0");  // ibs2f1 is down
   EXPECT_EQ(Why(e0, "NCCL_IB_GID_INDEX"), "InfiniBand link layer needs no GID index");
   EXPECT_EQ(Why(e0, "NCCL_NET_GDR_LEVEL"), "distance PIX: NCCL's default already uses GPUDirect RDMA");
-  // Different GPUs, different HCAs: what the system test checks through Slurm.
+  // Jobs holding different GPUs get different HCAs (one task each).
   EXPECT_EQ(Env(ComputeEnv(t, p, {1}, EnvPolicy()), "NCCL_IB_HCA"), "=mlx5_2:1");
   EXPECT_EQ(Env(ComputeEnv(t, p, {2, 3}, EnvPolicy()), "NCCL_IB_HCA"), "=mlx5_3:1");
+}
+
+// One NIC set per job and node: tasks holding different GPUs of one job on
+// the Dell get identical NCCL_* values (the union's NICs); only
+// UCX_NET_DEVICES follows the task's own GPU.
+TEST(TopoGolden, DellTasksOfOneJobGetOneNcclSet) {
+  std::string root = TempDir();
+  for (const char* dev : {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"}) PutPort(root, dev, 1, "4: ACTIVE", "InfiniBand");
+  for (const char* nd : {"hsi0", "ibs2f1", "ibp94s0", "ibp218s0"}) Put(root, std::string("/sys/class/net/") + nd + "/operstate", "up");
+  Topology t = Load(kDell, root);
+  auto p = PairGpus(t);
+  EnvPlan a = ComputeEnv(t, p, {0, 1}, {0}, EnvPolicy());
+  EnvPlan b = ComputeEnv(t, p, {0, 1}, {1}, EnvPolicy());
+  EXPECT_EQ(Env(a, "NCCL_IB_HCA"), "=mlx5_0:1,mlx5_1:1,mlx5_2:1");
+  for (const char* v : {"NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "NCCL_NET_GDR_LEVEL", "NCCL_IB_GID_INDEX"}) {
+    EXPECT_EQ(Env(a, v), Env(b, v)) << v;
+    EXPECT_EQ(Why(a, v), Why(b, v)) << v;
+  }
+  EXPECT_EQ(Env(a, "NCCL_SOCKET_IFNAME"), "=hsi0,ibs2f1,ibp94s0");
+  EXPECT_EQ(Env(a, "UCX_NET_DEVICES"), "mlx5_0:1,mlx5_1:1");
+  EXPECT_EQ(Env(b, "UCX_NET_DEVICES"), "mlx5_2:1");
+  EXPECT_EQ(a.node_gpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(b.gpus, std::vector<int>{1});
+  // The GDR level follows the worst pair of the union: a task whose own
+  // GPU is PIX to its NIC still gets the node's answer.
+  EnvPlan c = ComputeEnv(t, p, {2, 3}, {3}, EnvPolicy());
+  EnvPlan d = ComputeEnv(t, p, {2, 3}, {2}, EnvPolicy());
+  EXPECT_EQ(Why(c, "NCCL_NET_GDR_LEVEL"), Why(d, "NCCL_NET_GDR_LEVEL"));
+  EXPECT_EQ(Why(c, "NCCL_NET_GDR_LEVEL"), "distance SYS: GPUDirect RDMA would cross the CPU; NCCL's default");
+  // The whole node: every rail, for every task.
+  EnvPlan all0 = ComputeEnv(t, p, {0, 1, 2, 3}, {0}, EnvPolicy());
+  EnvPlan all3 = ComputeEnv(t, p, {0, 1, 2, 3}, {3}, EnvPolicy());
+  EXPECT_EQ(Env(all0, "NCCL_IB_HCA"), "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1");
+  EXPECT_EQ(Env(all3, "NCCL_IB_HCA"), Env(all0, "NCCL_IB_HCA"));
+  EXPECT_EQ(Env(all3, "UCX_NET_DEVICES"), "mlx5_3:1");
+  // A task's GPUs always count as the job's, even if the node set missed them.
+  EXPECT_EQ(ComputeEnv(t, p, {0}, {1}, EnvPolicy()).node_gpus, (std::vector<int>{0, 1}));
+  // A GPU-less task of a GPU job gets nothing.
+  EXPECT_TRUE(ComputeEnv(t, p, {0, 1}, {}, EnvPolicy()).vars.empty());
+}
+
+TEST(TopoJobGpus, SourcesInOrderOfTrust) {
+  using V = std::vector<int>;
+  NodeGpuInputs in;
+  in.job_gpus = "0,1";   // the batch node's, propagated by srun
+  in.step_gpus = "2,3";  // this step on this node
+  NodeGpuSet s = JobGpusOnNode(in, {3});
+  EXPECT_EQ(s.gpus, (V{2, 3}));
+  EXPECT_EQ(s.source, "SLURM_STEP_GPUS");
+  in.batch_step = true;
+  s = JobGpusOnNode(in, {1});
+  EXPECT_EQ(s.gpus, (V{0, 1}));
+  EXPECT_EQ(s.source, "SLURM_JOB_GPUS");
+  in.have_prolog = true;
+  in.prolog_gpus = {0, 1, 2, 3};
+  s = JobGpusOnNode(in, {1});
+  EXPECT_EQ(s.gpus, (V{0, 1, 2, 3}));
+  EXPECT_EQ(s.source, "prolog");
+  // Nothing known: the task's own (and the record says so).
+  NodeGpuInputs none;
+  none.step_gpus = "x";  // malformed: skipped
+  s = JobGpusOnNode(none, {3, 1});
+  EXPECT_EQ(s.gpus, (V{1, 3}));
+  EXPECT_EQ(s.source, "task");
+}
+
+TEST(TopoJobGpus, PrologRecordRoundTrip) {
+  Config cfg;
+  cfg.state_dir = TempDir();
+  EXPECT_EQ(ReadJobGpusRecord(cfg, "7", "n1").status().code(), Status::Code::kNotFound);
+  ASSERT_TRUE(WriteJobGpusRecord(cfg, "7", "n1", "0-2,5").ok());
+  EXPECT_EQ(*ReadWholeFile(cfg.state_dir + "/jobs/7/n1.gpus"), "SLURM_JOB_GPUS=0-2,5\n");
+  EXPECT_EQ(*ReadJobGpusRecord(cfg, "7", "n1"), (std::vector<int>{0, 1, 2, 5}));
+  ASSERT_TRUE(WriteJobGpusRecord(cfg, "8", "n1", "").ok());  // a job without GPUs here
+  EXPECT_TRUE(ReadJobGpusRecord(cfg, "8", "n1")->empty());
+  Status bad = WriteJobGpusRecord(cfg, "9", "n1", "0,x");
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("SLURM_JOB_GPUS='0,x'"), std::string::npos) << bad.message();
+  EXPECT_EQ(ReadJobGpusRecord(cfg, "9", "n1").status().code(), Status::Code::kNotFound);  // nothing written
+  ASSERT_TRUE(MakeDirs(cfg.state_dir + "/jobs/9").ok());
+  ASSERT_TRUE(WriteFileAtomic(cfg.state_dir + "/jobs/9/n1.gpus", "garbage\n").ok());
+  auto g = ReadJobGpusRecord(cfg, "9", "n1");
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("jobs/9/n1.gpus: not a job GPU record"), std::string::npos);
 }
 
 // ---- Golden: AWS p4d.24xlarge, 8x A100, 4x EFA, no switches --------------

@@ -114,18 +114,63 @@ struct EnvVar {
   std::string value;
 };
 
-// The environment for a task's GPUs, and why the other variables were left
-// out. Only NCCL/UCX system-configuration variables: never NCCL_DEBUG*.
+// The environment for a task, and why the other variables were left out.
+// Only NCCL/UCX system-configuration variables: never NCCL_DEBUG*.
 struct EnvPlan {
   std::vector<int> gpus;                                   // the task's GPUs
-  std::vector<std::pair<int, std::string>> gpu_nics;       // per GPU: "mlx5_0 PIX"
+  std::vector<int> node_gpus;                              // the job's GPUs on this node (NCCL_* from these)
+  std::vector<std::pair<int, std::string>> gpu_nics;       // per node GPU: "mlx5_0 PIX"
   std::vector<EnvVar> vars;                                // to set, in order
   std::vector<std::pair<std::string, std::string>> unset;  // name -> why not set
 };
 
-// `gpus` are TopoGpu indexes; unknown ones are reported in `unset` reasons.
-EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing,
-                   const std::vector<int>& gpus, const EnvPolicy& policy);
+// The environment for one task of a job on this node.
+//  * `node_gpus`: the union of the GPUs the job holds on this node. Every
+//    NCCL_* value (NCCL_IB_HCA, NCCL_SOCKET_IFNAME, NCCL_NET_GDR_LEVEL,
+//    NCCL_IB_GID_INDEX) comes from these alone, so all tasks of the job on
+//    the node get the same values whatever GPUs each holds: NCCL requires
+//    one NCCL_IB_HCA on every rank of a node (NVIDIA/nccl#1478, maintainer:
+//    "You should not set NCCL_IB_HCA differently on each rank"; legate
+//    PR #528) and pairs each GPU with its closest listed NIC itself.
+//  * `task_gpus`: the task's own GPUs. Only UCX_NET_DEVICES comes from them
+//    (UCX and MPI choose their device per process).
+// A task without GPUs gets nothing. `node_gpus` is widened by `task_gpus`
+// (a task's GPUs are always the job's). GPU ids are TopoGpu indexes;
+// unknown ones are reported in `unset` reasons.
+EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing, const std::vector<int>& node_gpus,
+                   const std::vector<int>& task_gpus, const EnvPolicy& policy);
+// The same with one GPU set for both (a job whose only task holds them).
+inline EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing, const std::vector<int>& gpus,
+                          const EnvPolicy& policy) {
+  return ComputeEnv(topo, pairing, gpus, gpus, policy);
+}
+
+// Where the job's GPUs on this node come from, most trusted first:
+//  1. the prolog's record (topo_load.h: WriteJobGpusRecord): the root
+//     prolog's SLURM_JOB_GPUS, which slurmd sets to the job's GPUs on the
+//     node being prologued; read as root in slurmstepd before any task;
+//  2. in the batch step, SLURM_JOB_GPUS (slurmstepd sets it for the batch
+//     node). Not in other steps: srun propagates the batch script's copy,
+//     which names the batch node's GPUs, to every node;
+//  3. SLURM_STEP_GPUS as the step's environment has it in init_post_opt:
+//     the step's GPUs on this node, all tasks (Slurm 22.05 narrows each
+//     task's copy to its own GPUs later). Same for every task of the step,
+//     not of the job;
+//  4. the task's own GPUs (then tasks may differ; `source` says "task").
+// The result always includes `task_gpus`, sorted and unique. A malformed
+// variable is skipped for the next source.
+struct NodeGpuSet {
+  std::vector<int> gpus;
+  std::string source;  // "prolog", "SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "task"
+};
+struct NodeGpuInputs {
+  bool have_prolog = false;         // the prolog's record was read
+  std::vector<int> prolog_gpus;     // its GPUs
+  bool batch_step = false;
+  std::string job_gpus;             // SLURM_JOB_GPUS in init_post_opt
+  std::string step_gpus;            // SLURM_STEP_GPUS in init_post_opt
+};
+NodeGpuSet JobGpusOnNode(const NodeGpuInputs& in, const std::vector<int>& task_gpus);
 
 // Names ComputeEnv may set (for --preflight-env=show and the docs).
 const std::vector<std::string>& EnvVarNames();

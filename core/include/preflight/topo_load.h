@@ -54,4 +54,18 @@ Expected<Topology> LoadTopologyCached(const Config& cfg, const std::string& node
 
 EnvPolicy PolicyFromConfig(const Config& cfg);
 
+// The job's GPUs on a node, recorded by the root prolog for the plugin
+// (topo.h: JobGpusOnNode): <state_dir>/jobs/<job>/<node>.gpus, one line
+// "SLURM_JOB_GPUS=<list>" (empty list: the job holds no GPU there). The
+// prolog's environment comes from slurmd, not from the user, and the file
+// is root's in a root-owned directory, so slurmstepd can trust it for every
+// step of the job (batch, srun, --gpus-per-task, --gpu-bind alike).
+std::string JobGpusPath(const Config& cfg, const std::string& job, const std::string& node);
+// `slurm_job_gpus` as the prolog got it; InvalidArgument when malformed.
+Status WriteJobGpusRecord(const Config& cfg, const std::string& job, const std::string& node,
+                          const std::string& slurm_job_gpus);
+// NotFound when there is no record (no preflight prolog ran), InvalidArgument
+// naming the file when it is malformed.
+Expected<std::vector<int>> ReadJobGpusRecord(const Config& cfg, const std::string& job, const std::string& node);
+
 }  // namespace preflight
