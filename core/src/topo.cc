@@ -25,9 +25,15 @@ const char* PathClassName(PathClass c) {
 }
 
 bool TopoNic::usable() const {
+  if (ports.empty()) return true;
   for (const auto& p : ports)
     if (p.usable()) return true;
   return false;
+}
+
+const char* TopoNic::state() const {
+  if (ports.empty()) return "unknown";
+  return usable() ? "usable" : "down";
 }
 
 bool NaturalLess(const std::string& a, const std::string& b) {
@@ -229,11 +235,15 @@ NicSet NicsFor(const Topology& topo, const std::vector<GpuPairing>& pairing, con
   return s;
 }
 
-// "mlx5_0:1" for every usable port of the verbs NICs in `nics`.
-std::vector<std::string> VerbsPorts(const std::vector<const TopoNic*>& nics, std::vector<const TopoPort*>* ports) {
+// "mlx5_0:1" for every usable port of the verbs NICs in `nics`; a NIC
+// without port records is named whole ("mlx5_0": NCCL then uses all its
+// ports) unless `ports_only` (UCX needs a port number; none is guessed).
+std::vector<std::string> VerbsPorts(const std::vector<const TopoNic*>& nics, std::vector<const TopoPort*>* ports,
+                                    bool ports_only = false) {
   std::vector<std::string> out;
   for (const TopoNic* n : nics) {
     if (n->kind != "ib") continue;
+    if (n->ports.empty() && !ports_only) out.push_back(n->name);
     for (const auto& p : n->ports) {
       if (!p.usable()) continue;
       out.push_back(n->name + ":" + std::to_string(p.num));
@@ -325,13 +335,17 @@ EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing,
   if (!ifnames.empty())
     plan.vars.push_back({"NCCL_SOCKET_IFNAME", "=" + Join(ifnames, ",")});
   else
-    plan.unset.push_back({"NCCL_SOCKET_IFNAME", "no netdev with operstate up on the paired NICs"});
+    plan.unset.push_back({"NCCL_SOCKET_IFNAME", topo.state_from == "xml"
+                                                    ? "netdev operstate unknown (the XML does not record it)"
+                                                    : "no netdev with operstate up on the paired NICs"});
   // UCX_NET_DEVICES: the task's own GPUs' NICs (UCX picks per process).
-  std::vector<std::string> ucx = VerbsPorts(NicsFor(topo, pairing, task_gpus).nics, nullptr);
+  std::vector<std::string> ucx = VerbsPorts(NicsFor(topo, pairing, task_gpus).nics, nullptr, true);
   if (!ucx.empty())
     plan.vars.push_back({"UCX_NET_DEVICES", Join(ucx, ",")});
   else
-    plan.unset.push_back({"UCX_NET_DEVICES", efa ? "EFA: left to UCX" : "no usable port on the task's NICs"});
+    plan.unset.push_back({"UCX_NET_DEVICES", efa ? "EFA: left to UCX"
+                                                 : hca.empty() ? "no usable port on the task's NICs"
+                                                               : "port numbers of the task's NICs unknown"});
 
   // NCCL's default GDR level is PXB: GPUDirect RDMA is already on for PIX and
   // PXB pairs. A pair behind one host bridge (VMs, NVLink-to-CPU hosts) needs
@@ -361,6 +375,8 @@ EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing,
       gid = p->gid_index;
     }
   }
+  for (const TopoNic* n : nics)
+    if (gid_why.empty() && n->kind == "ib" && n->ports.empty()) gid_why = "link layer unknown (" + n->name + " has no port records)";
   if (ports.empty() && gid_why.empty()) gid_why = "no verbs port";
   if (gid_why.empty())
     plan.vars.push_back({"NCCL_IB_GID_INDEX", std::to_string(gid)});
@@ -436,6 +452,7 @@ std::string TopologyTable(const Topology& topo, const std::vector<GpuPairing>& p
   for (const auto& n : topo.nics) {
     o << "  " << n.name << "  " << n.kind << "  " << n.busid << "  NUMA " << n.numa << "  netdev "
       << (n.netdevs.empty() ? "-" : Join(n.netdevs, ",")) << "\n";
+    if (n.ports.empty()) o << "    no port records: state unknown (counted usable)\n";
     for (const auto& p : n.ports)
       o << "    port " << p.num << "  " << (p.state.empty() ? "state unknown" : p.state) << "  "
         << (p.link_layer.empty() ? "-" : p.link_layer) << "  " << (p.rate.empty() ? "-" : p.rate)
@@ -456,6 +473,7 @@ std::string TopologyJson(const Topology& topo, const std::vector<GpuPairing>& pa
   JsonWriter w;
   w.BeginObject();
   w.Field("source", topo.source);
+  w.Field("state_from", topo.state_from);
   w.Key("gpus").BeginArray();
   for (const auto& g : topo.gpus) {
     w.BeginObject().Field("index", g.index).Field("busid", g.busid).Field("osdev", g.osdev);
@@ -473,6 +491,7 @@ std::string TopologyJson(const Topology& topo, const std::vector<GpuPairing>& pa
   w.Key("nics").BeginArray();
   for (const auto& n : topo.nics) {
     w.BeginObject().Field("name", n.name).Field("kind", n.kind).Field("busid", n.busid).Field("numa", n.numa);
+    w.Field("state", n.state());
     w.Key("netdevs").BeginArray();
     for (const auto& d : n.netdevs) w.String(d);
     w.EndArray();

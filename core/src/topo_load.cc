@@ -104,9 +104,23 @@ int TrailingNumber(const std::string& s, const char* prefix) {
 
 }  // namespace
 
-Expected<Topology> LoadTopologyHwloc(const std::string& xml, const FsRoot& fs) {
-  if (xml.empty() && !fs.is_real())
-    return Status::Unavailable("fsroot is " + fs.root() + " but topology_xml is empty: hwloc cannot probe a fixture root");
+namespace {
+Expected<Topology> LoadHwloc(const std::string& xml, const FsRoot* fsp);
+}  // namespace
+
+Expected<Topology> LoadTopologyHwloc(const std::string& xml, const FsRoot& fs) { return LoadHwloc(xml, &fs); }
+
+Expected<Topology> LoadTopologyXmlOnly(const std::string& xml) {
+  if (xml.empty()) return Status::InvalidArgument("no XML file given");
+  return LoadHwloc(xml, nullptr);
+}
+
+namespace {
+
+// `fsp` null: the XML alone (LoadTopologyXmlOnly).
+Expected<Topology> LoadHwloc(const std::string& xml, const FsRoot* fsp) {
+  if (xml.empty() && !fsp->is_real())
+    return Status::Unavailable("fsroot is " + fsp->root() + " but topology_xml is empty: hwloc cannot probe a fixture root");
   hwloc_topology_t t;
   if (hwloc_topology_init(&t) < 0) return Status::FromErrno(errno, "hwloc_topology_init");
   struct Guard {
@@ -205,9 +219,17 @@ Expected<Topology> LoadTopologyHwloc(const std::string& xml, const FsRoot& fs) {
     if (std::adjacent_find(seen.begin(), seen.end()) == seen.end())
       for (const auto& kv : nvml_index) topo.gpus[static_cast<size_t>(kv.first)].index = kv.second;
   }
-  RefreshSysfsState(topo, fs);
+  if (fsp != nullptr) {
+    RefreshSysfsState(topo, *fsp);
+    topo.state_from = "sysfs:" + fsp->root();
+  } else {
+    topo.state_from = "xml";
+    std::sort(topo.gpus.begin(), topo.gpus.end(), [](const TopoGpu& a, const TopoGpu& b) { return a.index < b.index; });
+  }
   return topo;
 }
+
+}  // namespace
 
 void RefreshSysfsState(Topology& topo, const FsRoot& fs) {
   for (auto& n : topo.nics) {
@@ -428,6 +450,7 @@ Expected<Topology> LoadTopologyCached(const Config& cfg, const std::string& node
   if (auto text = ReadWholeFile(path)) {
     auto t = ParseTopologyCache(*text, key, path);
     if (t) {
+      t->state_from = "sysfs:" + fs.root();
       if (from_cache) *from_cache = true;
       if (!opts.refresh_sysfs) return t;
       RefreshSysfsState(*t, fs);

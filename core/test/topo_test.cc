@@ -26,6 +26,7 @@ const std::string kFix = PREFLIGHT_TOPO_FIXTURES;
 const std::string kDell = kFix + "/hwloc-dell-xe8640-4xh100-cx7-cx6.xml";
 const std::string kP4d = kFix + "/hwloc-aws-p4d-24xlarge-8xa100-4xefa.xml";
 const std::string kLassen = kFix + "/hwloc-ibm-ac922-lassen-4xv100-cx5.xml";
+const std::string kNoPorts = kFix + "/hwloc-24em64t-2n6c2t-pci-mlx4-noports.xml";
 
 // Fixture roots for one test run, removed when the test binary exits.
 std::string TempDir() {
@@ -302,11 +303,66 @@ TEST(TopoGolden, LassenFallsBackToNumaAndBalances) {
   EXPECT_EQ(Why(e, "NCCL_NET_GDR_LEVEL"), "distance NODE: GPUDirect RDMA would cross the CPU; NCCL's default");
 }
 
+// ---- Golden: hwloc's 24em64t-2n6c2t-pci, a NIC without port records ------
+// Two X58 host bridges; 3 Tesla M2070 (10de:06d2), one on the host bridge
+// of the ConnectX mlx4_0 (05:00.0), whose OpenFabrics OS device carries no
+// Port<N>State attribute. Unknown state counts as usable (topo.h), so GPU0
+// pairs PHB and NCCL_IB_HCA names the device whole ("=mlx4_0": all ports).
+// Before, every GPU got "no usable RDMA NIC".
+TEST(TopoGolden, NicWithoutPortRecordsCountsAsUsable) {
+  auto t = LoadTopologyXmlOnly(kNoPorts);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->nics.size(), 1u);
+  EXPECT_EQ(t->nics[0].name, "mlx4_0");
+  EXPECT_TRUE(t->nics[0].ports.empty());
+  EXPECT_STREQ(t->nics[0].state(), "unknown");
+  EXPECT_TRUE(t->nics[0].usable());
+  ASSERT_EQ(t->gpus.size(), 3u);  // the ATI ES1000 BMC VGA (1002:515e) is not a GPU
+  auto p = PairGpus(*t);
+  EXPECT_EQ(Nics(p, 0), "mlx4_0");
+  EXPECT_EQ(Pair(p, 0).cls, PathClass::kPHB);
+  EnvPlan e = ComputeEnv(*t, p, {0}, EnvPolicy());
+  EXPECT_EQ(Env(e, "NCCL_IB_HCA"), "=mlx4_0");
+  EXPECT_EQ(Env(e, "NCCL_NET_GDR_LEVEL"), "PHB");
+  EXPECT_EQ(Why(e, "UCX_NET_DEVICES"), "port numbers of the task's NICs unknown");
+  EXPECT_EQ(Why(e, "NCCL_IB_GID_INDEX"), "link layer unknown (mlx4_0 has no port records)");
+  EXPECT_EQ(Why(e, "NCCL_SOCKET_IFNAME"), "netdev operstate unknown (the XML does not record it)");
+  // The cache keeps "no port records" as such.
+  auto back = ParseTopologyCache(SerializeTopology(*t, "k"), "k", "cache");
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(back->nics[0].usable());
+  EXPECT_STREQ(back->nics[0].state(), "unknown");
+}
+
+// Foreign XML: LoadTopologyXmlOnly reads nothing beyond the file, where
+// LoadTopologyHwloc takes port state and GPU minors from its FsRoot.
+TEST(TopoLoad, XmlOnlyReadsNothingFromTheMachine) {
+  std::string root = TempDir();
+  for (const char* dev : {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"}) PutPort(root, dev, 1, "1: DOWN", "InfiniBand");
+  // Device minors in reverse PCI order.
+  const char* bus[] = {"0000:4e:00.0", "0000:5f:00.0", "0000:cb:00.0", "0000:db:00.0"};
+  for (int i = 0; i < 4; ++i)
+    Put(root, std::string("/proc/driver/nvidia/gpus/") + bus[i] + "/information", "Device Minor: " + std::to_string(3 - i));
+  Topology local = Load(kDell, root);
+  EXPECT_EQ(local.state_from, "sysfs:" + root);
+  EXPECT_EQ(local.nics[0].ports[0].state, "DOWN");
+  EXPECT_EQ(local.gpus[0].busid, "0000:db:00.0");  // minor 0
+  auto foreign = LoadTopologyXmlOnly(kDell);
+  ASSERT_TRUE(foreign.ok());
+  EXPECT_EQ(foreign->state_from, "xml");
+  EXPECT_EQ(foreign->nics[0].ports[0].state, "ACTIVE");  // as hwloc recorded it
+  EXPECT_EQ(foreign->gpus[0].busid, "0000:4e:00.0");     // NVML order
+  EXPECT_TRUE(foreign->nics[0].netdevs_up.empty());
+  EXPECT_FALSE(LoadTopologyXmlOnly("").ok());
+}
+
 // The whole JSON for each machine against tests/fixtures/topology/golden.
 TEST(TopoGolden, JsonMatchesGoldenFiles) {
   bool regen = std::getenv("PREFLIGHT_REGENERATE_GOLDEN") != nullptr;
-  for (const std::string& xml : {kDell, kP4d, kLassen}) {
-    Topology t = Load(xml, TempDir());
+  for (const std::string& xml : {kDell, kP4d, kLassen, kNoPorts}) {
+    auto loaded = LoadTopologyXmlOnly(xml);  // the XML alone: no fixture path in the golden
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    Topology t = *loaded;
     std::string base = xml.substr(xml.rfind('/') + 1);
     base = base.substr(0, base.size() - 4);
     t.source = "xml:" + base + ".xml";  // normalised: no absolute path

@@ -13,7 +13,8 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 run() { "$bin" --config /dev/null topo "$@" 2>&1; }
 norm() { sed "s#$fix/##g"; }
 
-for name in hwloc-dell-xe8640-4xh100-cx7-cx6 hwloc-aws-p4d-24xlarge-8xa100-4xefa hwloc-ibm-ac922-lassen-4xv100-cx5; do
+for name in hwloc-dell-xe8640-4xh100-cx7-cx6 hwloc-aws-p4d-24xlarge-8xa100-4xefa hwloc-ibm-ac922-lassen-4xv100-cx5 \
+  hwloc-24em64t-2n6c2t-pci-mlx4-noports; do
   got=$(run --xml "$fix/$name.xml" --gpus 0 | norm)
   want=$fix/golden/$name.topo.txt
   if [ -n "${PREFLIGHT_REGENERATE_GOLDEN:-}" ]; then printf '%s\n' "$got" >"$want"; continue; fi
@@ -23,6 +24,24 @@ done
 # JSON is the same document the unit test checks (whole-node env there).
 out=$(run --xml "$fix/hwloc-ibm-ac922-lassen-4xv100-cx5.xml" --gpus 2,3 --json)
 grep -q '"NCCL_IB_HCA": "=mlx5_2:1,mlx5_3:1"' <<<"$out" || fail "json env for GPUs 2,3: $out"
+
+# Foreign XML: nothing from this machine, not even the site config's fsroot;
+# --fsroot reads port state under that root instead. The fixture root says
+# every Dell port is DOWN; the XML says mlx5_0 is ACTIVE.
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+for d in mlx5_0 mlx5_1 mlx5_2 mlx5_3; do
+  mkdir -p "$tmp/sys/class/infiniband/$d/ports/1"; echo "1: DOWN" >"$tmp/sys/class/infiniband/$d/ports/1/state"
+done
+dell=$fix/hwloc-dell-xe8640-4xh100-cx7-cx6.xml
+out=$(run --set fsroot="$tmp" --xml "$dell" --gpus 0)
+grep -q '^Port state: from the XML ' <<<"$out" || fail "--xml without --fsroot does not say the state is the XML's: $out"
+grep -q 'set   NCCL_IB_HCA==mlx5_0:1$' <<<"$out" || fail "--xml read the config's fsroot: $out"
+out=$(run --xml "$dell" --fsroot "$tmp" --gpus 0)
+grep -q "^Port state: from $tmp\$" <<<"$out" || fail "--fsroot not named in the header: $out"
+grep -q 'port 1  DOWN' <<<"$out" && grep -q 'not set NCCL_IB_HCA  (no usable RDMA NIC for GPU 0)' <<<"$out" ||
+  fail "--fsroot port states not used: $out"
+out=$(run --xml "$dell" --fsroot "$tmp" --json)
+grep -q "\"state_from\": \"sysfs:$tmp\"" <<<"$out" || fail "json state_from: $out"
 
 # A real probe of this machine (whatever it has) works and says so.
 out=$(run) || fail "topo (probe) exited non-zero: $out"

@@ -52,8 +52,13 @@ struct TopoNic {
   std::vector<std::string> path;
   std::vector<std::string> netdevs;     // netdevs on the same PCI function
   std::vector<std::string> netdevs_up;  // those with operstate "up"
-  std::vector<TopoPort> ports;
-  bool usable() const;  // some port usable
+  std::vector<TopoPort> ports;  // empty: no port records (state unknown)
+  // Some port usable, or no port records at all: an unknown state counts as
+  // usable, like TopoPort's (an XML exported without OpenFabrics port
+  // attributes must not leave every GPU without a NIC).
+  bool usable() const;
+  // "usable", "down" (every recorded port down) or "unknown" (no port records).
+  const char* state() const;
 };
 
 struct TopoGpu {
@@ -72,6 +77,10 @@ struct Topology {
   std::vector<TopoGpu> gpus;  // sorted by index
   std::vector<TopoNic> nics;  // sorted by name (natural order: mlx5_2 < mlx5_10)
   std::string source;         // "xml:/path", "probe", "cache:/path" (for reports)
+  // Where port state, link layer, netdev operstate and GPU minors came from:
+  // "sysfs:<fsroot>", or "xml" when nothing was read beyond the XML (a
+  // foreign machine's file, topo_load.h).
+  std::string state_from = "sysfs:/";
 };
 
 // The distance between a GPU and a NIC, with the refinements used to rank

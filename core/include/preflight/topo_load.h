@@ -25,6 +25,11 @@ namespace preflight {
 // hwloc (XML file when `xml` is non-empty, else probe) plus FsRoot state.
 // Errors name the XML file, or say why probing is refused.
 Expected<Topology> LoadTopologyHwloc(const std::string& xml, const FsRoot& fs);
+// Foreign XML: the file alone, nothing read from this machine (no port
+// state, link layer, netdev operstate or GPU minors from sysfs/procfs).
+// Port states are the ones hwloc recorded; NICs without port records are
+// "unknown" and count as usable. Topology::state_from is "xml".
+Expected<Topology> LoadTopologyXmlOnly(const std::string& xml);
 
 // Re-read the volatile part (port state/link layer/rate/GIDs, netdev
 // operstate, GPU minors) from FsRoot into `topo`. Missing files leave what
