@@ -3,6 +3,7 @@
 //   preflight options                   the job options the SPANK plugin adds
 //   preflight version
 // Subcommands added by later components register in kCommands below.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -59,6 +60,7 @@ struct TopoCli {
   std::string xml;
   std::string fsroot;
   std::string gpus;
+  bool gpus_given = false;  // --gpus '' is refused, not "all"
   bool json = false;
 } g_topo;
 
@@ -92,10 +94,17 @@ int TopoCmd(const std::vector<std::string>& args, const CommonCli& cli) {
   }
   auto pairing = PairGpus(*topo);
   std::vector<int> gpus;
-  if (g_topo.gpus.empty()) {
+  if (!g_topo.gpus_given) {
     for (const auto& g : topo->gpus) gpus.push_back(g.index);
   } else {
-    auto ids = ParseIdList(g_topo.gpus);
+    auto ids = g_topo.gpus.empty() ? Expected<std::vector<int>>(Status::InvalidArgument("empty list (omit --gpus for all GPUs)"))
+                                   : ParseIdList(g_topo.gpus);
+    if (ids) {
+      std::vector<int> sorted = *ids;
+      std::sort(sorted.begin(), sorted.end());
+      auto dup = std::adjacent_find(sorted.begin(), sorted.end());
+      if (dup != sorted.end()) ids = Status::InvalidArgument("GPU " + std::to_string(*dup) + " given twice");
+    }
     if (!ids) {
       Log(LogLevel::kError, "topo", "--gpus '" + g_topo.gpus + "'", ids.status().message());
       return 2;
@@ -127,8 +136,11 @@ int TopoCmd(const std::vector<std::string>& args, const CommonCli& cli) {
   std::printf("\nEnvironment for the tasks of a job with GPU(s) %s on this node (NCCL_* the same for all):\n",
               which.empty() ? "(none)" : which.c_str());
   std::fputs(EnvPlanText(plan).c_str(), stdout);
-  std::printf("\nPin this placement (site config; the prolog then checks it):\n  topo_expect = %s\n",
-              ExpectedPairingText(PlacementPairing(*topo)).c_str());
+  std::string expect = ExpectedPairingText(PlacementPairing(*topo));
+  if (expect.empty())
+    std::printf("\nNo placement to pin (topo_expect): no GPU has an RDMA NIC here.\n");
+  else
+    std::printf("\nPin this placement (site config; the prolog then checks it):\n  topo_expect = %s\n", expect.c_str());
   std::printf("\nLegend: PIX one PCIe switch, PXB several switches, PHB host bridge, NODE same NUMA node, SYS across NUMA nodes\n");
   return 0;
 }
@@ -243,6 +255,7 @@ int Main(int argc, char** argv) {
     Log(LogLevel::kError, "admin", "bad command line", s.message());
     return 2;
   }
+  g_topo.gpus_given = vm.count("gpus") > 0;
   if (cli.help) { std::cout << visible << "\n"; return 0; }
   if (cli.version || (!words.empty() && words[0] == "version")) {
     std::cout << "preflight " << VersionString() << "\n";

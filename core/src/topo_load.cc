@@ -104,6 +104,72 @@ int TrailingNumber(const std::string& s, const char* prefix) {
 
 }  // namespace
 
+std::string HwlocRuntimeVersion() {
+  // The library fills the root's "hwlocVersion" info with its own
+  // HWLOC_VERSION on every load; a one-PU synthetic topology costs nothing.
+  static const std::string v = [] {
+    std::string out = "unknown";
+    hwloc_topology_t t;
+    if (hwloc_topology_init(&t) < 0) return out;
+    if (hwloc_topology_set_synthetic(t, "pu:1") == 0 && hwloc_topology_load(t) == 0) {
+      const char* s = hwloc_obj_get_info_by_name(hwloc_get_root_obj(t), "hwlocVersion");
+      if (s != nullptr) out = s;
+    }
+    hwloc_topology_destroy(t);
+    return out;
+  }();
+  return v;
+}
+
+Status DiagnoseTopologyXml(const std::string& path, const std::string& text, const std::string& hwloc_version) {
+  auto bad = [&](const std::string& why) { return Status::InvalidArgument(path + ": " + why); };
+  size_t i = text.find_first_not_of(" \t\r\n");
+  if (i == std::string::npos) return bad("empty file");
+  // Skip the XML declaration, comments and the DOCTYPE to the root element.
+  for (;;) {
+    if (text.compare(i, 2, "<?") == 0) {
+      i = text.find("?>", i);
+      if (i == std::string::npos) break;
+      i += 2;
+    } else if (text.compare(i, 4, "<!--") == 0) {
+      i = text.find("-->", i);
+      if (i == std::string::npos) break;
+      i += 3;
+    } else if (text.compare(i, 2, "<!") == 0) {
+      i = text.find('>', i);
+      if (i == std::string::npos) break;
+      i += 1;
+    } else {
+      break;
+    }
+    i = text.find_first_not_of(" \t\r\n", i);
+    if (i == std::string::npos) break;
+  }
+  auto lines = [&] { return std::to_string(std::count(text.begin(), text.end(), '\n') + (text.back() == '\n' ? 0 : 1)); };
+  if (i == std::string::npos) return bad("truncated at line " + lines() + ": no root element");
+  if (text[i] != '<') return bad("not XML (no root element)");
+  size_t e = text.find_first_of(" \t\r\n/>", i + 1);
+  std::string root = text.substr(i + 1, e == std::string::npos ? std::string::npos : e - i - 1);
+  if (root == "system")
+    return bad("an NCCL topology file, not hwloc XML: export with `lstopo --of xml`");
+  if (root != "topology") return bad("not hwloc XML (root element <" + root + ">): export with `lstopo --of xml`");
+  size_t tag_end = text.find('>', i);
+  std::string tag = text.substr(i, tag_end == std::string::npos ? std::string::npos : tag_end - i);
+  size_t v = tag.find("version=\"");
+  if (v != std::string::npos) {
+    std::string ver = tag.substr(v + 9, tag.find('"', v + 9) - (v + 9));
+    int major = std::atoi(ver.c_str());
+    int have = std::atoi(hwloc_version.c_str());
+    if (major > have) {
+      std::string mm = hwloc_version.substr(0, hwloc_version.find('.', hwloc_version.find('.') + 1));
+      return bad("hwloc XML version " + ver + " needs hwloc >= " + std::to_string(major) + " (this is " + mm +
+                 "): export it with an hwloc " + std::to_string(have) + ".x lstopo (`lstopo --of xml`)");
+    }
+  }
+  if (text.find("</topology>") == std::string::npos) return bad("truncated at line " + lines() + ": no closing </topology>");
+  return Status::Ok();
+}
+
 namespace {
 Expected<Topology> LoadHwloc(const std::string& xml, const FsRoot* fsp);
 }  // namespace
@@ -139,10 +205,19 @@ Expected<Topology> LoadHwloc(const std::string& xml, const FsRoot* fsp) {
   } else {
     struct stat st;
     if (::stat(xml.c_str(), &st) != 0) return Status::FromErrno(errno, "topology_xml " + xml);
+    auto text = ReadWholeFile(xml);
+    if (!text) return text.status();
+    Status d = DiagnoseTopologyXml(xml, *text, HwlocRuntimeVersion());
+    if (!d.ok()) return d;
     if (hwloc_topology_set_xml(t, xml.c_str()) < 0) return Status::FromErrno(errno, "hwloc cannot use XML " + xml);
   }
   if (hwloc_topology_load(t) < 0)
     return Status::FromErrno(errno, xml.empty() ? std::string("hwloc probe") : "hwloc cannot load XML " + xml);
+  // An XML exported without I/O objects has no GPU and no NIC: say so
+  // instead of a generic "no GPU" (lstopo's default keeps only "important"
+  // PCI devices; hwloc-gather-topology and --whole-io keep all).
+  if (!xml.empty() && hwloc_get_next_pcidev(t, nullptr) == nullptr)
+    return Status::InvalidArgument(xml + ": no PCI objects: exported without I/O (`lstopo --whole-io --of xml`)");
 
   Topology topo;
   topo.source = xml.empty() ? "probe" : "xml:" + xml;

@@ -401,6 +401,52 @@ TEST(TopoLoad, BadInputsNameTheFile) {
   EXPECT_EQ(probe.status().code(), Status::Code::kUnavailable);
 }
 
+// Each load error names the file and its cause, on real files where one
+// exists (tests/fixtures/topology/README.md): an NCCL topology file, hwloc
+// master's 3.0 export of 24em64t-2n6c2t-pci, hwloc's 32em64t-2n8c2t-pci-noio
+// (exported without I/O); empty and truncated files made here from them.
+TEST(TopoLoad, ErrorsSayWhatIsWrongWithTheFile) {
+  FsRoot real("/");
+  auto msg = [&](const std::string& xml) {
+    auto t = LoadTopologyHwloc(xml, real);
+    EXPECT_FALSE(t.ok()) << xml;
+    return t.ok() ? std::string() : t.status().message();
+  };
+  std::string nccl = kFix + "/nccl-topo-azure-ndv4-8xa100.xml";
+  EXPECT_EQ(msg(nccl), nccl + ": an NCCL topology file, not hwloc XML: export with `lstopo --of xml`");
+  std::string v3 = kFix + "/hwloc-v3.0-24em64t-2n6c2t-pci.xml";
+  std::string have = HwlocRuntimeVersion();
+  ASSERT_EQ(have[0], '2') << have;  // this test expects an hwloc 2.x runtime
+  std::string mm = have.substr(0, have.find('.', 2));
+  EXPECT_EQ(msg(v3), v3 + ": hwloc XML version 3.0 needs hwloc >= 3 (this is " + mm +
+                         "): export it with an hwloc 2.x lstopo (`lstopo --of xml`)");
+  std::string noio = kFix + "/hwloc-32em64t-2n8c2t-pci-noio.xml";
+  EXPECT_EQ(msg(noio), noio + ": no PCI objects: exported without I/O (`lstopo --whole-io --of xml`)");
+  std::string d = TempDir();
+  std::ofstream(d + "/empty.xml").close();
+  EXPECT_EQ(msg(d + "/empty.xml"), d + "/empty.xml: empty file");
+  // The Dell file cut after its line 300.
+  std::ifstream in(kDell);
+  std::ofstream out(d + "/cut.xml");
+  std::string line;
+  for (int i = 0; i < 300 && std::getline(in, line); ++i) out << line << "\n";
+  out.close();
+  EXPECT_EQ(msg(d + "/cut.xml"), d + "/cut.xml: truncated at line 300: no closing </topology>");
+
+  // The diagnosis alone, with a given runtime version.
+  EXPECT_EQ(DiagnoseTopologyXml("f", "<?xml version=\"1.0\"?>\n<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">\n<topology version=\"3.0\">\n", "2.9.0")
+                .message(),
+            "f: hwloc XML version 3.0 needs hwloc >= 3 (this is 2.9): export it with an hwloc 2.x lstopo (`lstopo --of xml`)");
+  EXPECT_TRUE(DiagnoseTopologyXml("f", "<topology version=\"3.0\"></topology>", "3.0.1").ok());
+  EXPECT_TRUE(DiagnoseTopologyXml("f", "<topology version=\"2.0\">\n</topology>\n", "2.9.0").ok());
+  EXPECT_EQ(DiagnoseTopologyXml("f", " \n\t", "2.9.0").message(), "f: empty file");
+  EXPECT_EQ(DiagnoseTopologyXml("f", "<topology version=\"2.0\">\n<object\n", "2.9.0").message(),
+            "f: truncated at line 2: no closing </topology>");
+  EXPECT_EQ(DiagnoseTopologyXml("f", "<html><body/></html>", "2.9.0").message(),
+            "f: not hwloc XML (root element <html>): export with `lstopo --of xml`");
+  EXPECT_EQ(DiagnoseTopologyXml("f", "# a README\n", "2.9.0").message(), "f: not XML (no root element)");
+}
+
 TEST(TopoCache, RoundTripStaleAndMalformed) {
   std::string root = TempDir();
   PutPort(root, "mlx5_0", 1, "4: ACTIVE", "InfiniBand");

@@ -58,6 +58,22 @@ expect() {  # CODE PATTERN ARGS...
 expect 2 "no GPU 9" --xml "$fix/hwloc-dell-xe8640-4xh100-cx7-cx6.xml" --gpus 9
 expect 2 "--gpus 'x'" --xml "$fix/hwloc-dell-xe8640-4xh100-cx7-cx6.xml" --gpus x
 expect 1 "/nonexistent.xml" --xml /nonexistent.xml
-expect 1 "hwloc cannot (use|load) XML $fix/README.md" --xml "$fix/README.md"
+expect 1 "$fix/README.md: not XML" --xml "$fix/README.md"
+# Load errors name the file and the cause (real files; see the fixtures README).
+expect 1 "$fix/nccl-topo-azure-ndv4-8xa100.xml: an NCCL topology file, not hwloc XML: export with \`lstopo --of xml\`" \
+  --xml "$fix/nccl-topo-azure-ndv4-8xa100.xml"
+expect 1 "hwloc-v3.0-24em64t-2n6c2t-pci.xml: hwloc XML version 3.0 needs hwloc >= 3 \(this is 2\.[0-9]+\)" \
+  --xml "$fix/hwloc-v3.0-24em64t-2n6c2t-pci.xml"
+expect 1 "hwloc-32em64t-2n8c2t-pci-noio.xml: no PCI objects: exported without I/O \(\`lstopo --whole-io" \
+  --xml "$fix/hwloc-32em64t-2n8c2t-pci-noio.xml"
+: >"$tmp/empty.xml"
+expect 1 "$tmp/empty.xml: empty file" --xml "$tmp/empty.xml"
+head -n 300 "$dell" >"$tmp/cut.xml"
+expect 1 "$tmp/cut.xml: truncated at line 300" --xml "$tmp/cut.xml"
+expect 2 "--gpus '': empty list" --xml "$dell" --gpus ''
+expect 2 "--gpus '0,0': GPU 0 given twice" --xml "$dell" --gpus 0,0
+# Nothing pairs (no GPU, no RDMA NIC): no empty topo_expect line is offered.
+out=$(run --xml "$fix/hwloc-96em64t-4n4d3ca2co-pci-nogpu.xml")
+grep -q '^No placement to pin' <<<"$out" && ! grep -q 'topo_expect = *$' <<<"$out" || fail "empty topo_expect suggested: $out"
 expect 2 "unexpected argument 'extra'" --xml "$fix/hwloc-dell-xe8640-4xh100-cx7-cx6.xml" extra
 [ $fails = 0 ] && echo "topo_cli: all checks passed" || { echo "topo_cli: $fails failed"; exit 1; }

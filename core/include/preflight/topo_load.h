@@ -23,13 +23,25 @@
 namespace preflight {
 
 // hwloc (XML file when `xml` is non-empty, else probe) plus FsRoot state.
-// Errors name the XML file, or say why probing is refused.
+// Errors name the XML file and the cause (DiagnoseTopologyXml; an XML
+// without any PCI object: "exported without I/O"), or say why probing is
+// refused.
 Expected<Topology> LoadTopologyHwloc(const std::string& xml, const FsRoot& fs);
 // Foreign XML: the file alone, nothing read from this machine (no port
 // state, link layer, netdev operstate or GPU minors from sysfs/procfs).
 // Port states are the ones hwloc recorded; NICs without port records are
 // "unknown" and count as usable. Topology::state_from is "xml".
 Expected<Topology> LoadTopologyXmlOnly(const std::string& xml);
+
+// Why `text` (the contents of the XML file `path`) cannot be an hwloc
+// topology that this hwloc (`hwloc_version`, e.g. "2.9.0") loads, before
+// hwloc is asked (whose only answer is EINVAL). InvalidArgument naming the
+// file and the cause: empty; an NCCL topology file (<system> root); an hwloc
+// XML version newer than this hwloc; another root element; truncated (no
+// closing </topology>: "truncated at line N", the last line). Ok otherwise.
+Status DiagnoseTopologyXml(const std::string& path, const std::string& text, const std::string& hwloc_version);
+// The runtime hwloc's version ("2.9.0"), not the one built against.
+std::string HwlocRuntimeVersion();
 
 // Re-read the volatile part (port state/link layer/rate/GIDs, netdev
 // operstate, GPU minors) from FsRoot into `topo`. Missing files leave what
