@@ -92,6 +92,11 @@ int TopoCmd(const std::vector<std::string>& args, const CommonCli& cli) {
     Log(LogLevel::kError, "topo", "cannot load the topology", topo.status().message());
     return 1;
   }
+  Status rails = ClassifyRails(*topo, cfg->topo_rails);
+  if (!rails.ok()) {
+    Log(LogLevel::kError, "topo", "site config", rails.message());
+    return 1;
+  }
   auto pairing = PairGpus(*topo);
   std::vector<int> gpus;
   if (!g_topo.gpus_given) {
@@ -141,7 +146,8 @@ int TopoCmd(const std::vector<std::string>& args, const CommonCli& cli) {
     std::printf("\nNo placement to pin (topo_expect): no GPU has an RDMA NIC here.\n");
   else
     std::printf("\nPin this placement (site config; the prolog then checks it):\n  topo_expect = %s\n", expect.c_str());
-  std::printf("\nLegend: PIX one PCIe switch, PXB several switches, PHB host bridge, NODE same NUMA node, SYS across NUMA nodes\n");
+  std::printf("\nLegend: PIX one PCIe switch, PXB several switches, PHB host bridge, NODE same NUMA node, SYS across NUMA nodes;\n"
+              "rail: a compute rail (NCCL_IB_HCA), storage: storage/front-end NIC (never in NCCL_IB_HCA), down: no usable port\n");
   return 0;
 }
 

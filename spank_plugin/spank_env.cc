@@ -69,6 +69,7 @@ struct TaskTopo {
   // in init_post_opt: the prolog's record, and the step's Slurm variables
   // before slurmstepd narrows SLURM_STEP_GPUS to each task's GPUs.
   NodeGpuInputs node_gpus;
+  std::string rails_error;  // ClassifyRails refused the site's topo_rails
   std::string node;
   std::string source;  // "cache" or "hwloc"
   int record_fd = -1;
@@ -141,6 +142,14 @@ int StepInit(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
     return 0;
   }
   t.topo = std::move(*topo);
+  // Rails per use, not in the cache: topo_rails may change without the
+  // topology changing. A name the node lacks is a site error: logged, and
+  // every task's record says why nothing was set.
+  Status rails = ClassifyRails(t.topo, cfg->topo_rails);
+  if (!rails.ok()) {
+    Log(LogLevel::kError, "init_post_opt", "site config", rails.message());
+    t.rails_error = rails.message();
+  }
   t.pairing = PairGpus(t.topo);
   t.policy = PolicyFromConfig(*cfg);
   t.source = from_cache ? "cache" : "hwloc";
@@ -204,7 +213,9 @@ int TaskTopoEnv(spank_t sp, const JobOptions& opts) {
   EnvPlan plan;
   std::string step_name = StepName(sp);
   std::string node_from;
-  if (gpus) {
+  if (!t.rails_error.empty()) {
+    for (const auto& n : EnvVarNames()) plan.unset.push_back({n, "site config: " + t.rails_error});
+  } else if (gpus) {
     NodeGpuSet node_gpus = JobGpusOnNode(t.node_gpus, *gpus);
     node_from = node_gpus.source;
     plan = ComputeEnv(t.topo, t.pairing, node_gpus.gpus, *gpus, t.policy);

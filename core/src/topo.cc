@@ -31,6 +31,11 @@ bool TopoNic::usable() const {
   return false;
 }
 
+const char* TopoNic::role_name() const {
+  if (!usable()) return "down";
+  return role == NicRole::kRail ? "rail" : "storage";
+}
+
 const char* TopoNic::state() const {
   if (ports.empty()) return "unknown";
   return usable() ? "usable" : "down";
@@ -90,6 +95,51 @@ PairDistance Distance(const TopoGpu& gpu, const TopoNic& nic) {
   return d;
 }
 
+Status ClassifyRails(Topology& topo, const std::vector<std::string>& site_rails) {
+  if (!site_rails.empty()) {
+    for (const auto& r : site_rails) {
+      bool found = false;
+      for (const auto& n : topo.nics) found = found || n.name == r;
+      if (!found) {
+        std::string have;
+        for (const auto& n : topo.nics) have += (have.empty() ? "" : ", ") + n.name;
+        return Status::InvalidArgument("topo_rails names NIC '" + r + "', which this node does not have (its NICs: " +
+                                       (have.empty() ? std::string("none") : have) + ")");
+      }
+    }
+    for (auto& n : topo.nics) {
+      bool named = std::find(site_rails.begin(), site_rails.end(), n.name) != site_rails.end();
+      n.role = named ? NicRole::kRail : NicRole::kStorage;
+      n.role_why = named ? "named in topo_rails" : "not in topo_rails";
+    }
+    return Status::Ok();
+  }
+  for (auto& n : topo.nics) {
+    if (topo.gpus.empty()) {
+      n.role = NicRole::kRail;
+      n.role_why = "no GPU on the node";
+      continue;
+    }
+    const TopoGpu* best = nullptr;
+    PairDistance bd;
+    for (const auto& g : topo.gpus) {
+      PairDistance d = Distance(g, n);
+      if (best == nullptr || d < bd) {
+        best = &g;
+        bd = d;
+      }
+    }
+    if (bd.cls <= PathClass::kPHB) {
+      n.role = NicRole::kRail;
+      n.role_why = std::string(PathClassName(bd.cls)) + " to GPU" + std::to_string(best->index);
+    } else {
+      n.role = NicRole::kStorage;
+      n.role_why = "NODE/SYS to every GPU";
+    }
+  }
+  return Status::Ok();
+}
+
 std::vector<GpuPairing> PairGpus(const Topology& topo) {
   struct Work {
     size_t g;                       // position in topo.gpus
@@ -101,7 +151,7 @@ std::vector<GpuPairing> PairGpus(const Topology& topo) {
     Work w{g, {}, {}};
     bool any = false;
     for (size_t n = 0; n < topo.nics.size(); ++n) {
-      if (!topo.nics[n].usable()) continue;
+      if (!topo.nics[n].usable() || topo.nics[n].role != NicRole::kRail) continue;
       PairDistance d = Distance(topo.gpus[g], topo.nics[n]);
       if (!any || d < w.best) {
         w.best = d;
@@ -309,8 +359,30 @@ EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing,
     return plan;
   }
   if (ns.nics.empty()) {
-    unset_all("no usable RDMA NIC for GPU " + IdList(node));
+    std::vector<std::string> storage;
+    for (const auto& n : topo.nics)
+      if (n.usable() && n.role == NicRole::kStorage) storage.push_back(n.name);
+    if (!storage.empty() && std::none_of(topo.nics.begin(), topo.nics.end(), [](const TopoNic& n) {
+          return n.usable() && n.role == NicRole::kRail;
+        }))
+      unset_all("no compute rail: " + Join(storage, ",") +
+                (storage.size() == 1 ? " is a storage/front-end NIC" : " are storage/front-end NICs") +
+                " (NODE/SYS to every GPU, or not in topo_rails); name the rails in topo_rails");
+    else
+      unset_all("no usable RDMA NIC for GPU " + IdList(node));
     return plan;
+  }
+  // The whole node: every usable rail, also one no GPU was paired with
+  // (e.g. a second rail behind a GPU's host bridge when the GPU has one on
+  // its switch): NCCL picks the closest per GPU itself.
+  bool whole_node = !topo.gpus.empty() && std::all_of(topo.gpus.begin(), topo.gpus.end(), [&](const TopoGpu& g) {
+    return std::binary_search(node.begin(), node.end(), g.index);
+  });
+  if (whole_node) {
+    for (const auto& n : topo.nics)
+      if (n.usable() && n.role == NicRole::kRail && std::find(ns.nics.begin(), ns.nics.end(), &n) == ns.nics.end())
+        ns.nics.push_back(&n);
+    std::sort(ns.nics.begin(), ns.nics.end(), [](const TopoNic* a, const TopoNic* b) { return NaturalLess(a->name, b->name); });
   }
   const std::vector<const TopoNic*>& nics = ns.nics;
   PathClass worst = ns.worst;
@@ -451,7 +523,8 @@ std::string TopologyTable(const Topology& topo, const std::vector<GpuPairing>& p
   o << "NICs:\n";
   for (const auto& n : topo.nics) {
     o << "  " << n.name << "  " << n.kind << "  " << n.busid << "  NUMA " << n.numa << "  netdev "
-      << (n.netdevs.empty() ? "-" : Join(n.netdevs, ",")) << "\n";
+      << (n.netdevs.empty() ? "-" : Join(n.netdevs, ",")) << "  " << n.role_name()
+      << (n.role_why.empty() ? "" : " (" + n.role_why + ")") << "\n";
     if (n.ports.empty()) o << "    no port records: state unknown (counted usable)\n";
     for (const auto& p : n.ports)
       o << "    port " << p.num << "  " << (p.state.empty() ? "state unknown" : p.state) << "  "
@@ -491,7 +564,7 @@ std::string TopologyJson(const Topology& topo, const std::vector<GpuPairing>& pa
   w.Key("nics").BeginArray();
   for (const auto& n : topo.nics) {
     w.BeginObject().Field("name", n.name).Field("kind", n.kind).Field("busid", n.busid).Field("numa", n.numa);
-    w.Field("state", n.state());
+    w.Field("state", n.state()).Field("role", n.role_name()).Field("role_why", n.role_why);
     w.Key("netdevs").BeginArray();
     for (const auto& d : n.netdevs) w.String(d);
     w.EndArray();

@@ -366,6 +366,7 @@ TEST(TopoGolden, JsonMatchesGoldenFiles) {
     std::string base = xml.substr(xml.rfind('/') + 1);
     base = base.substr(0, base.size() - 4);
     t.source = "xml:" + base + ".xml";  // normalised: no absolute path
+    ASSERT_TRUE(ClassifyRails(t, {}).ok());  // as preflight topo does, without topo_rails
     auto p = PairGpus(t);
     std::vector<int> all;
     for (const auto& g : t.gpus) all.push_back(g.index);
@@ -606,6 +607,7 @@ TEST(TopoSynthetic, TwoGpusTwoNicsOnOneSwitchDoNotShare) {
   Topology t;
   t.gpus = {Gpu(0, {"hb:a", "sw1"}, 0), Gpu(1, {"hb:a", "sw1"}, 0)};
   t.nics = {Nic("mlx5_0", {"hb:a", "sw1"}, 0), Nic("mlx5_1", {"hb:a", "sw1"}, 0), Nic("mlx5_2", {"hb:b"}, 1, 1)};
+  ASSERT_TRUE(ClassifyRails(t, {}).ok());  // mlx5_2: SYS to both GPUs, a storage NIC
   auto p = PairGpus(t);
   EXPECT_EQ(Nics(p, 0), "mlx5_0");
   EXPECT_EQ(Nics(p, 1), "mlx5_1");
@@ -676,6 +678,7 @@ TEST(TopoSynthetic, ExactHcaNamesMlx5_1IsNotMlx5_10) {
   Topology t;
   t.gpus = {Gpu(0, {"hb:a", "s"}, 0)};
   t.nics = {Nic("mlx5_10", {"hb:q"}, 1, 1), Nic("mlx5_1", {"hb:a", "s"}, 0)};
+  ASSERT_TRUE(ClassifyRails(t, {}).ok());  // mlx5_10 is not a rail here
   auto p = PairGpus(t);
   EXPECT_EQ(Env(ComputeEnv(t, p, {0}, EnvPolicy()), "NCCL_IB_HCA"), "=mlx5_1:1");
   EXPECT_TRUE(NaturalLess("mlx5_2", "mlx5_10"));
@@ -738,6 +741,75 @@ TEST(TopoTaskGpus, FromSlurmVariables) {
   ASSERT_FALSE(uuid.ok());
   EXPECT_NE(uuid.status().message().find("CUDA_VISIBLE_DEVICES"), std::string::npos);
   EXPECT_FALSE(TaskGpus("2,3,4", "", "7").ok());
+}
+
+// ---- Rails ----------------------------------------------------------------
+// From the PCIe tree: a rail is PIX/PXB/PHB to some GPU; NODE/SYS to every
+// GPU is storage/front-end. The AC922 shows why the site key exists.
+TEST(TopoRails, FromThePcieTreeOnRealMachines) {
+  Topology dell = Load(kDell, TempDir());
+  ASSERT_TRUE(ClassifyRails(dell, {}).ok());
+  for (const auto& n : dell.nics) EXPECT_EQ(n.role, NicRole::kRail) << n.name;
+  EXPECT_EQ(dell.nics[0].role_why, "PIX to GPU0");
+  EXPECT_EQ(dell.nics[3].role_why, "PIX to GPU3");
+  EXPECT_STREQ(dell.nics[2].role_name(), "down");  // recorded DOWN: a rail, but not usable
+  Topology p4d = Load(kP4d, TempDir());
+  ASSERT_TRUE(ClassifyRails(p4d, {}).ok());
+  for (const auto& n : p4d.nics) EXPECT_EQ(n.role_why.substr(0, 3), "PHB") << n.name;
+  // AC922: every HCA is NODE/SYS to every GPU, so none is a rail and no
+  // NCCL_IB_HCA is set; the reason says to name them.
+  Topology lassen = Load(kLassen, TempDir());
+  ASSERT_TRUE(ClassifyRails(lassen, {}).ok());
+  for (const auto& n : lassen.nics) {
+    EXPECT_EQ(n.role, NicRole::kStorage) << n.name;
+    EXPECT_EQ(n.role_why, "NODE/SYS to every GPU");
+  }
+  EnvPlan none = ComputeEnv(lassen, PairGpus(lassen), {1}, EnvPolicy());
+  EXPECT_EQ(Why(none, "NCCL_IB_HCA"),
+            "no compute rail: mlx5_0,mlx5_1,mlx5_2,mlx5_3 are storage/front-end NICs (NODE/SYS to every GPU, or not in "
+            "topo_rails); name the rails in topo_rails");
+  // Named by the site: the NUMA pairing again.
+  ASSERT_TRUE(ClassifyRails(lassen, {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"}).ok());
+  EXPECT_EQ(lassen.nics[0].role_why, "named in topo_rails");
+  EXPECT_EQ(Env(ComputeEnv(lassen, PairGpus(lassen), {1}, EnvPolicy()), "NCCL_IB_HCA"), "=mlx5_1:1");
+  // Only two named: the others are storage and never paired.
+  ASSERT_TRUE(ClassifyRails(lassen, {"mlx5_0", "mlx5_2"}).ok());
+  EXPECT_EQ(lassen.nics[1].role_why, "not in topo_rails");
+  auto p = PairGpus(lassen);
+  EXPECT_EQ(Nics(p, 1), "mlx5_0");
+  EXPECT_EQ(Env(ComputeEnv(lassen, p, {0, 1, 2, 3}, {1}, EnvPolicy()), "NCCL_IB_HCA"), "=mlx5_0:1,mlx5_2:1");
+  // A name the node lacks is refused, naming it and the node's NICs.
+  Status bad = ClassifyRails(lassen, {"mlx5_0", "mlx5_9"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.message(), "topo_rails names NIC 'mlx5_9', which this node does not have (its NICs: mlx5_0, mlx5_1, "
+                           "mlx5_2, mlx5_3)");
+}
+
+TEST(TopoRails, StorageNicNeverInNcclIbHcaAndWholeNodeTakesEveryRail) {
+  Topology t;
+  t.gpus = {Gpu(0, {"hb:a", "sw1"}, 0, 0), Gpu(1, {"hb:b", "sw2"}, 1, 1)};
+  t.nics = {Nic("mlx5_0", {"hb:a", "sw1"}, 0),        // PIX to GPU0
+            Nic("mlx5_1", {"hb:a"}, 0),               // PHB to GPU0: a rail no GPU pairs with
+            Nic("mlx5_2", {"hb:b", "sw2"}, 1, 1),     // PIX to GPU1
+            Nic("mlx5_3", {"hb:c"}, 0, 0)};           // NODE to GPU0, SYS to GPU1: storage
+  ASSERT_TRUE(ClassifyRails(t, {}).ok());
+  EXPECT_EQ(t.nics[1].role, NicRole::kRail);
+  EXPECT_EQ(t.nics[3].role, NicRole::kStorage);
+  auto p = PairGpus(t);
+  EXPECT_EQ(Nics(p, 0), "mlx5_0");
+  EXPECT_EQ(Nics(p, 1), "mlx5_2");
+  // Part of the node: the GPUs' own rails.
+  EXPECT_EQ(Env(ComputeEnv(t, p, {0}, EnvPolicy()), "NCCL_IB_HCA"), "=mlx5_0:1");
+  // The whole node: every rail, also the unpaired mlx5_1; never the storage NIC.
+  EnvPlan all = ComputeEnv(t, p, {0, 1}, {1}, EnvPolicy());
+  EXPECT_EQ(Env(all, "NCCL_IB_HCA"), "=mlx5_0:1,mlx5_1:1,mlx5_2:1");
+  EXPECT_EQ(Env(all, "UCX_NET_DEVICES"), "mlx5_2:1");
+  // With only the storage NIC usable, nothing: NCCL's own choice stands.
+  for (int i : {0, 1, 2}) t.nics[static_cast<size_t>(i)].ports[0].state = "DOWN";
+  EnvPlan down = ComputeEnv(t, PairGpus(t), {0}, EnvPolicy());
+  EXPECT_EQ(Env(down, "NCCL_IB_HCA"), "<unset>");
+  EXPECT_EQ(Why(down, "NCCL_IB_HCA").rfind("no compute rail: mlx5_3 is a storage/front-end NIC", 0), 0u)
+      << Why(down, "NCCL_IB_HCA");
 }
 
 }  // namespace

@@ -22,8 +22,15 @@ for name in hwloc-dell-xe8640-4xh100-cx7-cx6 hwloc-aws-p4d-24xlarge-8xa100-4xefa
 done
 
 # JSON is the same document the unit test checks (whole-node env there).
-out=$(run --xml "$fix/hwloc-ibm-ac922-lassen-4xv100-cx5.xml" --gpus 2,3 --json)
+# The AC922's PCIe tree names no rail (every HCA NODE/SYS to every GPU):
+# without topo_rails nothing is set, with it the NUMA pairing.
+lassen=$fix/hwloc-ibm-ac922-lassen-4xv100-cx5.xml
+out=$(run --xml "$lassen" --gpus 2,3 --json)
+grep -q '"NCCL_IB_HCA": "no compute rail: mlx5_0,mlx5_1,mlx5_2,mlx5_3 are storage/front-end NICs' <<<"$out" ||
+  fail "json env for GPUs 2,3 without topo_rails: $out"
+out=$(run --set topo_rails=mlx5_0,mlx5_1,mlx5_2,mlx5_3 --xml "$lassen" --gpus 2,3 --json)
 grep -q '"NCCL_IB_HCA": "=mlx5_2:1,mlx5_3:1"' <<<"$out" || fail "json env for GPUs 2,3: $out"
+grep -q '"role_why": "named in topo_rails"' <<<"$out" || fail "json role: $out"
 
 # Foreign XML: nothing from this machine, not even the site config's fsroot;
 # --fsroot reads port state under that root instead. The fixture root says
@@ -75,5 +82,8 @@ expect 2 "--gpus '0,0': GPU 0 given twice" --xml "$dell" --gpus 0,0
 # Nothing pairs (no GPU, no RDMA NIC): no empty topo_expect line is offered.
 out=$(run --xml "$fix/hwloc-96em64t-4n4d3ca2co-pci-nogpu.xml")
 grep -q '^No placement to pin' <<<"$out" && ! grep -q 'topo_expect = *$' <<<"$out" || fail "empty topo_expect suggested: $out"
+expect 1 "topo_rails names NIC 'mlx5_9', which this node does not have \(its NICs: mlx5_0, mlx5_1, mlx5_2, mlx5_3\)" \
+  --set topo_rails=mlx5_0,mlx5_9 --xml "$lassen"
+expect 1 "topo_rails.*NIC 'mlx5_0' named twice" --set topo_rails=mlx5_0,mlx5_0 --xml "$lassen"
 expect 2 "unexpected argument 'extra'" --xml "$fix/hwloc-dell-xe8640-4xh100-cx7-cx6.xml" extra
 [ $fails = 0 ] && echo "topo_cli: all checks passed" || { echo "topo_cli: $fails failed"; exit 1; }

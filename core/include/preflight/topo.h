@@ -40,6 +40,12 @@ struct TopoPort {
   bool usable() const { return state == "ACTIVE" || state.empty(); }
 };
 
+// What a NIC is for (ClassifyRails). Down/unusable is TopoNic::usable().
+enum class NicRole {
+  kRail,     // compute rail: NCCL traffic between GPUs of different nodes
+  kStorage,  // storage / front-end: never in NCCL_IB_HCA, never paired
+};
+
 struct TopoNic {
   std::string name;   // RDMA device: mlx5_0, rdmap16s27
   std::string kind;   // "ib" (verbs HCA: IB or RoCE) or "efa"
@@ -59,6 +65,10 @@ struct TopoNic {
   bool usable() const;
   // "usable", "down" (every recorded port down) or "unknown" (no port records).
   const char* state() const;
+  NicRole role = NicRole::kRail;  // unclassified NICs count as rails
+  std::string role_why;           // "PIX to GPU0", "named in topo_rails", ...
+  // "rail", "storage" or "down" (not usable, whatever its role).
+  const char* role_name() const;
 };
 
 struct TopoGpu {
@@ -101,7 +111,21 @@ struct GpuPairing {
   PathClass cls = PathClass::kSYS; // class of the first paired NIC
 };
 
-// Pair every GPU with its closest usable NIC(s). Deterministic:
+// Sort the NICs into compute rails and storage/front-end NICs:
+//  * `site_rails` non-empty (site config topo_rails): exactly those are
+//    rails, the others storage. A name the node has no NIC of is refused
+//    (InvalidArgument naming it and listing the node's NICs): a typo must
+//    not silently drop a rail.
+//  * otherwise a NIC is a rail when it is PIX, PXB or PHB to some GPU, and
+//    storage/front-end when it is only NODE or SYS to every GPU (the PCIe
+//    tree puts rails next to GPUs). A node without GPUs keeps every NIC a
+//    rail. Where the tree does not tell (e.g. IBM AC922: GPUs on NVLink to
+//    the CPU, every HCA NODE/SYS), the site names the rails.
+// Down NICs keep their role; usable() excludes them everywhere.
+Status ClassifyRails(Topology& topo, const std::vector<std::string>& site_rails);
+
+// Pair every GPU with its closest usable rail NIC(s) (storage NICs never
+// pair). Deterministic:
 //  1. each GPU's candidates are the usable NICs at its minimal distance;
 //  2. GPUs are served in order (distance, candidate count, index), each taking
 //     the candidate used by the fewest GPUs so far (ties: NIC name order), so
