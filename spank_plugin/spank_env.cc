@@ -208,8 +208,19 @@ int TaskTopoEnv(spank_t sp, const JobOptions& opts) {
 
   uint32_t task = 0;
   spank_get_item(sp, S_TASK_GLOBAL_ID, &task);
-  auto gpus = TaskGpus(GetJobEnv(sp, "SLURM_STEP_GPUS"), GetJobEnv(sp, "SLURM_JOB_GPUS"),
-                       GetJobEnv(sp, "CUDA_VISIBLE_DEVICES"));
+  // --gpu-bind narrows the task's visible-devices variable: CUDA's, or on
+  // AMD GPUs ROCm's (Slurm sets ROCR_VISIBLE_DEVICES; HIP_VISIBLE_DEVICES
+  // where a site sets that instead).
+  std::string visible_name = "CUDA_VISIBLE_DEVICES", visible;
+  for (const char* v : {"CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"}) {
+    bool found = false;
+    visible = GetJobEnv(sp, v, &found);
+    if (found) {
+      visible_name = v;
+      break;
+    }
+  }
+  auto gpus = TaskGpus(GetJobEnv(sp, "SLURM_STEP_GPUS"), GetJobEnv(sp, "SLURM_JOB_GPUS"), visible, visible_name);
   EnvPlan plan;
   std::string step_name = StepName(sp);
   std::string node_from;

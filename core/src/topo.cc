@@ -218,8 +218,9 @@ std::vector<GpuPairing> PairGpus(const Topology& topo) {
 }
 
 const std::vector<std::string>& EnvVarNames() {
-  static const std::vector<std::string> kNames = {"NCCL_IB_HCA",        "NCCL_SOCKET_IFNAME", "UCX_NET_DEVICES",
-                                                  "NCCL_NET_GDR_LEVEL", "NCCL_IB_GID_INDEX",  "NCCL_TOPO_FILE"};
+  static const std::vector<std::string> kNames = {"NCCL_IB_HCA",       "NCCL_SOCKET_IFNAME", "UCX_NET_DEVICES",
+                                                  "NCCL_NET_GDR_LEVEL", "NCCL_IB_GID_INDEX", "NCCL_TOPO_FILE",
+                                                  "FI_PROVIDER"};
   return kNames;
 }
 
@@ -389,10 +390,11 @@ EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing,
 
   std::vector<const TopoPort*> ports;
   std::vector<std::string> hca = VerbsPorts(nics, &ports), ifnames;
-  bool efa = false;
+  bool efa = false, cxi = false;
   for (const TopoNic* n : nics) {
     if (n->kind == "efa") efa = true;
-    if (n->kind != "ib") continue;
+    if (n->kind == "cxi") cxi = true;
+    if (n->kind != "ib" && n->kind != "cxi") continue;
     for (const auto& i : n->netdevs_up)
       if (std::find(ifnames.begin(), ifnames.end(), i) == ifnames.end()) ifnames.push_back(i);
   }
@@ -402,7 +404,9 @@ EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing,
     plan.vars.push_back({"NCCL_IB_HCA", "=" + Join(hca, ",")});
   } else {
     plan.unset.push_back({"NCCL_IB_HCA", efa ? "EFA: aws-ofi-nccl pairs GPUs and EFA devices itself"
-                                             : "no usable port on the paired NICs"});
+                                         : cxi ? "Slingshot (cxi): NCCL reaches it through libfabric (aws-ofi-nccl), "
+                                                 "not verbs; see FI_PROVIDER"
+                                               : "no usable port on the paired NICs"});
   }
   if (!ifnames.empty())
     plan.vars.push_back({"NCCL_SOCKET_IFNAME", "=" + Join(ifnames, ",")});
@@ -416,8 +420,9 @@ EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing,
     plan.vars.push_back({"UCX_NET_DEVICES", Join(ucx, ",")});
   else
     plan.unset.push_back({"UCX_NET_DEVICES", efa ? "EFA: left to UCX"
-                                                 : hca.empty() ? "no usable port on the task's NICs"
-                                                               : "port numbers of the task's NICs unknown"});
+                                             : cxi && hca.empty() ? "Slingshot (cxi): UCX has no cxi transport; left to UCX"
+                                             : hca.empty() ? "no usable port on the task's NICs"
+                                                           : "port numbers of the task's NICs unknown"});
 
   // NCCL's default GDR level is PXB: GPUDirect RDMA is already on for PIX and
   // PXB pairs. A pair behind one host bridge (VMs, NVLink-to-CPU hosts) needs
@@ -455,6 +460,13 @@ EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing,
   else
     plan.unset.push_back({"NCCL_IB_GID_INDEX", gid_why});
 
+  // Slingshot: libfabric must pick the cxi provider (aws-ofi-nccl/RCCL's
+  // OFI plugin otherwise may settle for tcp or sockets).
+  if (cxi)
+    plan.vars.push_back({"FI_PROVIDER", "cxi"});
+  else
+    plan.unset.push_back({"FI_PROVIDER", "no Slingshot (cxi) NIC paired"});
+
   if (policy.nccl_topo_file.empty())
     plan.unset.push_back({"NCCL_TOPO_FILE", "the site config does not ask for it (nccl_topo_file)"});
   else if (!policy.nccl_topo_file_exists)
@@ -465,14 +477,14 @@ EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing,
 }
 
 Expected<std::vector<int>> TaskGpus(const std::string& step_gpus, const std::string& job_gpus,
-                                    const std::string& cuda_visible) {
+                                    const std::string& cuda_visible, const std::string& visible_name) {
   std::string base_text = !step_gpus.empty() ? step_gpus : job_gpus;
   const char* base_name = !step_gpus.empty() ? "SLURM_STEP_GPUS" : "SLURM_JOB_GPUS";
   auto cvd = cuda_visible.empty() ? Expected<std::vector<int>>(std::vector<int>{}) : ParseIdList(cuda_visible);
   if (base_text.empty()) {
     // No Slurm GPU variables: trust CUDA_VISIBLE_DEVICES only if numeric
     // (UUIDs and MIG names cannot be placed without NVML).
-    if (!cvd) return Status::InvalidArgument("CUDA_VISIBLE_DEVICES='" + cuda_visible + "': " + cvd.status().message());
+    if (!cvd) return Status::InvalidArgument(visible_name + "='" + cuda_visible + "': " + cvd.status().message());
     return *cvd;
   }
   auto base = ParseIdList(base_text);
@@ -485,7 +497,7 @@ Expected<std::vector<int>> TaskGpus(const std::string& step_gpus, const std::str
   std::vector<int> out;
   for (int c : *cvd) {
     if (c < 0 || static_cast<size_t>(c) >= base->size())
-      return Status::InvalidArgument("CUDA_VISIBLE_DEVICES='" + cuda_visible + "': entry " + std::to_string(c) +
+      return Status::InvalidArgument(visible_name + "='" + cuda_visible + "': entry " + std::to_string(c) +
                                      " is outside " + base_name + "='" + base_text + "'");
     out.push_back((*base)[static_cast<size_t>(c)]);
   }
@@ -517,9 +529,9 @@ std::string TopologyTable(const Topology& topo, const std::vector<GpuPairing>& p
   }
   o << "\nGPUs:\n";
   for (const auto& g : topo.gpus)
-    o << "  GPU" << g.index << "  " << g.busid << "  " << (g.osdev.empty() ? "-" : g.osdev) << "  NUMA "
+    o << "  GPU" << g.index << "  " << g.vendor << "  " << g.busid << "  " << (g.osdev.empty() ? "-" : g.osdev) << "  NUMA "
       << g.numa << "  package " << g.package << "\n";
-  if (topo.gpus.empty()) o << "  (no NVIDIA GPU found)\n";
+  if (topo.gpus.empty()) o << "  (no NVIDIA or AMD GPU found)\n";
   o << "NICs:\n";
   for (const auto& n : topo.nics) {
     o << "  " << n.name << "  " << n.kind << "  " << n.busid << "  NUMA " << n.numa << "  netdev "
@@ -549,7 +561,7 @@ std::string TopologyJson(const Topology& topo, const std::vector<GpuPairing>& pa
   w.Field("state_from", topo.state_from);
   w.Key("gpus").BeginArray();
   for (const auto& g : topo.gpus) {
-    w.BeginObject().Field("index", g.index).Field("busid", g.busid).Field("osdev", g.osdev);
+    w.BeginObject().Field("index", g.index).Field("vendor", g.vendor).Field("busid", g.busid).Field("osdev", g.osdev);
     w.Field("numa", g.numa).Field("package", g.package);
     w.Key("nics").BeginArray();
     for (const auto& p : pairing)

@@ -22,7 +22,9 @@ namespace {
 
 // Cache format version: bump when the text layout or the meaning of a field
 // changes, so old caches are rebuilt instead of misread.
-constexpr const char* kCacheMagic = "preflight-topo-cache 1";
+constexpr const char* kCacheMagic = "preflight-topo-cache 2";
+
+constexpr unsigned kCassiniVendor = 0x17db;  // HPE (Cray) Slingshot Cassini NICs
 
 std::string Hex(unsigned v, int width) {
   char b[16];
@@ -225,23 +227,39 @@ Expected<Topology> LoadHwloc(const std::string& xml, const FsRoot* fsp) {
   std::map<int, int> nvml_index;  // position -> nvmlN
   for (hwloc_obj_t o = hwloc_get_next_pcidev(t, nullptr); o != nullptr; o = hwloc_get_next_pcidev(t, o)) {
     unsigned cls = o->attr->pcidev.class_id;
-    if (o->attr->pcidev.vendor_id != 0x10de || (cls != 0x0302 && cls != 0x0300)) continue;
+    unsigned vendor = o->attr->pcidev.vendor_id;
+    // NVIDIA: 3D (0302) or VGA (0300) class. AMD Instinct: display
+    // controller (0380: MI50/MI100/MI250X), processing accelerator (1200:
+    // MI300A/X) or co-processor (0b40); an AMD VGA (0300) only with a ROCm
+    // SMI or OpenCL OS device, so a BMC's ES1000 is not a GPU.
+    bool amd_osdev = false;
+    for (hwloc_obj_t c = o->io_first_child; c != nullptr; c = c->next_sibling)
+      if (c->type == HWLOC_OBJ_OS_DEVICE && c->name != nullptr &&
+          (TrailingNumber(c->name, "rsmi") >= 0 || std::strncmp(c->name, "opencl", 6) == 0))
+        amd_osdev = true;
+    bool nvidia = vendor == 0x10de && (cls == 0x0302 || cls == 0x0300);
+    bool amd = vendor == 0x1002 && (cls == 0x0380 || cls == 0x1200 || cls == 0x0b40 || cls == 0x0302 ||
+                                    (cls == 0x0300 && amd_osdev));
+    if (!nvidia && !amd) continue;
     TopoGpu g;
+    g.vendor = nvidia ? "nvidia" : "amd";
     g.busid = BusId(o);
     g.path = PciPath(o);
     Locality(t, o, &g.numa, &g.package);
-    // Prefer NVML's name (its index is PCI order, like the device minors),
-    // then CUDA's, then DRM's: whatever this hwloc build found.
+    // Prefer the management library's name (NVML's index is PCI order, like
+    // the device minors; ROCm SMI's is the order ROCR_VISIBLE_DEVICES and
+    // HIP number), then CUDA's, then DRM's: whatever this hwloc build found.
+    const char* lib = nvidia ? "nvml" : "rsmi";
     int rank = 99;
     for (hwloc_obj_t c = o->io_first_child; c != nullptr; c = c->next_sibling) {
       if (c->type != HWLOC_OBJ_OS_DEVICE || c->name == nullptr) continue;
       std::string n = c->name;
-      int r = TrailingNumber(n, "nvml") >= 0 ? 0 : TrailingNumber(n, "cuda") >= 0 ? 1 : TrailingNumber(n, "card") >= 0 ? 2 : 99;
+      int r = TrailingNumber(n, lib) >= 0 ? 0 : TrailingNumber(n, "cuda") >= 0 ? 1 : TrailingNumber(n, "card") >= 0 ? 2 : 99;
       if (r < rank) {
         rank = r;
         g.osdev = n;
       }
-      if (r == 0) nvml_index[static_cast<int>(topo.gpus.size())] = TrailingNumber(n, "nvml");
+      if (r == 0) nvml_index[static_cast<int>(topo.gpus.size())] = TrailingNumber(n, lib);
     }
     gpu_of[o] = topo.gpus.size();
     topo.gpus.push_back(std::move(g));
@@ -253,7 +271,8 @@ Expected<Topology> LoadHwloc(const std::string& xml, const FsRoot* fsp) {
     n.name = o->name;
     hwloc_obj_t pci = PciParent(o);
     bool efa = n.name.rfind("rdmap", 0) == 0 || (pci != nullptr && pci->attr->pcidev.vendor_id == 0x1d0f);
-    n.kind = efa ? "efa" : "ib";
+    bool cxi = n.name.rfind("cxi", 0) == 0 || (pci != nullptr && pci->attr->pcidev.vendor_id == kCassiniVendor);
+    n.kind = efa ? "efa" : cxi ? "cxi" : "ib";
     if (pci != nullptr) {
       n.busid = BusId(pci);
       n.path = PciPath(pci);
@@ -277,6 +296,37 @@ Expected<Topology> LoadHwloc(const std::string& xml, const FsRoot* fsp) {
     }
     std::sort(n.ports.begin(), n.ports.end(), [](const TopoPort& a, const TopoPort& b) { return a.num < b.num; });
     std::sort(n.netdevs.begin(), n.netdevs.end());
+    topo.nics.push_back(std::move(n));
+  }
+  // HPE Slingshot: hwloc shows a Cassini NIC (PCI vendor 17db) as a network
+  // OS device (hsiN; subtype "Slingshot" in hwloc >= 2.5) and, without the
+  // cxi provider's sysfs, no OpenFabrics device. Such a NIC is named by its
+  // netdev and has no verbs ports: NCCL reaches it through libfabric.
+  for (hwloc_obj_t o = hwloc_get_next_osdev(t, nullptr); o != nullptr; o = hwloc_get_next_osdev(t, o)) {
+    if (o->attr->osdev.type != HWLOC_OBJ_OSDEV_NETWORK || o->name == nullptr) continue;
+    hwloc_obj_t pci = PciParent(o);
+    bool sling = (o->subtype != nullptr && std::strcmp(o->subtype, "Slingshot") == 0) ||
+                 (pci != nullptr && pci->attr->pcidev.vendor_id == kCassiniVendor);
+    if (!sling) continue;
+    std::string busid = pci != nullptr ? BusId(pci) : "";
+    bool known = false;  // an OpenFabrics cxiN on the same function already stands for it
+    for (auto& n : topo.nics)
+      if (!busid.empty() && n.busid == busid) {
+        n.kind = "cxi";
+        known = true;
+      }
+    if (known) continue;
+    TopoNic n;
+    n.name = o->name;
+    n.kind = "cxi";
+    n.busid = busid;
+    n.netdevs = {o->name};
+    if (pci != nullptr) {
+      n.path = PciPath(pci);
+      Locality(t, pci, &n.numa, &n.package);
+    } else {
+      Locality(t, o, &n.numa, &n.package);
+    }
     topo.nics.push_back(std::move(n));
   }
   std::sort(topo.nics.begin(), topo.nics.end(), [](const TopoNic& a, const TopoNic& b) { return NaturalLess(a.name, b.name); });
@@ -359,6 +409,12 @@ void RefreshSysfsState(Topology& topo, const FsRoot& fs) {
   std::vector<int> minors;
   for (const auto& g : topo.gpus) {
     int minor = -1;
+    if (g.vendor != "nvidia") {
+      // AMD: Slurm's GRES index and ROCR_VISIBLE_DEVICES follow ROCm SMI's
+      // order (hwloc's rsmiN), kept from the load.
+      minors.push_back(-1);
+      continue;
+    }
     if (auto info = fs.ReadFile("/proc/driver/nvidia/gpus/" + g.busid + "/information")) {
       std::istringstream in(*info);
       std::string line;
@@ -395,10 +451,10 @@ std::string TopoCachePath(const Config& cfg, const std::string& node) {
 
 // Format, one record a line, fields separated by tabs, "-" for empty, lists
 // joined by ",":
-//   preflight-topo-cache 1            (magic; the key line repeats it)
+//   preflight-topo-cache 2            (magic; the key line repeats it)
 //   key <TopoCacheKey>
 //   source <text>
-//   gpu <index> <busid> <osdev> <numa> <package> <path>
+//   gpu <index> <busid> <osdev> <numa> <package> <path> <vendor>
 //   nic <name> <kind> <busid> <numa> <package> <path> <netdevs> <netdevs_up>
 //   port <nic> <num> <state> <link_layer> <rate> <gid_index>
 namespace {
@@ -438,7 +494,7 @@ std::string SerializeTopology(const Topology& topo, const std::string& key) {
   std::string o = std::string(kCacheMagic) + "\nkey\t" + key + "\nsource\t" + F(topo.source) + "\n";
   for (const auto& g : topo.gpus)
     o += "gpu\t" + std::to_string(g.index) + "\t" + F(g.busid) + "\t" + F(g.osdev) + "\t" + std::to_string(g.numa) +
-         "\t" + std::to_string(g.package) + "\t" + L(g.path) + "\n";
+         "\t" + std::to_string(g.package) + "\t" + L(g.path) + "\t" + F(g.vendor) + "\n";
   for (const auto& n : topo.nics) {
     o += "nic\t" + n.name + "\t" + n.kind + "\t" + F(n.busid) + "\t" + std::to_string(n.numa) + "\t" +
          std::to_string(n.package) + "\t" + L(n.path) + "\t" + L(n.netdevs) + "\t" + L(n.netdevs_up) + "\n";
@@ -484,10 +540,11 @@ Expected<Topology> ParseTopologyCache(const std::string& text, const std::string
       topo.source = U(f[1]);
     } else if (f[0] == "gpu") {
       TopoGpu g;
-      if (f.size() != 7 || !ToInt(f[1], &g.index) || !ToInt(f[4], &g.numa) || !ToInt(f[5], &g.package)) return bad("gpu");
+      if (f.size() != 8 || !ToInt(f[1], &g.index) || !ToInt(f[4], &g.numa) || !ToInt(f[5], &g.package)) return bad("gpu");
       g.busid = U(f[2]);
       g.osdev = U(f[3]);
       g.path = SplitList(f[6]);
+      g.vendor = U(f[7]);
       topo.gpus.push_back(std::move(g));
     } else if (f[0] == "nic") {
       TopoNic n;

@@ -27,6 +27,8 @@ const std::string kDell = kFix + "/hwloc-dell-xe8640-4xh100-cx7-cx6.xml";
 const std::string kP4d = kFix + "/hwloc-aws-p4d-24xlarge-8xa100-4xefa.xml";
 const std::string kLassen = kFix + "/hwloc-ibm-ac922-lassen-4xv100-cx5.xml";
 const std::string kNoPorts = kFix + "/hwloc-24em64t-2n6c2t-pci-mlx4-noports.xml";
+const std::string kCorona = kFix + "/hwloc-llnl-corona-8xmi50-cx6.xml";
+const std::string kTuolumne = kFix + "/hwloc-llnl-tuolumne-4xmi300a-slingshot.xml";
 
 // Fixture roots for one test run, removed when the test binary exits.
 std::string TempDir() {
@@ -334,6 +336,68 @@ TEST(TopoGolden, NicWithoutPortRecordsCountsAsUsable) {
   EXPECT_STREQ(back->nics[0].state(), "unknown");
 }
 
+// ---- Golden: LLNL Corona, 8x AMD MI50 (rsmi), one ConnectX-6 ---------------
+// hwloc 1.x XML. The MI50s are PCI class 0380 (display controller), vendor
+// 1002, numbered by ROCm SMI (rsmiN, not PCI order); the ASPEED BMC VGA
+// (1a03, class 0300) is not a GPU. mlx5_0 (c4:00.0, netdev hsi0: LLNL's
+// IPoIB name, not Slingshot) shares host bridge [c0-c8] with rsmi5.
+TEST(TopoGolden, CoronaAmdGpusPairWithTheHca) {
+  auto t = LoadTopologyXmlOnly(kCorona);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->gpus.size(), 8u);
+  for (const auto& g : t->gpus) EXPECT_EQ(g.vendor, "amd") << g.busid;
+  EXPECT_EQ(t->gpus[0].osdev, "rsmi0");
+  EXPECT_EQ(t->gpus[0].busid, "0000:63:00.0");  // rsmi order, not PCI order
+  EXPECT_EQ(t->gpus[5].busid, "0000:c3:00.0");
+  ASSERT_EQ(t->nics.size(), 1u);
+  EXPECT_EQ(t->nics[0].kind, "ib");
+  ASSERT_TRUE(ClassifyRails(*t, {}).ok());
+  EXPECT_EQ(t->nics[0].role_why, "PHB to GPU5");
+  auto p = PairGpus(*t);
+  EXPECT_EQ(Pair(p, 5).cls, PathClass::kPHB);
+  EnvPlan e5 = ComputeEnv(*t, p, {4, 5}, {5}, EnvPolicy());
+  EXPECT_EQ(Env(e5, "NCCL_IB_HCA"), "=mlx5_0:1");  // RCCL reads the same variables
+  EXPECT_EQ(Env(e5, "FI_PROVIDER"), "<unset>");
+  // GPU5 alone is PHB: GDR level PHB; with GPU4 (NODE) the node's worst is NODE.
+  EXPECT_EQ(Env(ComputeEnv(*t, p, {5}, EnvPolicy()), "NCCL_NET_GDR_LEVEL"), "PHB");
+  EXPECT_EQ(Env(e5, "NCCL_NET_GDR_LEVEL"), "<unset>");
+}
+
+// ---- Golden: LLNL Tuolumne (El Capitan class), 4x MI300A, 4x Slingshot ---
+// Each MI300A (class 1200, 1002:74a0, rsmiN) shares a host bridge with one
+// Cassini NIC (17db:0501) that hwloc shows only as network device hsiN
+// (subtype Slingshot), no OpenFabrics device: NCCL_IB_HCA is left unset with
+// the reason, FI_PROVIDER=cxi for the OFI plugin.
+TEST(TopoGolden, TuolumneSlingshotSetsFiProviderNotIbHca) {
+  auto t = LoadTopologyXmlOnly(kTuolumne);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->gpus.size(), 4u);
+  EXPECT_EQ(t->gpus[2].vendor, "amd");
+  EXPECT_EQ(t->gpus[2].osdev, "rsmi2");
+  ASSERT_EQ(t->nics.size(), 4u);
+  EXPECT_EQ(t->nics[0].name, "hsi0");
+  EXPECT_EQ(t->nics[0].kind, "cxi");
+  EXPECT_EQ(t->nics[0].busid, "0000:01:00.0");
+  ASSERT_TRUE(ClassifyRails(*t, {}).ok());
+  auto p = PairGpus(*t);
+  for (int g = 0; g < 4; ++g) {
+    EXPECT_EQ(Nics(p, g), "hsi" + std::to_string(g)) << g;
+    EXPECT_EQ(Pair(p, g).cls, PathClass::kPHB) << g;
+  }
+  EnvPlan a = ComputeEnv(*t, p, {0, 1, 2, 3}, {0}, EnvPolicy());
+  EnvPlan b = ComputeEnv(*t, p, {0, 1, 2, 3}, {3}, EnvPolicy());
+  EXPECT_EQ(Env(a, "FI_PROVIDER"), "cxi");
+  EXPECT_EQ(Env(a, "NCCL_IB_HCA"), "<unset>");
+  EXPECT_EQ(Why(a, "NCCL_IB_HCA"),
+            "Slingshot (cxi): NCCL reaches it through libfabric (aws-ofi-nccl), not verbs; see FI_PROVIDER");
+  EXPECT_EQ(Why(a, "UCX_NET_DEVICES"), "Slingshot (cxi): UCX has no cxi transport; left to UCX");
+  EXPECT_EQ(Env(a, "NCCL_NET_GDR_LEVEL"), "PHB");
+  for (const auto& v : a.vars) EXPECT_EQ(Env(b, v.name), v.value) << v.name;
+  // With the netdevs up (a node's sysfs), bootstrap goes over them.
+  for (auto& n : t->nics) n.netdevs_up = n.netdevs;
+  EXPECT_EQ(Env(ComputeEnv(*t, p, {0, 1, 2, 3}, {1}, EnvPolicy()), "NCCL_SOCKET_IFNAME"), "=hsi0,hsi1,hsi2,hsi3");
+}
+
 // Foreign XML: LoadTopologyXmlOnly reads nothing beyond the file, where
 // LoadTopologyHwloc takes port state and GPU minors from its FsRoot.
 TEST(TopoLoad, XmlOnlyReadsNothingFromTheMachine) {
@@ -359,7 +423,7 @@ TEST(TopoLoad, XmlOnlyReadsNothingFromTheMachine) {
 // The whole JSON for each machine against tests/fixtures/topology/golden.
 TEST(TopoGolden, JsonMatchesGoldenFiles) {
   bool regen = std::getenv("PREFLIGHT_REGENERATE_GOLDEN") != nullptr;
-  for (const std::string& xml : {kDell, kP4d, kLassen, kNoPorts}) {
+  for (const std::string& xml : {kDell, kP4d, kLassen, kNoPorts, kCorona, kTuolumne}) {
     auto loaded = LoadTopologyXmlOnly(xml);  // the XML alone: no fixture path in the golden
     ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
     Topology t = *loaded;
@@ -491,7 +555,7 @@ TEST(TopoCache, FirstUseWritesThenHits) {
   ASSERT_TRUE(c.ok());
   EXPECT_FALSE(hit);
   // A corrupt cache is rebuilt, not trusted.
-  ASSERT_TRUE(WriteFileAtomic(d + "/state/nodes/n1.topo", "preflight-topo-cache 1\nkey\tx\ty\n").ok());
+  ASSERT_TRUE(WriteFileAtomic(d + "/state/nodes/n1.topo", "preflight-topo-cache 2\nkey\tx\ty\n").ok());
   auto e = LoadTopologyCached(cfg, "n1", TopoLoadOptions(), &hit);
   ASSERT_TRUE(e.ok());
   EXPECT_FALSE(hit);
@@ -741,6 +805,11 @@ TEST(TopoTaskGpus, FromSlurmVariables) {
   ASSERT_FALSE(uuid.ok());
   EXPECT_NE(uuid.status().message().find("CUDA_VISIBLE_DEVICES"), std::string::npos);
   EXPECT_FALSE(TaskGpus("2,3,4", "", "7").ok());
+  // AMD: ROCR_VISIBLE_DEVICES narrows the same way and is named in errors.
+  EXPECT_EQ(*TaskGpus("2,3", "", "1", "ROCR_VISIBLE_DEVICES"), (V{3}));
+  auto rocr = TaskGpus("", "", "x", "ROCR_VISIBLE_DEVICES");
+  ASSERT_FALSE(rocr.ok());
+  EXPECT_NE(rocr.status().message().find("ROCR_VISIBLE_DEVICES='x'"), std::string::npos);
 }
 
 // ---- Rails ----------------------------------------------------------------

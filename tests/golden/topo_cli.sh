@@ -14,7 +14,7 @@ run() { "$bin" --config /dev/null topo "$@" 2>&1; }
 norm() { sed "s#$fix/##g"; }
 
 for name in hwloc-dell-xe8640-4xh100-cx7-cx6 hwloc-aws-p4d-24xlarge-8xa100-4xefa hwloc-ibm-ac922-lassen-4xv100-cx5 \
-  hwloc-24em64t-2n6c2t-pci-mlx4-noports; do
+  hwloc-24em64t-2n6c2t-pci-mlx4-noports hwloc-llnl-corona-8xmi50-cx6 hwloc-llnl-tuolumne-4xmi300a-slingshot; do
   got=$(run --xml "$fix/$name.xml" --gpus 0 | norm)
   want=$fix/golden/$name.topo.txt
   if [ -n "${PREFLIGHT_REGENERATE_GOLDEN:-}" ]; then printf '%s\n' "$got" >"$want"; continue; fi

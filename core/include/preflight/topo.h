@@ -48,7 +48,9 @@ enum class NicRole {
 
 struct TopoNic {
   std::string name;   // RDMA device: mlx5_0, rdmap16s27
-  std::string kind;   // "ib" (verbs HCA: IB or RoCE) or "efa"
+  // "ib" (verbs HCA: IB or RoCE), "efa", or "cxi" (HPE Slingshot, named by
+  // its netdev hsiN, no verbs ports: reached through libfabric)
+  std::string kind;
   std::string busid;  // PCI function, "0000:4d:00.0"
   int numa = -1;      // OS index of the closest NUMA node, -1 unknown
   int package = -1;   // OS index of the package, -1 unknown
@@ -72,12 +74,14 @@ struct TopoNic {
 };
 
 struct TopoGpu {
-  // The index Slurm's GRES, SLURM_STEP_GPUS and /dev/nvidiaN use: the device
-  // minor when known (/proc/driver/nvidia), else the NVML index, else the
+  // The index Slurm's GRES, SLURM_STEP_GPUS and /dev/nvidiaN use: for NVIDIA
+  // the device minor when known (/proc/driver/nvidia), else the NVML index;
+  // for AMD the ROCm SMI index (ROCR_VISIBLE_DEVICES numbering); else the
   // position in PCI bus order.
   int index = -1;
+  std::string vendor = "nvidia";  // "nvidia" (PCI 10de) or "amd" (1002)
   std::string busid;
-  std::string osdev;  // "nvml0", "cuda0", "card0" or "" (matched by PCI only)
+  std::string osdev;  // "nvml0", "rsmi0", "cuda0", "card0" or "" (matched by PCI only)
   int numa = -1;
   int package = -1;
   std::vector<std::string> path;  // as TopoNic::path
@@ -214,8 +218,12 @@ const std::vector<std::string>& EnvVarNames();
 // all of them are in the step's set, else positions into it (ConstrainDevices
 // renumbers from 0). Without Slurm's variables, a numeric CUDA_VISIBLE_DEVICES.
 // Empty when the task has no GPU.
+// AMD GPUs: `cuda_visible` is whichever of CUDA_VISIBLE_DEVICES,
+// ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES the task has (first set wins),
+// named by `visible_name` in errors.
 Expected<std::vector<int>> TaskGpus(const std::string& step_gpus, const std::string& job_gpus,
-                                    const std::string& cuda_visible);
+                                    const std::string& cuda_visible,
+                                    const std::string& visible_name = "CUDA_VISIBLE_DEVICES");
 
 // Natural order for device names: "mlx5_2" < "mlx5_10".
 bool NaturalLess(const std::string& a, const std::string& b);
