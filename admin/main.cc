@@ -3,6 +3,7 @@
 //   preflight options                   the job options the SPANK plugin adds
 //   preflight version
 // Subcommands added by later components register in kCommands below.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -83,13 +84,17 @@ int OptionsCmd(const std::vector<std::string>&, const CommonCli&) {
 // Options of `preflight topo` (parsed with the common ones).
 struct TopoCli {
   std::string xml;
+  std::string fsroot;
   std::string gpus;
+  bool gpus_given = false;  // --gpus '' is refused, not "all"
   bool json = false;
 } g_topo;
 
 // preflight topo: the GPU-NIC table and the environment a task would get.
 // Always loads hwloc afresh (never the cache): this is what an admin runs to
-// see what the node looks like now.
+// see what the node looks like now. With --xml (often another node's file,
+// on an admin host with NICs of its own) nothing is read from this machine
+// unless --fsroot names a root to read port and netdev state from.
 int TopoCmd(const std::vector<std::string>& args, const CommonCli& cli) {
   if (!args.empty()) {
     Log(LogLevel::kError, "topo", "unexpected argument '" + args[0] + "'", "see preflight --help");
@@ -101,19 +106,36 @@ int TopoCmd(const std::vector<std::string>& args, const CommonCli& cli) {
     Log(LogLevel::kError, "topo", "site config", cfg.status().message());
     return 1;
   }
-  if (!g_topo.xml.empty()) cfg->topology_xml = g_topo.xml;
-  FsRoot fs(cfg->fsroot);
-  auto topo = LoadTopologyHwloc(cfg->topology_xml, fs);
+  if (!g_topo.fsroot.empty()) cfg->fsroot = g_topo.fsroot;
+  Expected<Topology> topo = Status::Unavailable("");
+  if (!g_topo.xml.empty() && g_topo.fsroot.empty()) {
+    topo = LoadTopologyXmlOnly(g_topo.xml);
+  } else {
+    if (!g_topo.xml.empty()) cfg->topology_xml = g_topo.xml;
+    topo = LoadTopologyHwloc(cfg->topology_xml, FsRoot(cfg->fsroot));
+  }
   if (!topo) {
     Log(LogLevel::kError, "topo", "cannot load the topology", topo.status().message());
     return 1;
   }
+  Status rails = ClassifyRails(*topo, cfg->topo_rails);
+  if (!rails.ok()) {
+    Log(LogLevel::kError, "topo", "site config", rails.message());
+    return 1;
+  }
   auto pairing = PairGpus(*topo);
   std::vector<int> gpus;
-  if (g_topo.gpus.empty()) {
+  if (!g_topo.gpus_given) {
     for (const auto& g : topo->gpus) gpus.push_back(g.index);
   } else {
-    auto ids = ParseIdList(g_topo.gpus);
+    auto ids = g_topo.gpus.empty() ? Expected<std::vector<int>>(Status::InvalidArgument("empty list (omit --gpus for all GPUs)"))
+                                   : ParseIdList(g_topo.gpus);
+    if (ids) {
+      std::vector<int> sorted = *ids;
+      std::sort(sorted.begin(), sorted.end());
+      auto dup = std::adjacent_find(sorted.begin(), sorted.end());
+      if (dup != sorted.end()) ids = Status::InvalidArgument("GPU " + std::to_string(*dup) + " given twice");
+    }
     if (!ids) {
       Log(LogLevel::kError, "topo", "--gpus '" + g_topo.gpus + "'", ids.status().message());
       return 2;
@@ -134,15 +156,24 @@ int TopoCmd(const std::vector<std::string>& args, const CommonCli& cli) {
     std::fputs(TopologyJson(*topo, pairing, &plan).c_str(), stdout);
     return 0;
   }
-  std::printf("Topology: %s\n\n", topo->source.c_str());
+  std::printf("Topology: %s\n", topo->source.c_str());
+  if (topo->state_from == "xml")
+    std::printf("Port state: from the XML (nothing read from this machine; --fsroot DIR reads a root's sysfs)\n\n");
+  else
+    std::printf("Port state: from %s\n\n", topo->state_from.substr(std::strlen("sysfs:")).c_str());
   std::fputs(TopologyTable(*topo, pairing).c_str(), stdout);
   std::string which;
   for (int g : gpus) which += (which.empty() ? "" : ",") + std::to_string(g);
-  std::printf("\nEnvironment for a task with GPU(s) %s:\n", which.empty() ? "(none)" : which.c_str());
+  std::printf("\nEnvironment for the tasks of a job with GPU(s) %s on this node (NCCL_* the same for all):\n",
+              which.empty() ? "(none)" : which.c_str());
   std::fputs(EnvPlanText(plan).c_str(), stdout);
-  std::printf("\nPin this placement (site config; the prolog then checks it):\n  topo_expect = %s\n",
-              ExpectedPairingText(PlacementPairing(*topo)).c_str());
-  std::printf("\nLegend: PIX one PCIe switch, PXB several switches, PHB host bridge, NODE same NUMA node, SYS across NUMA nodes\n");
+  std::string expect = ExpectedPairingText(PlacementPairing(*topo));
+  if (expect.empty())
+    std::printf("\nNo placement to pin (topo_expect): no GPU has an RDMA NIC here.\n");
+  else
+    std::printf("\nPin this placement (site config; the prolog then checks it):\n  topo_expect = %s\n", expect.c_str());
+  std::printf("\nLegend: PIX one PCIe switch, PXB several switches, PHB host bridge, NODE same NUMA node, SYS across NUMA nodes;\n"
+              "rail: a compute rail (NCCL_IB_HCA), storage: storage/front-end NIC (never in NCCL_IB_HCA), down: no usable port\n");
   return 0;
 }
 
@@ -228,7 +259,7 @@ struct Command {
 const Command kCommands[] = {
     {"config", "config check|show|keys [NODE]   validate, print or list the site config", ConfigCmd},
     {"options", "options                         the job options the SPANK plugin adds", OptionsCmd},
-    {"topo", "topo [--xml F] [--gpus L] [--json] GPU-NIC table and the env a task would get", TopoCmd},
+    {"topo", "topo [--xml F [--fsroot D]] [--gpus L] [--json]  GPU-NIC table and a task's env", TopoCmd},
     {"cache", "cache ls|gc|rm KEY|SRC [node=N]  list, trim or remove --stage cached datasets", CacheCmd},
     {"slurm", "slurm job J|steps J|nodes LIST  slurmctld's records as JSON (what root-run code reads)", SlurmRecordsCmd},
 };
@@ -242,8 +273,10 @@ int Main(int argc, char** argv) {
   AddCommonOptions(visible, cli);
   po::options_description topo_opts("Options of 'preflight topo'");
   topo_opts.add_options()
-      ("xml", po::value<std::string>(&g_topo.xml)->value_name("FILE"), "hwloc XML to load instead of topology_xml / probing")
-      ("gpus", po::value<std::string>(&g_topo.gpus)->value_name("LIST"), "GPU indexes a task would get, e.g. 0,1 (default all)")
+      ("xml", po::value<std::string>(&g_topo.xml)->value_name("FILE"), "hwloc XML to load instead of topology_xml / probing; nothing else is read from this machine")
+      ("fsroot", po::value<std::string>(&g_topo.fsroot)->value_name("DIR"),
+       "read port/netdev state and GPU minors under DIR (with --xml: default none, the XML alone)")
+      ("gpus", po::value<std::string>(&g_topo.gpus)->value_name("LIST"), "GPU indexes a job holds on the node, e.g. 0,1 (default all)")
       ("json", po::bool_switch(&g_topo.json), "print JSON instead of the table");
   visible.add(topo_opts);
   po::options_description hidden;
@@ -258,6 +291,7 @@ int Main(int argc, char** argv) {
     Log(LogLevel::kError, "admin", "bad command line", s.message());
     return 2;
   }
+  g_topo.gpus_given = vm.count("gpus") > 0;
   if (cli.help) { std::cout << visible << "\n"; return 0; }
   if (cli.version || (!words.empty() && words[0] == "version")) {
     std::cout << "preflight " << VersionString() << "\n";

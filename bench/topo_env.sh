@@ -6,7 +6,8 @@
 #     Slurm (tests/harness/cluster.sh; node topology = the AC922 fixture);
 #  2. the figures slurmstepd recorded in the job's env record: the cache
 #     read once per step (load_seconds, inherited by the forked tasks) and
-#     the per-task work (env_seconds: GPU set, pairing, env, setenv);
+#     the per-task work (env_seconds: the task's and the job's GPUs on the
+#     node, env, setenv; the pairing is done once per step);
 #  3. topo_env_bench: cache+env per task vs an hwloc load per task.
 #   bench/topo_env.sh BUILD_DIR [ROUNDS]     (root; starts and stops its own cluster)
 set -euo pipefail
@@ -51,6 +52,9 @@ for line in open(rec):
     if r["gpus"]:
         load.append(r["load_seconds"] * 1e6); env.append(r["env_seconds"] * 1e6)
 print(f"in slurmstepd: cache read once per step median {statistics.median(load):.1f} us (max {max(load):.1f});"
-      f" per task ({len(env)} tasks) GPUs+pairing+env+setenv median {statistics.median(env):.1f} us (max {max(env):.1f})")
+      f" per task ({len(env)} tasks) GPU sets+env+setenv median {statistics.median(env):.1f} us (max {max(env):.1f})")
 PY
-for f in "$src"/tests/fixtures/topology/*.xml; do "$build/bench/topo_env_bench" "$f" 2000; done
+# The hwloc fixtures; the load-error ones (3.0 XML, no I/O) say why they are skipped.
+for f in "$src"/tests/fixtures/topology/hwloc-*.xml; do
+  "$build/bench/topo_env_bench" "$f" 2000 || echo "  $(basename "$f"): not a loadable topology, skipped"
+done

@@ -63,7 +63,13 @@ constexpr const char* kMarker = "PREFLIGHT_TOPO_ENV";
 struct TaskTopo {
   bool ready = false;
   Topology topo;
+  std::vector<GpuPairing> pairing;  // of the whole node, computed once per step
   EnvPolicy policy;
+  // The job's GPUs on this node (topo.h: JobGpusOnNode), read once per step
+  // in init_post_opt: the prolog's record, and the step's Slurm variables
+  // before slurmstepd narrows SLURM_STEP_GPUS to each task's GPUs.
+  NodeGpuInputs node_gpus;
+  std::string rails_error;  // ClassifyRails refused the site's topo_rails
   std::string node;
   std::string source;  // "cache" or "hwloc"
   int record_fd = -1;
@@ -136,6 +142,15 @@ int StepInit(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
     return 0;
   }
   t.topo = std::move(*topo);
+  // Rails per use, not in the cache: topo_rails may change without the
+  // topology changing. A name the node lacks is a site error: logged, and
+  // every task's record says why nothing was set.
+  Status rails = ClassifyRails(t.topo, cfg->topo_rails);
+  if (!rails.ok()) {
+    Log(LogLevel::kError, "init_post_opt", "site config", rails.message());
+    t.rails_error = rails.message();
+  }
+  t.pairing = PairGpus(t.topo);
   t.policy = PolicyFromConfig(*cfg);
   t.source = from_cache ? "cache" : "hwloc";
   t.ready = true;
@@ -143,6 +158,24 @@ int StepInit(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
   uint32_t job_id = 0;
   if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS) return 0;
   std::string job = std::to_string(job_id);
+  // The job's GPUs on this node: one NIC set for every task of the job here
+  // (topo.h: JobGpusOnNode). The prolog's record is read now, as root.
+  // Slurm 22.05, checked on the system-test cluster: here SLURM_STEP_GPUS is
+  // the step's GPUs on this node (all tasks; in task_init each task's copy
+  // is already narrowed to its own GPUs by --gpus-per-task/--gpu-bind), and
+  // SLURM_JOB_GPUS is set only in the batch step (other steps carry the
+  // batch script's copy, the batch node's GPUs, or nothing).
+  NodeGpuInputs& in = t.node_gpus;
+  auto recorded = ReadJobGpusRecord(*cfg, job, t.node);
+  if (recorded) {
+    in.have_prolog = true;
+    in.prolog_gpus = std::move(*recorded);
+  } else if (recorded.status().code() != Status::Code::kNotFound) {
+    Log(LogLevel::kError, "init_post_opt", "job GPU record", recorded.status().message());
+  }
+  in.batch_step = step == SLURM_BATCH_SCRIPT;
+  in.job_gpus = GetJobEnv(sp, "SLURM_JOB_GPUS");
+  in.step_gpus = GetJobEnv(sp, "SLURM_STEP_GPUS");
   std::string dir = cfg->state_dir + "/jobs/" + job;
   Status s = MakeDirs(dir, 0755);
   if (s.ok()) {
@@ -175,11 +208,28 @@ int TaskTopoEnv(spank_t sp, const JobOptions& opts) {
 
   uint32_t task = 0;
   spank_get_item(sp, S_TASK_GLOBAL_ID, &task);
-  auto gpus = TaskGpus(GetJobEnv(sp, "SLURM_STEP_GPUS"), GetJobEnv(sp, "SLURM_JOB_GPUS"),
-                       GetJobEnv(sp, "CUDA_VISIBLE_DEVICES"));
+  // --gpu-bind narrows the task's visible-devices variable: CUDA's, or on
+  // AMD GPUs ROCm's (Slurm sets ROCR_VISIBLE_DEVICES; HIP_VISIBLE_DEVICES
+  // where a site sets that instead).
+  std::string visible_name = "CUDA_VISIBLE_DEVICES", visible;
+  for (const char* v : {"CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"}) {
+    bool found = false;
+    visible = GetJobEnv(sp, v, &found);
+    if (found) {
+      visible_name = v;
+      break;
+    }
+  }
+  auto gpus = TaskGpus(GetJobEnv(sp, "SLURM_STEP_GPUS"), GetJobEnv(sp, "SLURM_JOB_GPUS"), visible, visible_name);
   EnvPlan plan;
-  if (gpus) {
-    plan = ComputeEnv(t.topo, PairGpus(t.topo), *gpus, t.policy);
+  std::string step_name = StepName(sp);
+  std::string node_from;
+  if (!t.rails_error.empty()) {
+    for (const auto& n : EnvVarNames()) plan.unset.push_back({n, "site config: " + t.rails_error});
+  } else if (gpus) {
+    NodeGpuSet node_gpus = JobGpusOnNode(t.node_gpus, *gpus);
+    node_from = node_gpus.source;
+    plan = ComputeEnv(t.topo, t.pairing, node_gpus.gpus, *gpus, t.policy);
   } else {
     // E.g. CUDA_VISIBLE_DEVICES=GPU-<uuid> set by the user outside GRES: the
     // GPUs cannot be placed, so nothing is set; the record says why.
@@ -222,11 +272,15 @@ int TaskTopoEnv(spank_t sp, const JobOptions& opts) {
 
   if (t.record_fd >= 0) {
     JsonWriter w(false);
-    w.BeginObject().Field("step", StepName(sp)).Field("task", static_cast<int64_t>(task));
+    w.BeginObject().Field("step", step_name).Field("task", static_cast<int64_t>(task));
     w.Field("topology", t.source).Field("load_seconds", t.load_seconds).Field("env_seconds", seconds);
     w.Key("gpus").BeginArray();
     for (int g : plan.gpus) w.Int(g);
     w.EndArray();
+    w.Key("node_gpus").BeginArray();
+    for (int g : plan.node_gpus) w.Int(g);
+    w.EndArray();
+    w.Field("node_gpus_from", node_from);
     w.Key("pairing").BeginObject();
     for (const auto& gn : plan.gpu_nics) w.Field(std::to_string(gn.first), gn.second);
     w.EndObject();
@@ -253,8 +307,15 @@ int TaskTopoEnv(spank_t sp, const JobOptions& opts) {
     std::string gl;
     for (const auto& gn : plan.gpu_nics)
       gl += (gl.empty() ? "" : ", ") + std::string("GPU") + std::to_string(gn.first) + "->" + gn.second;
-    std::string out = "preflight-env: " + t.node + " task " + std::to_string(task) + ": " +
-                      (gl.empty() ? std::string("no GPU") : gl) + "\n";
+    auto ids = [](const std::vector<int>& v) {
+      std::string s;
+      for (int g : v) s += (s.empty() ? "" : ",") + std::to_string(g);
+      return s;
+    };
+    std::string head = "preflight-env: " + t.node + " task " + std::to_string(task);
+    if (!plan.gpus.empty())
+      head += " (GPU " + ids(plan.gpus) + "; the job's GPUs here " + ids(plan.node_gpus) + ", from " + node_from + ")";
+    std::string out = head + ": " + (gl.empty() ? std::string("no GPU") : gl) + "\n";
     for (const auto& v : set) out += "preflight-env:   set  " + v.name + "=" + v.value + "\n";
     for (const auto& v : kept) out += "preflight-env:   kept " + v.name + "=" + v.value + " (set by the user)\n";
     if (local == 0)

@@ -204,6 +204,15 @@ Expected<std::string> ParseStageVerify(const std::string& s) {
   return Status::InvalidArgument("bad stage_verify '" + s + "' (expected files or dirs)");
 }
 
+Expected<std::vector<std::string>> ParseRailList(const std::string& s) {
+  auto l = ParseList(s);
+  if (!l) return l;
+  for (size_t i = 0; i < l->size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if ((*l)[i] == (*l)[j]) return Status::InvalidArgument("NIC '" + (*l)[i] + "' named twice");
+  return l;
+}
+
 Expected<std::string> ParsePairingKey(const std::string& s) {
   auto p = ParseExpectedPairing(s);
   if (!p) return p.status();
@@ -230,6 +239,8 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_PARSED(nccl_gid_index, ParseBool, BoolText)},
       {"nccl_topo_file", "path", "NCCL_TOPO_FILE given to tasks (only for VMs with a virtual PCI tree); empty never sets it",
        PF_PATH(nccl_topo_file)},
+      {"topo_rails", "list", "Compute-rail NICs for NCCL_IB_HCA (e.g. mlx5_0,mlx5_1), where the PCIe tree does not tell; empty: rails are the NICs PIX/PXB/PHB to some GPU",
+       PF_PARSED(topo_rails, ParseRailList, ListText)},
       {"topo_expect", "string", "Pinned GPU-NIC placement checked by the prolog, e.g. 0:mlx5_0,1:mlx5_1 (preflight topo prints it)",
        PF_PARSED(topo_expect, ParsePairingKey, std::string)},
       {"scratch_dir", "path", "Node-local scratch (NVMe) directory to check; empty skips the check",

@@ -126,6 +126,12 @@ int Main(int argc, char** argv, Phase phase) {
     auto t = LoadTopologyCached(*cfg, node, lo);
     if (!t && t.status().code() != Status::Code::kUnavailable)
       Log(LogLevel::kError, prog, "topology cache", t.status().message());
+    // The job's GPUs on this node, for the plugin's one-NIC-set-per-node rule
+    // (topo.h: JobGpusOnNode): slurmd's SLURM_JOB_GPUS is only this trusted here.
+    if (!job->job_id.empty()) {
+      Status g = WriteJobGpusRecord(*cfg, job->job_id, node, env.count("SLURM_JOB_GPUS") ? env["SLURM_JOB_GPUS"] : "");
+      if (!g.ok()) Log(LogLevel::kError, prog, "job GPU record", g.message());
+    }
   }
   if (!job->job_id.empty() && phase == Phase::kProlog) {
     std::string txt = cfg->state_dir + "/jobs/" + job->job_id + "/" + node + ".prolog.txt";

@@ -81,6 +81,17 @@ std::vector<CheckResult> CheckPairing(const CheckEnv& env) {
     skip.message = "skipped: no topology: " + topo.status().message();
     return {skip};
   }
+  // The same rails as the plugin's and `preflight topo`'s, so the pinned
+  // line they print is what this compares against.
+  Status rails = ClassifyRails(*topo, env.cfg.topo_rails);
+  if (!rails.ok()) {
+    CheckResult r;
+    r.check = "topo.pairing";
+    r.verdict = Verdict::kFail;
+    r.value = "bad topo_rails";
+    r.message = rails.message();
+    return {r};
+  }
   std::vector<GpuPairing> actual = PlacementPairing(*topo);
   std::vector<CheckResult> out;
   for (const auto& want : *expected) {

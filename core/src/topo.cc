@@ -25,9 +25,20 @@ const char* PathClassName(PathClass c) {
 }
 
 bool TopoNic::usable() const {
+  if (ports.empty()) return true;
   for (const auto& p : ports)
     if (p.usable()) return true;
   return false;
+}
+
+const char* TopoNic::role_name() const {
+  if (!usable()) return "down";
+  return role == NicRole::kRail ? "rail" : "storage";
+}
+
+const char* TopoNic::state() const {
+  if (ports.empty()) return "unknown";
+  return usable() ? "usable" : "down";
 }
 
 bool NaturalLess(const std::string& a, const std::string& b) {
@@ -84,6 +95,51 @@ PairDistance Distance(const TopoGpu& gpu, const TopoNic& nic) {
   return d;
 }
 
+Status ClassifyRails(Topology& topo, const std::vector<std::string>& site_rails) {
+  if (!site_rails.empty()) {
+    for (const auto& r : site_rails) {
+      bool found = false;
+      for (const auto& n : topo.nics) found = found || n.name == r;
+      if (!found) {
+        std::string have;
+        for (const auto& n : topo.nics) have += (have.empty() ? "" : ", ") + n.name;
+        return Status::InvalidArgument("topo_rails names NIC '" + r + "', which this node does not have (its NICs: " +
+                                       (have.empty() ? std::string("none") : have) + ")");
+      }
+    }
+    for (auto& n : topo.nics) {
+      bool named = std::find(site_rails.begin(), site_rails.end(), n.name) != site_rails.end();
+      n.role = named ? NicRole::kRail : NicRole::kStorage;
+      n.role_why = named ? "named in topo_rails" : "not in topo_rails";
+    }
+    return Status::Ok();
+  }
+  for (auto& n : topo.nics) {
+    if (topo.gpus.empty()) {
+      n.role = NicRole::kRail;
+      n.role_why = "no GPU on the node";
+      continue;
+    }
+    const TopoGpu* best = nullptr;
+    PairDistance bd;
+    for (const auto& g : topo.gpus) {
+      PairDistance d = Distance(g, n);
+      if (best == nullptr || d < bd) {
+        best = &g;
+        bd = d;
+      }
+    }
+    if (bd.cls <= PathClass::kPHB) {
+      n.role = NicRole::kRail;
+      n.role_why = std::string(PathClassName(bd.cls)) + " to GPU" + std::to_string(best->index);
+    } else {
+      n.role = NicRole::kStorage;
+      n.role_why = "NODE/SYS to every GPU";
+    }
+  }
+  return Status::Ok();
+}
+
 std::vector<GpuPairing> PairGpus(const Topology& topo) {
   struct Work {
     size_t g;                       // position in topo.gpus
@@ -95,7 +151,7 @@ std::vector<GpuPairing> PairGpus(const Topology& topo) {
     Work w{g, {}, {}};
     bool any = false;
     for (size_t n = 0; n < topo.nics.size(); ++n) {
-      if (!topo.nics[n].usable()) continue;
+      if (!topo.nics[n].usable() || topo.nics[n].role != NicRole::kRail) continue;
       PairDistance d = Distance(topo.gpus[g], topo.nics[n]);
       if (!any || d < w.best) {
         w.best = d;
@@ -162,8 +218,9 @@ std::vector<GpuPairing> PairGpus(const Topology& topo) {
 }
 
 const std::vector<std::string>& EnvVarNames() {
-  static const std::vector<std::string> kNames = {"NCCL_IB_HCA",        "NCCL_SOCKET_IFNAME", "UCX_NET_DEVICES",
-                                                  "NCCL_NET_GDR_LEVEL", "NCCL_IB_GID_INDEX",  "NCCL_TOPO_FILE"};
+  static const std::vector<std::string> kNames = {"NCCL_IB_HCA",       "NCCL_SOCKET_IFNAME", "UCX_NET_DEVICES",
+                                                  "NCCL_NET_GDR_LEVEL", "NCCL_IB_GID_INDEX", "NCCL_TOPO_FILE",
+                                                  "FI_PROVIDER"};
   return kNames;
 }
 
@@ -189,70 +246,155 @@ const TopoGpu* FindGpu(const Topology& t, int index) {
 
 }  // namespace
 
-EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing, const std::vector<int>& gpus,
-                   const EnvPolicy& policy) {
-  EnvPlan plan;
-  plan.gpus = gpus;
-  auto unset_all = [&](const std::string& why) {
-    for (const auto& n : EnvVarNames()) plan.unset.push_back({n, why});
-  };
-  if (gpus.empty()) {
-    unset_all("task has no GPU");
-    return plan;
-  }
+namespace {
 
+// The NICs paired with `gpus`, in first-seen order, and the worst class.
+struct NicSet {
   std::vector<const TopoNic*> nics;
-  std::vector<std::string> unknown;
+  std::vector<std::string> unknown;                  // GPUs not in the topology
+  std::vector<std::pair<int, std::string>> gpu_nics; // per GPU: "mlx5_0 PIX"
   PathClass worst = PathClass::kPIX;
+};
+
+NicSet NicsFor(const Topology& topo, const std::vector<GpuPairing>& pairing, const std::vector<int>& gpus) {
+  NicSet s;
   for (int g : gpus) {
     const GpuPairing* p = nullptr;
     for (const auto& q : pairing)
       if (q.gpu == g) p = &q;
     if (p == nullptr || FindGpu(topo, g) == nullptr) {
-      unknown.push_back(std::to_string(g));
-      plan.gpu_nics.push_back({g, "not in the topology"});
+      s.unknown.push_back(std::to_string(g));
+      s.gpu_nics.push_back({g, "not in the topology"});
       continue;
     }
     if (p->nics.empty()) {
-      plan.gpu_nics.push_back({g, "none"});
+      s.gpu_nics.push_back({g, "none"});
       continue;
     }
     std::string desc;
     for (const auto& name : p->nics) {
       const TopoNic* n = FindNic(topo, name);
       if (n == nullptr) continue;
-      if (std::find(nics.begin(), nics.end(), n) == nics.end()) nics.push_back(n);
+      if (std::find(s.nics.begin(), s.nics.end(), n) == s.nics.end()) s.nics.push_back(n);
       desc += (desc.empty() ? "" : ",") + name;
     }
-    plan.gpu_nics.push_back({g, desc + " " + PathClassName(p->cls)});
-    if (p->cls > worst) worst = p->cls;
+    s.gpu_nics.push_back({g, desc + " " + PathClassName(p->cls)});
+    if (p->cls > s.worst) s.worst = p->cls;
   }
-  if (!unknown.empty() && nics.empty()) {
-    unset_all("GPU " + Join(unknown, ",") + " not in the node's topology");
-    return plan;
-  }
-  if (nics.empty()) {
-    unset_all("no usable RDMA NIC for GPU " + [&] {
-      std::vector<std::string> s;
-      for (int g : gpus) s.push_back(std::to_string(g));
-      return Join(s, ",");
-    }());
-    return plan;
-  }
+  // Name order, so the list does not depend on which GPU came first.
+  std::sort(s.nics.begin(), s.nics.end(), [](const TopoNic* a, const TopoNic* b) { return NaturalLess(a->name, b->name); });
+  return s;
+}
 
-  std::vector<std::string> hca, ifnames;
-  std::vector<const TopoPort*> ports;
-  bool efa = false;
+// "mlx5_0:1" for every usable port of the verbs NICs in `nics`; a NIC
+// without port records is named whole ("mlx5_0": NCCL then uses all its
+// ports) unless `ports_only` (UCX needs a port number; none is guessed).
+std::vector<std::string> VerbsPorts(const std::vector<const TopoNic*>& nics, std::vector<const TopoPort*>* ports,
+                                    bool ports_only = false) {
+  std::vector<std::string> out;
   for (const TopoNic* n : nics) {
-    if (n->kind == "efa") {
-      efa = true;
-      continue;
-    }
+    if (n->kind != "ib") continue;
+    if (n->ports.empty() && !ports_only) out.push_back(n->name);
     for (const auto& p : n->ports) {
       if (!p.usable()) continue;
-      hca.push_back(n->name + ":" + std::to_string(p.num));
-      ports.push_back(&p);
+      out.push_back(n->name + ":" + std::to_string(p.num));
+      if (ports) ports->push_back(&p);
     }
+  }
+  return out;
+}
+
+std::string IdList(const std::vector<int>& v) {
+  std::string s;
+  for (int g : v) s += (s.empty() ? "" : ",") + std::to_string(g);
+  return s;
+}
+
+}  // namespace
+
+NodeGpuSet JobGpusOnNode(const NodeGpuInputs& in, const std::vector<int>& task_gpus) {
+  NodeGpuSet out;
+  std::vector<int> base;
+  if (in.have_prolog) {
+    base = in.prolog_gpus;
+    out.source = "prolog";
+  } else if (auto j = in.batch_step && !in.job_gpus.empty() ? ParseIdList(in.job_gpus)
+                                                             : Expected<std::vector<int>>(Status::NotFound("")); j) {
+    base = *j;
+    out.source = "SLURM_JOB_GPUS";
+  } else if (auto st = !in.step_gpus.empty() ? ParseIdList(in.step_gpus)
+                                             : Expected<std::vector<int>>(Status::NotFound("")); st) {
+    base = *st;
+    out.source = "SLURM_STEP_GPUS";
+  } else {
+    out.source = "task";
+  }
+  base.insert(base.end(), task_gpus.begin(), task_gpus.end());
+  std::sort(base.begin(), base.end());
+  base.erase(std::unique(base.begin(), base.end()), base.end());
+  out.gpus = std::move(base);
+  return out;
+}
+
+EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing, const std::vector<int>& node_gpus,
+                   const std::vector<int>& task_gpus, const EnvPolicy& policy) {
+  EnvPlan plan;
+  plan.gpus = task_gpus;
+  auto unset_all = [&](const std::string& why) {
+    for (const auto& n : EnvVarNames()) plan.unset.push_back({n, why});
+  };
+  if (task_gpus.empty()) {
+    unset_all("task has no GPU");
+    return plan;
+  }
+  std::vector<int> node = node_gpus;
+  node.insert(node.end(), task_gpus.begin(), task_gpus.end());
+  std::sort(node.begin(), node.end());
+  node.erase(std::unique(node.begin(), node.end()), node.end());
+  plan.node_gpus = node;
+
+  NicSet ns = NicsFor(topo, pairing, node);
+  plan.gpu_nics = ns.gpu_nics;
+  if (!ns.unknown.empty() && ns.nics.empty()) {
+    unset_all("GPU " + Join(ns.unknown, ",") + " not in the node's topology");
+    return plan;
+  }
+  if (ns.nics.empty()) {
+    std::vector<std::string> storage;
+    for (const auto& n : topo.nics)
+      if (n.usable() && n.role == NicRole::kStorage) storage.push_back(n.name);
+    if (!storage.empty() && std::none_of(topo.nics.begin(), topo.nics.end(), [](const TopoNic& n) {
+          return n.usable() && n.role == NicRole::kRail;
+        }))
+      unset_all("no compute rail: " + Join(storage, ",") +
+                (storage.size() == 1 ? " is a storage/front-end NIC" : " are storage/front-end NICs") +
+                " (NODE/SYS to every GPU, or not in topo_rails); name the rails in topo_rails");
+    else
+      unset_all("no usable RDMA NIC for GPU " + IdList(node));
+    return plan;
+  }
+  // The whole node: every usable rail, also one no GPU was paired with
+  // (e.g. a second rail behind a GPU's host bridge when the GPU has one on
+  // its switch): NCCL picks the closest per GPU itself.
+  bool whole_node = !topo.gpus.empty() && std::all_of(topo.gpus.begin(), topo.gpus.end(), [&](const TopoGpu& g) {
+    return std::binary_search(node.begin(), node.end(), g.index);
+  });
+  if (whole_node) {
+    for (const auto& n : topo.nics)
+      if (n.usable() && n.role == NicRole::kRail && std::find(ns.nics.begin(), ns.nics.end(), &n) == ns.nics.end())
+        ns.nics.push_back(&n);
+    std::sort(ns.nics.begin(), ns.nics.end(), [](const TopoNic* a, const TopoNic* b) { return NaturalLess(a->name, b->name); });
+  }
+  const std::vector<const TopoNic*>& nics = ns.nics;
+  PathClass worst = ns.worst;
+
+  std::vector<const TopoPort*> ports;
+  std::vector<std::string> hca = VerbsPorts(nics, &ports), ifnames;
+  bool efa = false, cxi = false;
+  for (const TopoNic* n : nics) {
+    if (n->kind == "efa") efa = true;
+    if (n->kind == "cxi") cxi = true;
+    if (n->kind != "ib" && n->kind != "cxi") continue;
     for (const auto& i : n->netdevs_up)
       if (std::find(ifnames.begin(), ifnames.end(), i) == ifnames.end()) ifnames.push_back(i);
   }
@@ -262,16 +404,25 @@ EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing,
     plan.vars.push_back({"NCCL_IB_HCA", "=" + Join(hca, ",")});
   } else {
     plan.unset.push_back({"NCCL_IB_HCA", efa ? "EFA: aws-ofi-nccl pairs GPUs and EFA devices itself"
-                                             : "no usable port on the paired NICs"});
+                                         : cxi ? "Slingshot (cxi): NCCL reaches it through libfabric (aws-ofi-nccl), "
+                                                 "not verbs; see FI_PROVIDER"
+                                               : "no usable port on the paired NICs"});
   }
   if (!ifnames.empty())
     plan.vars.push_back({"NCCL_SOCKET_IFNAME", "=" + Join(ifnames, ",")});
   else
-    plan.unset.push_back({"NCCL_SOCKET_IFNAME", "no netdev with operstate up on the paired NICs"});
-  if (!hca.empty())
-    plan.vars.push_back({"UCX_NET_DEVICES", Join(hca, ",")});
+    plan.unset.push_back({"NCCL_SOCKET_IFNAME", topo.state_from == "xml"
+                                                    ? "netdev operstate unknown (the XML does not record it)"
+                                                    : "no netdev with operstate up on the paired NICs"});
+  // UCX_NET_DEVICES: the task's own GPUs' NICs (UCX picks per process).
+  std::vector<std::string> ucx = VerbsPorts(NicsFor(topo, pairing, task_gpus).nics, nullptr, true);
+  if (!ucx.empty())
+    plan.vars.push_back({"UCX_NET_DEVICES", Join(ucx, ",")});
   else
-    plan.unset.push_back({"UCX_NET_DEVICES", efa ? "EFA: left to UCX" : "no usable port on the paired NICs"});
+    plan.unset.push_back({"UCX_NET_DEVICES", efa ? "EFA: left to UCX"
+                                             : cxi && hca.empty() ? "Slingshot (cxi): UCX has no cxi transport; left to UCX"
+                                             : hca.empty() ? "no usable port on the task's NICs"
+                                                           : "port numbers of the task's NICs unknown"});
 
   // NCCL's default GDR level is PXB: GPUDirect RDMA is already on for PIX and
   // PXB pairs. A pair behind one host bridge (VMs, NVLink-to-CPU hosts) needs
@@ -301,11 +452,20 @@ EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing,
       gid = p->gid_index;
     }
   }
+  for (const TopoNic* n : nics)
+    if (gid_why.empty() && n->kind == "ib" && n->ports.empty()) gid_why = "link layer unknown (" + n->name + " has no port records)";
   if (ports.empty() && gid_why.empty()) gid_why = "no verbs port";
   if (gid_why.empty())
     plan.vars.push_back({"NCCL_IB_GID_INDEX", std::to_string(gid)});
   else
     plan.unset.push_back({"NCCL_IB_GID_INDEX", gid_why});
+
+  // Slingshot: libfabric must pick the cxi provider (aws-ofi-nccl/RCCL's
+  // OFI plugin otherwise may settle for tcp or sockets).
+  if (cxi)
+    plan.vars.push_back({"FI_PROVIDER", "cxi"});
+  else
+    plan.unset.push_back({"FI_PROVIDER", "no Slingshot (cxi) NIC paired"});
 
   if (policy.nccl_topo_file.empty())
     plan.unset.push_back({"NCCL_TOPO_FILE", "the site config does not ask for it (nccl_topo_file)"});
@@ -317,14 +477,14 @@ EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing,
 }
 
 Expected<std::vector<int>> TaskGpus(const std::string& step_gpus, const std::string& job_gpus,
-                                    const std::string& cuda_visible) {
+                                    const std::string& cuda_visible, const std::string& visible_name) {
   std::string base_text = !step_gpus.empty() ? step_gpus : job_gpus;
   const char* base_name = !step_gpus.empty() ? "SLURM_STEP_GPUS" : "SLURM_JOB_GPUS";
   auto cvd = cuda_visible.empty() ? Expected<std::vector<int>>(std::vector<int>{}) : ParseIdList(cuda_visible);
   if (base_text.empty()) {
     // No Slurm GPU variables: trust CUDA_VISIBLE_DEVICES only if numeric
     // (UUIDs and MIG names cannot be placed without NVML).
-    if (!cvd) return Status::InvalidArgument("CUDA_VISIBLE_DEVICES='" + cuda_visible + "': " + cvd.status().message());
+    if (!cvd) return Status::InvalidArgument(visible_name + "='" + cuda_visible + "': " + cvd.status().message());
     return *cvd;
   }
   auto base = ParseIdList(base_text);
@@ -337,7 +497,7 @@ Expected<std::vector<int>> TaskGpus(const std::string& step_gpus, const std::str
   std::vector<int> out;
   for (int c : *cvd) {
     if (c < 0 || static_cast<size_t>(c) >= base->size())
-      return Status::InvalidArgument("CUDA_VISIBLE_DEVICES='" + cuda_visible + "': entry " + std::to_string(c) +
+      return Status::InvalidArgument(visible_name + "='" + cuda_visible + "': entry " + std::to_string(c) +
                                      " is outside " + base_name + "='" + base_text + "'");
     out.push_back((*base)[static_cast<size_t>(c)]);
   }
@@ -369,13 +529,15 @@ std::string TopologyTable(const Topology& topo, const std::vector<GpuPairing>& p
   }
   o << "\nGPUs:\n";
   for (const auto& g : topo.gpus)
-    o << "  GPU" << g.index << "  " << g.busid << "  " << (g.osdev.empty() ? "-" : g.osdev) << "  NUMA "
+    o << "  GPU" << g.index << "  " << g.vendor << "  " << g.busid << "  " << (g.osdev.empty() ? "-" : g.osdev) << "  NUMA "
       << g.numa << "  package " << g.package << "\n";
-  if (topo.gpus.empty()) o << "  (no NVIDIA GPU found)\n";
+  if (topo.gpus.empty()) o << "  (no NVIDIA or AMD GPU found)\n";
   o << "NICs:\n";
   for (const auto& n : topo.nics) {
     o << "  " << n.name << "  " << n.kind << "  " << n.busid << "  NUMA " << n.numa << "  netdev "
-      << (n.netdevs.empty() ? "-" : Join(n.netdevs, ",")) << "\n";
+      << (n.netdevs.empty() ? "-" : Join(n.netdevs, ",")) << "  " << n.role_name()
+      << (n.role_why.empty() ? "" : " (" + n.role_why + ")") << "\n";
+    if (n.ports.empty()) o << "    no port records: state unknown (counted usable)\n";
     for (const auto& p : n.ports)
       o << "    port " << p.num << "  " << (p.state.empty() ? "state unknown" : p.state) << "  "
         << (p.link_layer.empty() ? "-" : p.link_layer) << "  " << (p.rate.empty() ? "-" : p.rate)
@@ -396,9 +558,10 @@ std::string TopologyJson(const Topology& topo, const std::vector<GpuPairing>& pa
   JsonWriter w;
   w.BeginObject();
   w.Field("source", topo.source);
+  w.Field("state_from", topo.state_from);
   w.Key("gpus").BeginArray();
   for (const auto& g : topo.gpus) {
-    w.BeginObject().Field("index", g.index).Field("busid", g.busid).Field("osdev", g.osdev);
+    w.BeginObject().Field("index", g.index).Field("vendor", g.vendor).Field("busid", g.busid).Field("osdev", g.osdev);
     w.Field("numa", g.numa).Field("package", g.package);
     w.Key("nics").BeginArray();
     for (const auto& p : pairing)
@@ -413,6 +576,7 @@ std::string TopologyJson(const Topology& topo, const std::vector<GpuPairing>& pa
   w.Key("nics").BeginArray();
   for (const auto& n : topo.nics) {
     w.BeginObject().Field("name", n.name).Field("kind", n.kind).Field("busid", n.busid).Field("numa", n.numa);
+    w.Field("state", n.state()).Field("role", n.role_name()).Field("role_why", n.role_why);
     w.Key("netdevs").BeginArray();
     for (const auto& d : n.netdevs) w.String(d);
     w.EndArray();

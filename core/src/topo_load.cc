@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "preflight/fileutil.h"
+#include "preflight/job.h"
 
 namespace preflight {
 
@@ -21,7 +22,9 @@ namespace {
 
 // Cache format version: bump when the text layout or the meaning of a field
 // changes, so old caches are rebuilt instead of misread.
-constexpr const char* kCacheMagic = "preflight-topo-cache 1";
+constexpr const char* kCacheMagic = "preflight-topo-cache 2";
+
+constexpr unsigned kCassiniVendor = 0x17db;  // HPE (Cray) Slingshot Cassini NICs
 
 std::string Hex(unsigned v, int width) {
   char b[16];
@@ -103,9 +106,89 @@ int TrailingNumber(const std::string& s, const char* prefix) {
 
 }  // namespace
 
-Expected<Topology> LoadTopologyHwloc(const std::string& xml, const FsRoot& fs) {
-  if (xml.empty() && !fs.is_real())
-    return Status::Unavailable("fsroot is " + fs.root() + " but topology_xml is empty: hwloc cannot probe a fixture root");
+std::string HwlocRuntimeVersion() {
+  // The library fills the root's "hwlocVersion" info with its own
+  // HWLOC_VERSION on every load; a one-PU synthetic topology costs nothing.
+  static const std::string v = [] {
+    std::string out = "unknown";
+    hwloc_topology_t t;
+    if (hwloc_topology_init(&t) < 0) return out;
+    if (hwloc_topology_set_synthetic(t, "pu:1") == 0 && hwloc_topology_load(t) == 0) {
+      const char* s = hwloc_obj_get_info_by_name(hwloc_get_root_obj(t), "hwlocVersion");
+      if (s != nullptr) out = s;
+    }
+    hwloc_topology_destroy(t);
+    return out;
+  }();
+  return v;
+}
+
+Status DiagnoseTopologyXml(const std::string& path, const std::string& text, const std::string& hwloc_version) {
+  auto bad = [&](const std::string& why) { return Status::InvalidArgument(path + ": " + why); };
+  size_t i = text.find_first_not_of(" \t\r\n");
+  if (i == std::string::npos) return bad("empty file");
+  // Skip the XML declaration, comments and the DOCTYPE to the root element.
+  for (;;) {
+    if (text.compare(i, 2, "<?") == 0) {
+      i = text.find("?>", i);
+      if (i == std::string::npos) break;
+      i += 2;
+    } else if (text.compare(i, 4, "<!--") == 0) {
+      i = text.find("-->", i);
+      if (i == std::string::npos) break;
+      i += 3;
+    } else if (text.compare(i, 2, "<!") == 0) {
+      i = text.find('>', i);
+      if (i == std::string::npos) break;
+      i += 1;
+    } else {
+      break;
+    }
+    i = text.find_first_not_of(" \t\r\n", i);
+    if (i == std::string::npos) break;
+  }
+  auto lines = [&] { return std::to_string(std::count(text.begin(), text.end(), '\n') + (text.back() == '\n' ? 0 : 1)); };
+  if (i == std::string::npos) return bad("truncated at line " + lines() + ": no root element");
+  if (text[i] != '<') return bad("not XML (no root element)");
+  size_t e = text.find_first_of(" \t\r\n/>", i + 1);
+  std::string root = text.substr(i + 1, e == std::string::npos ? std::string::npos : e - i - 1);
+  if (root == "system")
+    return bad("an NCCL topology file, not hwloc XML: export with `lstopo --of xml`");
+  if (root != "topology") return bad("not hwloc XML (root element <" + root + ">): export with `lstopo --of xml`");
+  size_t tag_end = text.find('>', i);
+  std::string tag = text.substr(i, tag_end == std::string::npos ? std::string::npos : tag_end - i);
+  size_t v = tag.find("version=\"");
+  if (v != std::string::npos) {
+    std::string ver = tag.substr(v + 9, tag.find('"', v + 9) - (v + 9));
+    int major = std::atoi(ver.c_str());
+    int have = std::atoi(hwloc_version.c_str());
+    if (major > have) {
+      std::string mm = hwloc_version.substr(0, hwloc_version.find('.', hwloc_version.find('.') + 1));
+      return bad("hwloc XML version " + ver + " needs hwloc >= " + std::to_string(major) + " (this is " + mm +
+                 "): export it with an hwloc " + std::to_string(have) + ".x lstopo (`lstopo --of xml`)");
+    }
+  }
+  if (text.find("</topology>") == std::string::npos) return bad("truncated at line " + lines() + ": no closing </topology>");
+  return Status::Ok();
+}
+
+namespace {
+Expected<Topology> LoadHwloc(const std::string& xml, const FsRoot* fsp);
+}  // namespace
+
+Expected<Topology> LoadTopologyHwloc(const std::string& xml, const FsRoot& fs) { return LoadHwloc(xml, &fs); }
+
+Expected<Topology> LoadTopologyXmlOnly(const std::string& xml) {
+  if (xml.empty()) return Status::InvalidArgument("no XML file given");
+  return LoadHwloc(xml, nullptr);
+}
+
+namespace {
+
+// `fsp` null: the XML alone (LoadTopologyXmlOnly).
+Expected<Topology> LoadHwloc(const std::string& xml, const FsRoot* fsp) {
+  if (xml.empty() && !fsp->is_real())
+    return Status::Unavailable("fsroot is " + fsp->root() + " but topology_xml is empty: hwloc cannot probe a fixture root");
   hwloc_topology_t t;
   if (hwloc_topology_init(&t) < 0) return Status::FromErrno(errno, "hwloc_topology_init");
   struct Guard {
@@ -124,10 +207,19 @@ Expected<Topology> LoadTopologyHwloc(const std::string& xml, const FsRoot& fs) {
   } else {
     struct stat st;
     if (::stat(xml.c_str(), &st) != 0) return Status::FromErrno(errno, "topology_xml " + xml);
+    auto text = ReadWholeFile(xml);
+    if (!text) return text.status();
+    Status d = DiagnoseTopologyXml(xml, *text, HwlocRuntimeVersion());
+    if (!d.ok()) return d;
     if (hwloc_topology_set_xml(t, xml.c_str()) < 0) return Status::FromErrno(errno, "hwloc cannot use XML " + xml);
   }
   if (hwloc_topology_load(t) < 0)
     return Status::FromErrno(errno, xml.empty() ? std::string("hwloc probe") : "hwloc cannot load XML " + xml);
+  // An XML exported without I/O objects has no GPU and no NIC: say so
+  // instead of a generic "no GPU" (lstopo's default keeps only "important"
+  // PCI devices; hwloc-gather-topology and --whole-io keep all).
+  if (!xml.empty() && hwloc_get_next_pcidev(t, nullptr) == nullptr)
+    return Status::InvalidArgument(xml + ": no PCI objects: exported without I/O (`lstopo --whole-io --of xml`)");
 
   Topology topo;
   topo.source = xml.empty() ? "probe" : "xml:" + xml;
@@ -135,23 +227,39 @@ Expected<Topology> LoadTopologyHwloc(const std::string& xml, const FsRoot& fs) {
   std::map<int, int> nvml_index;  // position -> nvmlN
   for (hwloc_obj_t o = hwloc_get_next_pcidev(t, nullptr); o != nullptr; o = hwloc_get_next_pcidev(t, o)) {
     unsigned cls = o->attr->pcidev.class_id;
-    if (o->attr->pcidev.vendor_id != 0x10de || (cls != 0x0302 && cls != 0x0300)) continue;
+    unsigned vendor = o->attr->pcidev.vendor_id;
+    // NVIDIA: 3D (0302) or VGA (0300) class. AMD Instinct: display
+    // controller (0380: MI50/MI100/MI250X), processing accelerator (1200:
+    // MI300A/X) or co-processor (0b40); an AMD VGA (0300) only with a ROCm
+    // SMI or OpenCL OS device, so a BMC's ES1000 is not a GPU.
+    bool amd_osdev = false;
+    for (hwloc_obj_t c = o->io_first_child; c != nullptr; c = c->next_sibling)
+      if (c->type == HWLOC_OBJ_OS_DEVICE && c->name != nullptr &&
+          (TrailingNumber(c->name, "rsmi") >= 0 || std::strncmp(c->name, "opencl", 6) == 0))
+        amd_osdev = true;
+    bool nvidia = vendor == 0x10de && (cls == 0x0302 || cls == 0x0300);
+    bool amd = vendor == 0x1002 && (cls == 0x0380 || cls == 0x1200 || cls == 0x0b40 || cls == 0x0302 ||
+                                    (cls == 0x0300 && amd_osdev));
+    if (!nvidia && !amd) continue;
     TopoGpu g;
+    g.vendor = nvidia ? "nvidia" : "amd";
     g.busid = BusId(o);
     g.path = PciPath(o);
     Locality(t, o, &g.numa, &g.package);
-    // Prefer NVML's name (its index is PCI order, like the device minors),
-    // then CUDA's, then DRM's: whatever this hwloc build found.
+    // Prefer the management library's name (NVML's index is PCI order, like
+    // the device minors; ROCm SMI's is the order ROCR_VISIBLE_DEVICES and
+    // HIP number), then CUDA's, then DRM's: whatever this hwloc build found.
+    const char* lib = nvidia ? "nvml" : "rsmi";
     int rank = 99;
     for (hwloc_obj_t c = o->io_first_child; c != nullptr; c = c->next_sibling) {
       if (c->type != HWLOC_OBJ_OS_DEVICE || c->name == nullptr) continue;
       std::string n = c->name;
-      int r = TrailingNumber(n, "nvml") >= 0 ? 0 : TrailingNumber(n, "cuda") >= 0 ? 1 : TrailingNumber(n, "card") >= 0 ? 2 : 99;
+      int r = TrailingNumber(n, lib) >= 0 ? 0 : TrailingNumber(n, "cuda") >= 0 ? 1 : TrailingNumber(n, "card") >= 0 ? 2 : 99;
       if (r < rank) {
         rank = r;
         g.osdev = n;
       }
-      if (r == 0) nvml_index[static_cast<int>(topo.gpus.size())] = TrailingNumber(n, "nvml");
+      if (r == 0) nvml_index[static_cast<int>(topo.gpus.size())] = TrailingNumber(n, lib);
     }
     gpu_of[o] = topo.gpus.size();
     topo.gpus.push_back(std::move(g));
@@ -163,7 +271,8 @@ Expected<Topology> LoadTopologyHwloc(const std::string& xml, const FsRoot& fs) {
     n.name = o->name;
     hwloc_obj_t pci = PciParent(o);
     bool efa = n.name.rfind("rdmap", 0) == 0 || (pci != nullptr && pci->attr->pcidev.vendor_id == 0x1d0f);
-    n.kind = efa ? "efa" : "ib";
+    bool cxi = n.name.rfind("cxi", 0) == 0 || (pci != nullptr && pci->attr->pcidev.vendor_id == kCassiniVendor);
+    n.kind = efa ? "efa" : cxi ? "cxi" : "ib";
     if (pci != nullptr) {
       n.busid = BusId(pci);
       n.path = PciPath(pci);
@@ -189,6 +298,37 @@ Expected<Topology> LoadTopologyHwloc(const std::string& xml, const FsRoot& fs) {
     std::sort(n.netdevs.begin(), n.netdevs.end());
     topo.nics.push_back(std::move(n));
   }
+  // HPE Slingshot: hwloc shows a Cassini NIC (PCI vendor 17db) as a network
+  // OS device (hsiN; subtype "Slingshot" in hwloc >= 2.5) and, without the
+  // cxi provider's sysfs, no OpenFabrics device. Such a NIC is named by its
+  // netdev and has no verbs ports: NCCL reaches it through libfabric.
+  for (hwloc_obj_t o = hwloc_get_next_osdev(t, nullptr); o != nullptr; o = hwloc_get_next_osdev(t, o)) {
+    if (o->attr->osdev.type != HWLOC_OBJ_OSDEV_NETWORK || o->name == nullptr) continue;
+    hwloc_obj_t pci = PciParent(o);
+    bool sling = (o->subtype != nullptr && std::strcmp(o->subtype, "Slingshot") == 0) ||
+                 (pci != nullptr && pci->attr->pcidev.vendor_id == kCassiniVendor);
+    if (!sling) continue;
+    std::string busid = pci != nullptr ? BusId(pci) : "";
+    bool known = false;  // an OpenFabrics cxiN on the same function already stands for it
+    for (auto& n : topo.nics)
+      if (!busid.empty() && n.busid == busid) {
+        n.kind = "cxi";
+        known = true;
+      }
+    if (known) continue;
+    TopoNic n;
+    n.name = o->name;
+    n.kind = "cxi";
+    n.busid = busid;
+    n.netdevs = {o->name};
+    if (pci != nullptr) {
+      n.path = PciPath(pci);
+      Locality(t, pci, &n.numa, &n.package);
+    } else {
+      Locality(t, o, &n.numa, &n.package);
+    }
+    topo.nics.push_back(std::move(n));
+  }
   std::sort(topo.nics.begin(), topo.nics.end(), [](const TopoNic& a, const TopoNic& b) { return NaturalLess(a.name, b.name); });
 
   // GPU indexes: PCI order, or NVML's when every GPU has one (the same order
@@ -204,9 +344,17 @@ Expected<Topology> LoadTopologyHwloc(const std::string& xml, const FsRoot& fs) {
     if (std::adjacent_find(seen.begin(), seen.end()) == seen.end())
       for (const auto& kv : nvml_index) topo.gpus[static_cast<size_t>(kv.first)].index = kv.second;
   }
-  RefreshSysfsState(topo, fs);
+  if (fsp != nullptr) {
+    RefreshSysfsState(topo, *fsp);
+    topo.state_from = "sysfs:" + fsp->root();
+  } else {
+    topo.state_from = "xml";
+    std::sort(topo.gpus.begin(), topo.gpus.end(), [](const TopoGpu& a, const TopoGpu& b) { return a.index < b.index; });
+  }
   return topo;
 }
+
+}  // namespace
 
 void RefreshSysfsState(Topology& topo, const FsRoot& fs) {
   for (auto& n : topo.nics) {
@@ -261,6 +409,12 @@ void RefreshSysfsState(Topology& topo, const FsRoot& fs) {
   std::vector<int> minors;
   for (const auto& g : topo.gpus) {
     int minor = -1;
+    if (g.vendor != "nvidia") {
+      // AMD: Slurm's GRES index and ROCR_VISIBLE_DEVICES follow ROCm SMI's
+      // order (hwloc's rsmiN), kept from the load.
+      minors.push_back(-1);
+      continue;
+    }
     if (auto info = fs.ReadFile("/proc/driver/nvidia/gpus/" + g.busid + "/information")) {
       std::istringstream in(*info);
       std::string line;
@@ -297,10 +451,10 @@ std::string TopoCachePath(const Config& cfg, const std::string& node) {
 
 // Format, one record a line, fields separated by tabs, "-" for empty, lists
 // joined by ",":
-//   preflight-topo-cache 1            (magic; the key line repeats it)
+//   preflight-topo-cache 2            (magic; the key line repeats it)
 //   key <TopoCacheKey>
 //   source <text>
-//   gpu <index> <busid> <osdev> <numa> <package> <path>
+//   gpu <index> <busid> <osdev> <numa> <package> <path> <vendor>
 //   nic <name> <kind> <busid> <numa> <package> <path> <netdevs> <netdevs_up>
 //   port <nic> <num> <state> <link_layer> <rate> <gid_index>
 namespace {
@@ -340,7 +494,7 @@ std::string SerializeTopology(const Topology& topo, const std::string& key) {
   std::string o = std::string(kCacheMagic) + "\nkey\t" + key + "\nsource\t" + F(topo.source) + "\n";
   for (const auto& g : topo.gpus)
     o += "gpu\t" + std::to_string(g.index) + "\t" + F(g.busid) + "\t" + F(g.osdev) + "\t" + std::to_string(g.numa) +
-         "\t" + std::to_string(g.package) + "\t" + L(g.path) + "\n";
+         "\t" + std::to_string(g.package) + "\t" + L(g.path) + "\t" + F(g.vendor) + "\n";
   for (const auto& n : topo.nics) {
     o += "nic\t" + n.name + "\t" + n.kind + "\t" + F(n.busid) + "\t" + std::to_string(n.numa) + "\t" +
          std::to_string(n.package) + "\t" + L(n.path) + "\t" + L(n.netdevs) + "\t" + L(n.netdevs_up) + "\n";
@@ -386,10 +540,11 @@ Expected<Topology> ParseTopologyCache(const std::string& text, const std::string
       topo.source = U(f[1]);
     } else if (f[0] == "gpu") {
       TopoGpu g;
-      if (f.size() != 7 || !ToInt(f[1], &g.index) || !ToInt(f[4], &g.numa) || !ToInt(f[5], &g.package)) return bad("gpu");
+      if (f.size() != 8 || !ToInt(f[1], &g.index) || !ToInt(f[4], &g.numa) || !ToInt(f[5], &g.package)) return bad("gpu");
       g.busid = U(f[2]);
       g.osdev = U(f[3]);
       g.path = SplitList(f[6]);
+      g.vendor = U(f[7]);
       topo.gpus.push_back(std::move(g));
     } else if (f[0] == "nic") {
       TopoNic n;
@@ -427,6 +582,7 @@ Expected<Topology> LoadTopologyCached(const Config& cfg, const std::string& node
   if (auto text = ReadWholeFile(path)) {
     auto t = ParseTopologyCache(*text, key, path);
     if (t) {
+      t->state_from = "sysfs:" + fs.root();
       if (from_cache) *from_cache = true;
       if (!opts.refresh_sysfs) return t;
       RefreshSysfsState(*t, fs);
@@ -456,6 +612,39 @@ EnvPolicy PolicyFromConfig(const Config& cfg) {
   struct stat st;
   p.nccl_topo_file_exists = !p.nccl_topo_file.empty() && ::stat(p.nccl_topo_file.c_str(), &st) == 0;
   return p;
+}
+
+std::string JobGpusPath(const Config& cfg, const std::string& job, const std::string& node) {
+  return cfg.state_dir + "/jobs/" + job + "/" + (node.empty() ? std::string("localhost") : node) + ".gpus";
+}
+
+namespace {
+constexpr const char* kJobGpusPrefix = "SLURM_JOB_GPUS=";
+}  // namespace
+
+Status WriteJobGpusRecord(const Config& cfg, const std::string& job, const std::string& node,
+                          const std::string& slurm_job_gpus) {
+  if (!slurm_job_gpus.empty()) {
+    auto ids = ParseIdList(slurm_job_gpus);
+    if (!ids) return ids.status().Context("SLURM_JOB_GPUS='" + slurm_job_gpus + "'");
+  }
+  std::string path = JobGpusPath(cfg, job, node);
+  Status s = MakeDirs(path.substr(0, path.rfind('/')), 0755);
+  if (!s.ok()) return s;
+  return WriteFileAtomic(path, std::string(kJobGpusPrefix) + slurm_job_gpus + "\n", 0644);
+}
+
+Expected<std::vector<int>> ReadJobGpusRecord(const Config& cfg, const std::string& job, const std::string& node) {
+  std::string path = JobGpusPath(cfg, job, node);
+  auto text = ReadWholeFile(path);
+  if (!text) return text.status();
+  std::string line = text->substr(0, text->find('\n'));
+  if (line.rfind(kJobGpusPrefix, 0) != 0) return Status::InvalidArgument(path + ": not a job GPU record");
+  std::string list = line.substr(std::strlen(kJobGpusPrefix));
+  if (list.empty()) return std::vector<int>{};
+  auto ids = ParseIdList(list);
+  if (!ids) return ids.status().Context(path);
+  return *ids;
 }
 
 }  // namespace preflight

@@ -36,6 +36,8 @@ class PairingCheck : public ::testing::Test {
     dir_ = tmpl;
     cfg_.state_dir = dir_;
     cfg_.topology_xml = kAc922;
+    // The AC922's HCAs are NODE/SYS to every GPU: the site names the rails.
+    cfg_.topo_rails = {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"};
     job_.node = "n1";
   }
   void TearDown() override { ASSERT_EQ(system(("rm -rf " + dir_).c_str()), 0); }
@@ -59,6 +61,7 @@ TEST_F(PairingCheck, MatchingPlacementPasses) {
   FsRoot fs(dir_);
   auto topo = LoadTopologyHwloc(kAc922, fs);
   ASSERT_TRUE(topo.ok()) << topo.status().message();
+  ASSERT_TRUE(ClassifyRails(*topo, cfg_.topo_rails).ok());
   cfg_.topo_expect = ExpectedPairingText(PlacementPairing(*topo));
   EXPECT_EQ(cfg_.topo_expect, "0:mlx5_0,1:mlx5_1,2:mlx5_2,3:mlx5_3");
   auto r = Run();
@@ -76,6 +79,23 @@ TEST_F(PairingCheck, MovedCardIsAFindingNamingGpuAndNics) {
   EXPECT_NE(r[1].message.find("closest NIC is mlx5_1"), std::string::npos) << r[1].message;
   EXPECT_EQ(r[2].verdict, Verdict::kFail);
   EXPECT_NE(r[2].message.find("GPU9 not in the topology"), std::string::npos);
+}
+
+TEST_F(PairingCheck, RailsDecideWhatIsPinned) {
+  // A rail name the node lacks fails the check with the site's error.
+  cfg_.topo_expect = "0:mlx5_0";
+  cfg_.topo_rails = {"mlx5_0", "mlx5_7"};
+  auto r = Run();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].verdict, Verdict::kFail);
+  EXPECT_NE(r[0].message.find("topo_rails names NIC 'mlx5_7'"), std::string::npos) << r[0].message;
+  // Two rails only: GPU1 (NUMA 0) now shares mlx5_0; the storage NICs are
+  // never its placement.
+  cfg_.topo_rails = {"mlx5_0", "mlx5_2"};
+  cfg_.topo_expect = "0:mlx5_0,1:mlx5_0,2:mlx5_2,3:mlx5_2";
+  r = Run();
+  ASSERT_EQ(r.size(), 4u);
+  for (const auto& c : r) EXPECT_EQ(c.verdict, Verdict::kPass) << c.message;
 }
 
 }  // namespace

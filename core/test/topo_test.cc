@@ -26,6 +26,9 @@ const std::string kFix = PREFLIGHT_TOPO_FIXTURES;
 const std::string kDell = kFix + "/hwloc-dell-xe8640-4xh100-cx7-cx6.xml";
 const std::string kP4d = kFix + "/hwloc-aws-p4d-24xlarge-8xa100-4xefa.xml";
 const std::string kLassen = kFix + "/hwloc-ibm-ac922-lassen-4xv100-cx5.xml";
+const std::string kNoPorts = kFix + "/hwloc-24em64t-2n6c2t-pci-mlx4-noports.xml";
+const std::string kCorona = kFix + "/hwloc-llnl-corona-8xmi50-cx6.xml";
+const std::string kTuolumne = kFix + "/hwloc-llnl-tuolumne-4xmi300a-slingshot.xml";
 
 // Fixture roots for one test run, removed when the test binary exits.
 std::string TempDir() {
@@ -167,9 +170,93 @@ TEST(TopoGolden, DellAllPortsUpPairsBySwitch) {
   EXPECT_EQ(Env(e0, "NCCL_SOCKET_IFNAME"), "=hsi0");  // ibs2f1 is down
   EXPECT_EQ(Why(e0, "NCCL_IB_GID_INDEX"), "InfiniBand link layer needs no GID index");
   EXPECT_EQ(Why(e0, "NCCL_NET_GDR_LEVEL"), "distance PIX: NCCL's default already uses GPUDirect RDMA");
-  // Different GPUs, different HCAs: what the system test checks through Slurm.
+  // Jobs holding different GPUs get different HCAs (one task each).
   EXPECT_EQ(Env(ComputeEnv(t, p, {1}, EnvPolicy()), "NCCL_IB_HCA"), "=mlx5_2:1");
   EXPECT_EQ(Env(ComputeEnv(t, p, {2, 3}, EnvPolicy()), "NCCL_IB_HCA"), "=mlx5_3:1");
+}
+
+// One NIC set per job and node: tasks holding different GPUs of one job on
+// the Dell get identical NCCL_* values (the union's NICs); only
+// UCX_NET_DEVICES follows the task's own GPU.
+TEST(TopoGolden, DellTasksOfOneJobGetOneNcclSet) {
+  std::string root = TempDir();
+  for (const char* dev : {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"}) PutPort(root, dev, 1, "4: ACTIVE", "InfiniBand");
+  for (const char* nd : {"hsi0", "ibs2f1", "ibp94s0", "ibp218s0"}) Put(root, std::string("/sys/class/net/") + nd + "/operstate", "up");
+  Topology t = Load(kDell, root);
+  auto p = PairGpus(t);
+  EnvPlan a = ComputeEnv(t, p, {0, 1}, {0}, EnvPolicy());
+  EnvPlan b = ComputeEnv(t, p, {0, 1}, {1}, EnvPolicy());
+  EXPECT_EQ(Env(a, "NCCL_IB_HCA"), "=mlx5_0:1,mlx5_1:1,mlx5_2:1");
+  for (const char* v : {"NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "NCCL_NET_GDR_LEVEL", "NCCL_IB_GID_INDEX"}) {
+    EXPECT_EQ(Env(a, v), Env(b, v)) << v;
+    EXPECT_EQ(Why(a, v), Why(b, v)) << v;
+  }
+  EXPECT_EQ(Env(a, "NCCL_SOCKET_IFNAME"), "=hsi0,ibs2f1,ibp94s0");
+  EXPECT_EQ(Env(a, "UCX_NET_DEVICES"), "mlx5_0:1,mlx5_1:1");
+  EXPECT_EQ(Env(b, "UCX_NET_DEVICES"), "mlx5_2:1");
+  EXPECT_EQ(a.node_gpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(b.gpus, std::vector<int>{1});
+  // The GDR level follows the worst pair of the union: a task whose own
+  // GPU is PIX to its NIC still gets the node's answer.
+  EnvPlan c = ComputeEnv(t, p, {2, 3}, {3}, EnvPolicy());
+  EnvPlan d = ComputeEnv(t, p, {2, 3}, {2}, EnvPolicy());
+  EXPECT_EQ(Why(c, "NCCL_NET_GDR_LEVEL"), Why(d, "NCCL_NET_GDR_LEVEL"));
+  EXPECT_EQ(Why(c, "NCCL_NET_GDR_LEVEL"), "distance SYS: GPUDirect RDMA would cross the CPU; NCCL's default");
+  // The whole node: every rail, for every task.
+  EnvPlan all0 = ComputeEnv(t, p, {0, 1, 2, 3}, {0}, EnvPolicy());
+  EnvPlan all3 = ComputeEnv(t, p, {0, 1, 2, 3}, {3}, EnvPolicy());
+  EXPECT_EQ(Env(all0, "NCCL_IB_HCA"), "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1");
+  EXPECT_EQ(Env(all3, "NCCL_IB_HCA"), Env(all0, "NCCL_IB_HCA"));
+  EXPECT_EQ(Env(all3, "UCX_NET_DEVICES"), "mlx5_3:1");
+  // A task's GPUs always count as the job's, even if the node set missed them.
+  EXPECT_EQ(ComputeEnv(t, p, {0}, {1}, EnvPolicy()).node_gpus, (std::vector<int>{0, 1}));
+  // A GPU-less task of a GPU job gets nothing.
+  EXPECT_TRUE(ComputeEnv(t, p, {0, 1}, {}, EnvPolicy()).vars.empty());
+}
+
+TEST(TopoJobGpus, SourcesInOrderOfTrust) {
+  using V = std::vector<int>;
+  NodeGpuInputs in;
+  in.job_gpus = "0,1";   // the batch node's, propagated by srun
+  in.step_gpus = "2,3";  // this step on this node
+  NodeGpuSet s = JobGpusOnNode(in, {3});
+  EXPECT_EQ(s.gpus, (V{2, 3}));
+  EXPECT_EQ(s.source, "SLURM_STEP_GPUS");
+  in.batch_step = true;
+  s = JobGpusOnNode(in, {1});
+  EXPECT_EQ(s.gpus, (V{0, 1}));
+  EXPECT_EQ(s.source, "SLURM_JOB_GPUS");
+  in.have_prolog = true;
+  in.prolog_gpus = {0, 1, 2, 3};
+  s = JobGpusOnNode(in, {1});
+  EXPECT_EQ(s.gpus, (V{0, 1, 2, 3}));
+  EXPECT_EQ(s.source, "prolog");
+  // Nothing known: the task's own (and the record says so).
+  NodeGpuInputs none;
+  none.step_gpus = "x";  // malformed: skipped
+  s = JobGpusOnNode(none, {3, 1});
+  EXPECT_EQ(s.gpus, (V{1, 3}));
+  EXPECT_EQ(s.source, "task");
+}
+
+TEST(TopoJobGpus, PrologRecordRoundTrip) {
+  Config cfg;
+  cfg.state_dir = TempDir();
+  EXPECT_EQ(ReadJobGpusRecord(cfg, "7", "n1").status().code(), Status::Code::kNotFound);
+  ASSERT_TRUE(WriteJobGpusRecord(cfg, "7", "n1", "0-2,5").ok());
+  EXPECT_EQ(*ReadWholeFile(cfg.state_dir + "/jobs/7/n1.gpus"), "SLURM_JOB_GPUS=0-2,5\n");
+  EXPECT_EQ(*ReadJobGpusRecord(cfg, "7", "n1"), (std::vector<int>{0, 1, 2, 5}));
+  ASSERT_TRUE(WriteJobGpusRecord(cfg, "8", "n1", "").ok());  // a job without GPUs here
+  EXPECT_TRUE(ReadJobGpusRecord(cfg, "8", "n1")->empty());
+  Status bad = WriteJobGpusRecord(cfg, "9", "n1", "0,x");
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("SLURM_JOB_GPUS='0,x'"), std::string::npos) << bad.message();
+  EXPECT_EQ(ReadJobGpusRecord(cfg, "9", "n1").status().code(), Status::Code::kNotFound);  // nothing written
+  ASSERT_TRUE(MakeDirs(cfg.state_dir + "/jobs/9").ok());
+  ASSERT_TRUE(WriteFileAtomic(cfg.state_dir + "/jobs/9/n1.gpus", "garbage\n").ok());
+  auto g = ReadJobGpusRecord(cfg, "9", "n1");
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("jobs/9/n1.gpus: not a job GPU record"), std::string::npos);
 }
 
 // ---- Golden: AWS p4d.24xlarge, 8x A100, 4x EFA, no switches --------------
@@ -218,14 +305,132 @@ TEST(TopoGolden, LassenFallsBackToNumaAndBalances) {
   EXPECT_EQ(Why(e, "NCCL_NET_GDR_LEVEL"), "distance NODE: GPUDirect RDMA would cross the CPU; NCCL's default");
 }
 
+// ---- Golden: hwloc's 24em64t-2n6c2t-pci, a NIC without port records ------
+// Two X58 host bridges; 3 Tesla M2070 (10de:06d2), one on the host bridge
+// of the ConnectX mlx4_0 (05:00.0), whose OpenFabrics OS device carries no
+// Port<N>State attribute. Unknown state counts as usable (topo.h), so GPU0
+// pairs PHB and NCCL_IB_HCA names the device whole ("=mlx4_0": all ports).
+// Before, every GPU got "no usable RDMA NIC".
+TEST(TopoGolden, NicWithoutPortRecordsCountsAsUsable) {
+  auto t = LoadTopologyXmlOnly(kNoPorts);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->nics.size(), 1u);
+  EXPECT_EQ(t->nics[0].name, "mlx4_0");
+  EXPECT_TRUE(t->nics[0].ports.empty());
+  EXPECT_STREQ(t->nics[0].state(), "unknown");
+  EXPECT_TRUE(t->nics[0].usable());
+  ASSERT_EQ(t->gpus.size(), 3u);  // the ATI ES1000 BMC VGA (1002:515e) is not a GPU
+  auto p = PairGpus(*t);
+  EXPECT_EQ(Nics(p, 0), "mlx4_0");
+  EXPECT_EQ(Pair(p, 0).cls, PathClass::kPHB);
+  EnvPlan e = ComputeEnv(*t, p, {0}, EnvPolicy());
+  EXPECT_EQ(Env(e, "NCCL_IB_HCA"), "=mlx4_0");
+  EXPECT_EQ(Env(e, "NCCL_NET_GDR_LEVEL"), "PHB");
+  EXPECT_EQ(Why(e, "UCX_NET_DEVICES"), "port numbers of the task's NICs unknown");
+  EXPECT_EQ(Why(e, "NCCL_IB_GID_INDEX"), "link layer unknown (mlx4_0 has no port records)");
+  EXPECT_EQ(Why(e, "NCCL_SOCKET_IFNAME"), "netdev operstate unknown (the XML does not record it)");
+  // The cache keeps "no port records" as such.
+  auto back = ParseTopologyCache(SerializeTopology(*t, "k"), "k", "cache");
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(back->nics[0].usable());
+  EXPECT_STREQ(back->nics[0].state(), "unknown");
+}
+
+// ---- Golden: LLNL Corona, 8x AMD MI50 (rsmi), one ConnectX-6 ---------------
+// hwloc 1.x XML. The MI50s are PCI class 0380 (display controller), vendor
+// 1002, numbered by ROCm SMI (rsmiN, not PCI order); the ASPEED BMC VGA
+// (1a03, class 0300) is not a GPU. mlx5_0 (c4:00.0, netdev hsi0: LLNL's
+// IPoIB name, not Slingshot) shares host bridge [c0-c8] with rsmi5.
+TEST(TopoGolden, CoronaAmdGpusPairWithTheHca) {
+  auto t = LoadTopologyXmlOnly(kCorona);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->gpus.size(), 8u);
+  for (const auto& g : t->gpus) EXPECT_EQ(g.vendor, "amd") << g.busid;
+  EXPECT_EQ(t->gpus[0].osdev, "rsmi0");
+  EXPECT_EQ(t->gpus[0].busid, "0000:63:00.0");  // rsmi order, not PCI order
+  EXPECT_EQ(t->gpus[5].busid, "0000:c3:00.0");
+  ASSERT_EQ(t->nics.size(), 1u);
+  EXPECT_EQ(t->nics[0].kind, "ib");
+  ASSERT_TRUE(ClassifyRails(*t, {}).ok());
+  EXPECT_EQ(t->nics[0].role_why, "PHB to GPU5");
+  auto p = PairGpus(*t);
+  EXPECT_EQ(Pair(p, 5).cls, PathClass::kPHB);
+  EnvPlan e5 = ComputeEnv(*t, p, {4, 5}, {5}, EnvPolicy());
+  EXPECT_EQ(Env(e5, "NCCL_IB_HCA"), "=mlx5_0:1");  // RCCL reads the same variables
+  EXPECT_EQ(Env(e5, "FI_PROVIDER"), "<unset>");
+  // GPU5 alone is PHB: GDR level PHB; with GPU4 (NODE) the node's worst is NODE.
+  EXPECT_EQ(Env(ComputeEnv(*t, p, {5}, EnvPolicy()), "NCCL_NET_GDR_LEVEL"), "PHB");
+  EXPECT_EQ(Env(e5, "NCCL_NET_GDR_LEVEL"), "<unset>");
+}
+
+// ---- Golden: LLNL Tuolumne (El Capitan class), 4x MI300A, 4x Slingshot ---
+// Each MI300A (class 1200, 1002:74a0, rsmiN) shares a host bridge with one
+// Cassini NIC (17db:0501) that hwloc shows only as network device hsiN
+// (subtype Slingshot), no OpenFabrics device: NCCL_IB_HCA is left unset with
+// the reason, FI_PROVIDER=cxi for the OFI plugin.
+TEST(TopoGolden, TuolumneSlingshotSetsFiProviderNotIbHca) {
+  auto t = LoadTopologyXmlOnly(kTuolumne);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->gpus.size(), 4u);
+  EXPECT_EQ(t->gpus[2].vendor, "amd");
+  EXPECT_EQ(t->gpus[2].osdev, "rsmi2");
+  ASSERT_EQ(t->nics.size(), 4u);
+  EXPECT_EQ(t->nics[0].name, "hsi0");
+  EXPECT_EQ(t->nics[0].kind, "cxi");
+  EXPECT_EQ(t->nics[0].busid, "0000:01:00.0");
+  ASSERT_TRUE(ClassifyRails(*t, {}).ok());
+  auto p = PairGpus(*t);
+  for (int g = 0; g < 4; ++g) {
+    EXPECT_EQ(Nics(p, g), "hsi" + std::to_string(g)) << g;
+    EXPECT_EQ(Pair(p, g).cls, PathClass::kPHB) << g;
+  }
+  EnvPlan a = ComputeEnv(*t, p, {0, 1, 2, 3}, {0}, EnvPolicy());
+  EnvPlan b = ComputeEnv(*t, p, {0, 1, 2, 3}, {3}, EnvPolicy());
+  EXPECT_EQ(Env(a, "FI_PROVIDER"), "cxi");
+  EXPECT_EQ(Env(a, "NCCL_IB_HCA"), "<unset>");
+  EXPECT_EQ(Why(a, "NCCL_IB_HCA"),
+            "Slingshot (cxi): NCCL reaches it through libfabric (aws-ofi-nccl), not verbs; see FI_PROVIDER");
+  EXPECT_EQ(Why(a, "UCX_NET_DEVICES"), "Slingshot (cxi): UCX has no cxi transport; left to UCX");
+  EXPECT_EQ(Env(a, "NCCL_NET_GDR_LEVEL"), "PHB");
+  for (const auto& v : a.vars) EXPECT_EQ(Env(b, v.name), v.value) << v.name;
+  // With the netdevs up (a node's sysfs), bootstrap goes over them.
+  for (auto& n : t->nics) n.netdevs_up = n.netdevs;
+  EXPECT_EQ(Env(ComputeEnv(*t, p, {0, 1, 2, 3}, {1}, EnvPolicy()), "NCCL_SOCKET_IFNAME"), "=hsi0,hsi1,hsi2,hsi3");
+}
+
+// Foreign XML: LoadTopologyXmlOnly reads nothing beyond the file, where
+// LoadTopologyHwloc takes port state and GPU minors from its FsRoot.
+TEST(TopoLoad, XmlOnlyReadsNothingFromTheMachine) {
+  std::string root = TempDir();
+  for (const char* dev : {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"}) PutPort(root, dev, 1, "1: DOWN", "InfiniBand");
+  // Device minors in reverse PCI order.
+  const char* bus[] = {"0000:4e:00.0", "0000:5f:00.0", "0000:cb:00.0", "0000:db:00.0"};
+  for (int i = 0; i < 4; ++i)
+    Put(root, std::string("/proc/driver/nvidia/gpus/") + bus[i] + "/information", "Device Minor: " + std::to_string(3 - i));
+  Topology local = Load(kDell, root);
+  EXPECT_EQ(local.state_from, "sysfs:" + root);
+  EXPECT_EQ(local.nics[0].ports[0].state, "DOWN");
+  EXPECT_EQ(local.gpus[0].busid, "0000:db:00.0");  // minor 0
+  auto foreign = LoadTopologyXmlOnly(kDell);
+  ASSERT_TRUE(foreign.ok());
+  EXPECT_EQ(foreign->state_from, "xml");
+  EXPECT_EQ(foreign->nics[0].ports[0].state, "ACTIVE");  // as hwloc recorded it
+  EXPECT_EQ(foreign->gpus[0].busid, "0000:4e:00.0");     // NVML order
+  EXPECT_TRUE(foreign->nics[0].netdevs_up.empty());
+  EXPECT_FALSE(LoadTopologyXmlOnly("").ok());
+}
+
 // The whole JSON for each machine against tests/fixtures/topology/golden.
 TEST(TopoGolden, JsonMatchesGoldenFiles) {
   bool regen = std::getenv("PREFLIGHT_REGENERATE_GOLDEN") != nullptr;
-  for (const std::string& xml : {kDell, kP4d, kLassen}) {
-    Topology t = Load(xml, TempDir());
+  for (const std::string& xml : {kDell, kP4d, kLassen, kNoPorts, kCorona, kTuolumne}) {
+    auto loaded = LoadTopologyXmlOnly(xml);  // the XML alone: no fixture path in the golden
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    Topology t = *loaded;
     std::string base = xml.substr(xml.rfind('/') + 1);
     base = base.substr(0, base.size() - 4);
     t.source = "xml:" + base + ".xml";  // normalised: no absolute path
+    ASSERT_TRUE(ClassifyRails(t, {}).ok());  // as preflight topo does, without topo_rails
     auto p = PairGpus(t);
     std::vector<int> all;
     for (const auto& g : t.gpus) all.push_back(g.index);
@@ -259,6 +464,52 @@ TEST(TopoLoad, BadInputsNameTheFile) {
   auto probe = LoadTopologyHwloc("", fixture);
   ASSERT_FALSE(probe.ok());
   EXPECT_EQ(probe.status().code(), Status::Code::kUnavailable);
+}
+
+// Each load error names the file and its cause, on real files where one
+// exists (tests/fixtures/topology/README.md): an NCCL topology file, hwloc
+// master's 3.0 export of 24em64t-2n6c2t-pci, hwloc's 32em64t-2n8c2t-pci-noio
+// (exported without I/O); empty and truncated files made here from them.
+TEST(TopoLoad, ErrorsSayWhatIsWrongWithTheFile) {
+  FsRoot real("/");
+  auto msg = [&](const std::string& xml) {
+    auto t = LoadTopologyHwloc(xml, real);
+    EXPECT_FALSE(t.ok()) << xml;
+    return t.ok() ? std::string() : t.status().message();
+  };
+  std::string nccl = kFix + "/nccl-topo-azure-ndv4-8xa100.xml";
+  EXPECT_EQ(msg(nccl), nccl + ": an NCCL topology file, not hwloc XML: export with `lstopo --of xml`");
+  std::string v3 = kFix + "/hwloc-v3.0-24em64t-2n6c2t-pci.xml";
+  std::string have = HwlocRuntimeVersion();
+  ASSERT_EQ(have[0], '2') << have;  // this test expects an hwloc 2.x runtime
+  std::string mm = have.substr(0, have.find('.', 2));
+  EXPECT_EQ(msg(v3), v3 + ": hwloc XML version 3.0 needs hwloc >= 3 (this is " + mm +
+                         "): export it with an hwloc 2.x lstopo (`lstopo --of xml`)");
+  std::string noio = kFix + "/hwloc-32em64t-2n8c2t-pci-noio.xml";
+  EXPECT_EQ(msg(noio), noio + ": no PCI objects: exported without I/O (`lstopo --whole-io --of xml`)");
+  std::string d = TempDir();
+  std::ofstream(d + "/empty.xml").close();
+  EXPECT_EQ(msg(d + "/empty.xml"), d + "/empty.xml: empty file");
+  // The Dell file cut after its line 300.
+  std::ifstream in(kDell);
+  std::ofstream out(d + "/cut.xml");
+  std::string line;
+  for (int i = 0; i < 300 && std::getline(in, line); ++i) out << line << "\n";
+  out.close();
+  EXPECT_EQ(msg(d + "/cut.xml"), d + "/cut.xml: truncated at line 300: no closing </topology>");
+
+  // The diagnosis alone, with a given runtime version.
+  EXPECT_EQ(DiagnoseTopologyXml("f", "<?xml version=\"1.0\"?>\n<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">\n<topology version=\"3.0\">\n", "2.9.0")
+                .message(),
+            "f: hwloc XML version 3.0 needs hwloc >= 3 (this is 2.9): export it with an hwloc 2.x lstopo (`lstopo --of xml`)");
+  EXPECT_TRUE(DiagnoseTopologyXml("f", "<topology version=\"3.0\"></topology>", "3.0.1").ok());
+  EXPECT_TRUE(DiagnoseTopologyXml("f", "<topology version=\"2.0\">\n</topology>\n", "2.9.0").ok());
+  EXPECT_EQ(DiagnoseTopologyXml("f", " \n\t", "2.9.0").message(), "f: empty file");
+  EXPECT_EQ(DiagnoseTopologyXml("f", "<topology version=\"2.0\">\n<object\n", "2.9.0").message(),
+            "f: truncated at line 2: no closing </topology>");
+  EXPECT_EQ(DiagnoseTopologyXml("f", "<html><body/></html>", "2.9.0").message(),
+            "f: not hwloc XML (root element <html>): export with `lstopo --of xml`");
+  EXPECT_EQ(DiagnoseTopologyXml("f", "# a README\n", "2.9.0").message(), "f: not XML (no root element)");
 }
 
 TEST(TopoCache, RoundTripStaleAndMalformed) {
@@ -304,7 +555,7 @@ TEST(TopoCache, FirstUseWritesThenHits) {
   ASSERT_TRUE(c.ok());
   EXPECT_FALSE(hit);
   // A corrupt cache is rebuilt, not trusted.
-  ASSERT_TRUE(WriteFileAtomic(d + "/state/nodes/n1.topo", "preflight-topo-cache 1\nkey\tx\ty\n").ok());
+  ASSERT_TRUE(WriteFileAtomic(d + "/state/nodes/n1.topo", "preflight-topo-cache 2\nkey\tx\ty\n").ok());
   auto e = LoadTopologyCached(cfg, "n1", TopoLoadOptions(), &hit);
   ASSERT_TRUE(e.ok());
   EXPECT_FALSE(hit);
@@ -420,6 +671,7 @@ TEST(TopoSynthetic, TwoGpusTwoNicsOnOneSwitchDoNotShare) {
   Topology t;
   t.gpus = {Gpu(0, {"hb:a", "sw1"}, 0), Gpu(1, {"hb:a", "sw1"}, 0)};
   t.nics = {Nic("mlx5_0", {"hb:a", "sw1"}, 0), Nic("mlx5_1", {"hb:a", "sw1"}, 0), Nic("mlx5_2", {"hb:b"}, 1, 1)};
+  ASSERT_TRUE(ClassifyRails(t, {}).ok());  // mlx5_2: SYS to both GPUs, a storage NIC
   auto p = PairGpus(t);
   EXPECT_EQ(Nics(p, 0), "mlx5_0");
   EXPECT_EQ(Nics(p, 1), "mlx5_1");
@@ -490,6 +742,7 @@ TEST(TopoSynthetic, ExactHcaNamesMlx5_1IsNotMlx5_10) {
   Topology t;
   t.gpus = {Gpu(0, {"hb:a", "s"}, 0)};
   t.nics = {Nic("mlx5_10", {"hb:q"}, 1, 1), Nic("mlx5_1", {"hb:a", "s"}, 0)};
+  ASSERT_TRUE(ClassifyRails(t, {}).ok());  // mlx5_10 is not a rail here
   auto p = PairGpus(t);
   EXPECT_EQ(Env(ComputeEnv(t, p, {0}, EnvPolicy()), "NCCL_IB_HCA"), "=mlx5_1:1");
   EXPECT_TRUE(NaturalLess("mlx5_2", "mlx5_10"));
@@ -552,6 +805,80 @@ TEST(TopoTaskGpus, FromSlurmVariables) {
   ASSERT_FALSE(uuid.ok());
   EXPECT_NE(uuid.status().message().find("CUDA_VISIBLE_DEVICES"), std::string::npos);
   EXPECT_FALSE(TaskGpus("2,3,4", "", "7").ok());
+  // AMD: ROCR_VISIBLE_DEVICES narrows the same way and is named in errors.
+  EXPECT_EQ(*TaskGpus("2,3", "", "1", "ROCR_VISIBLE_DEVICES"), (V{3}));
+  auto rocr = TaskGpus("", "", "x", "ROCR_VISIBLE_DEVICES");
+  ASSERT_FALSE(rocr.ok());
+  EXPECT_NE(rocr.status().message().find("ROCR_VISIBLE_DEVICES='x'"), std::string::npos);
+}
+
+// ---- Rails ----------------------------------------------------------------
+// From the PCIe tree: a rail is PIX/PXB/PHB to some GPU; NODE/SYS to every
+// GPU is storage/front-end. The AC922 shows why the site key exists.
+TEST(TopoRails, FromThePcieTreeOnRealMachines) {
+  Topology dell = Load(kDell, TempDir());
+  ASSERT_TRUE(ClassifyRails(dell, {}).ok());
+  for (const auto& n : dell.nics) EXPECT_EQ(n.role, NicRole::kRail) << n.name;
+  EXPECT_EQ(dell.nics[0].role_why, "PIX to GPU0");
+  EXPECT_EQ(dell.nics[3].role_why, "PIX to GPU3");
+  EXPECT_STREQ(dell.nics[2].role_name(), "down");  // recorded DOWN: a rail, but not usable
+  Topology p4d = Load(kP4d, TempDir());
+  ASSERT_TRUE(ClassifyRails(p4d, {}).ok());
+  for (const auto& n : p4d.nics) EXPECT_EQ(n.role_why.substr(0, 3), "PHB") << n.name;
+  // AC922: every HCA is NODE/SYS to every GPU, so none is a rail and no
+  // NCCL_IB_HCA is set; the reason says to name them.
+  Topology lassen = Load(kLassen, TempDir());
+  ASSERT_TRUE(ClassifyRails(lassen, {}).ok());
+  for (const auto& n : lassen.nics) {
+    EXPECT_EQ(n.role, NicRole::kStorage) << n.name;
+    EXPECT_EQ(n.role_why, "NODE/SYS to every GPU");
+  }
+  EnvPlan none = ComputeEnv(lassen, PairGpus(lassen), {1}, EnvPolicy());
+  EXPECT_EQ(Why(none, "NCCL_IB_HCA"),
+            "no compute rail: mlx5_0,mlx5_1,mlx5_2,mlx5_3 are storage/front-end NICs (NODE/SYS to every GPU, or not in "
+            "topo_rails); name the rails in topo_rails");
+  // Named by the site: the NUMA pairing again.
+  ASSERT_TRUE(ClassifyRails(lassen, {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"}).ok());
+  EXPECT_EQ(lassen.nics[0].role_why, "named in topo_rails");
+  EXPECT_EQ(Env(ComputeEnv(lassen, PairGpus(lassen), {1}, EnvPolicy()), "NCCL_IB_HCA"), "=mlx5_1:1");
+  // Only two named: the others are storage and never paired.
+  ASSERT_TRUE(ClassifyRails(lassen, {"mlx5_0", "mlx5_2"}).ok());
+  EXPECT_EQ(lassen.nics[1].role_why, "not in topo_rails");
+  auto p = PairGpus(lassen);
+  EXPECT_EQ(Nics(p, 1), "mlx5_0");
+  EXPECT_EQ(Env(ComputeEnv(lassen, p, {0, 1, 2, 3}, {1}, EnvPolicy()), "NCCL_IB_HCA"), "=mlx5_0:1,mlx5_2:1");
+  // A name the node lacks is refused, naming it and the node's NICs.
+  Status bad = ClassifyRails(lassen, {"mlx5_0", "mlx5_9"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.message(), "topo_rails names NIC 'mlx5_9', which this node does not have (its NICs: mlx5_0, mlx5_1, "
+                           "mlx5_2, mlx5_3)");
+}
+
+TEST(TopoRails, StorageNicNeverInNcclIbHcaAndWholeNodeTakesEveryRail) {
+  Topology t;
+  t.gpus = {Gpu(0, {"hb:a", "sw1"}, 0, 0), Gpu(1, {"hb:b", "sw2"}, 1, 1)};
+  t.nics = {Nic("mlx5_0", {"hb:a", "sw1"}, 0),        // PIX to GPU0
+            Nic("mlx5_1", {"hb:a"}, 0),               // PHB to GPU0: a rail no GPU pairs with
+            Nic("mlx5_2", {"hb:b", "sw2"}, 1, 1),     // PIX to GPU1
+            Nic("mlx5_3", {"hb:c"}, 0, 0)};           // NODE to GPU0, SYS to GPU1: storage
+  ASSERT_TRUE(ClassifyRails(t, {}).ok());
+  EXPECT_EQ(t.nics[1].role, NicRole::kRail);
+  EXPECT_EQ(t.nics[3].role, NicRole::kStorage);
+  auto p = PairGpus(t);
+  EXPECT_EQ(Nics(p, 0), "mlx5_0");
+  EXPECT_EQ(Nics(p, 1), "mlx5_2");
+  // Part of the node: the GPUs' own rails.
+  EXPECT_EQ(Env(ComputeEnv(t, p, {0}, EnvPolicy()), "NCCL_IB_HCA"), "=mlx5_0:1");
+  // The whole node: every rail, also the unpaired mlx5_1; never the storage NIC.
+  EnvPlan all = ComputeEnv(t, p, {0, 1}, {1}, EnvPolicy());
+  EXPECT_EQ(Env(all, "NCCL_IB_HCA"), "=mlx5_0:1,mlx5_1:1,mlx5_2:1");
+  EXPECT_EQ(Env(all, "UCX_NET_DEVICES"), "mlx5_2:1");
+  // With only the storage NIC usable, nothing: NCCL's own choice stands.
+  for (int i : {0, 1, 2}) t.nics[static_cast<size_t>(i)].ports[0].state = "DOWN";
+  EnvPlan down = ComputeEnv(t, PairGpus(t), {0}, EnvPolicy());
+  EXPECT_EQ(Env(down, "NCCL_IB_HCA"), "<unset>");
+  EXPECT_EQ(Why(down, "NCCL_IB_HCA").rfind("no compute rail: mlx5_3 is a storage/front-end NIC", 0), 0u)
+      << Why(down, "NCCL_IB_HCA");
 }
 
 }  // namespace

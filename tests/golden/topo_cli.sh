@@ -13,7 +13,8 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 run() { "$bin" --config /dev/null topo "$@" 2>&1; }
 norm() { sed "s#$fix/##g"; }
 
-for name in hwloc-dell-xe8640-4xh100-cx7-cx6 hwloc-aws-p4d-24xlarge-8xa100-4xefa hwloc-ibm-ac922-lassen-4xv100-cx5; do
+for name in hwloc-dell-xe8640-4xh100-cx7-cx6 hwloc-aws-p4d-24xlarge-8xa100-4xefa hwloc-ibm-ac922-lassen-4xv100-cx5 \
+  hwloc-24em64t-2n6c2t-pci-mlx4-noports hwloc-llnl-corona-8xmi50-cx6 hwloc-llnl-tuolumne-4xmi300a-slingshot; do
   got=$(run --xml "$fix/$name.xml" --gpus 0 | norm)
   want=$fix/golden/$name.topo.txt
   if [ -n "${PREFLIGHT_REGENERATE_GOLDEN:-}" ]; then printf '%s\n' "$got" >"$want"; continue; fi
@@ -21,8 +22,33 @@ for name in hwloc-dell-xe8640-4xh100-cx7-cx6 hwloc-aws-p4d-24xlarge-8xa100-4xefa
 done
 
 # JSON is the same document the unit test checks (whole-node env there).
-out=$(run --xml "$fix/hwloc-ibm-ac922-lassen-4xv100-cx5.xml" --gpus 2,3 --json)
+# The AC922's PCIe tree names no rail (every HCA NODE/SYS to every GPU):
+# without topo_rails nothing is set, with it the NUMA pairing.
+lassen=$fix/hwloc-ibm-ac922-lassen-4xv100-cx5.xml
+out=$(run --xml "$lassen" --gpus 2,3 --json)
+grep -q '"NCCL_IB_HCA": "no compute rail: mlx5_0,mlx5_1,mlx5_2,mlx5_3 are storage/front-end NICs' <<<"$out" ||
+  fail "json env for GPUs 2,3 without topo_rails: $out"
+out=$(run --set topo_rails=mlx5_0,mlx5_1,mlx5_2,mlx5_3 --xml "$lassen" --gpus 2,3 --json)
 grep -q '"NCCL_IB_HCA": "=mlx5_2:1,mlx5_3:1"' <<<"$out" || fail "json env for GPUs 2,3: $out"
+grep -q '"role_why": "named in topo_rails"' <<<"$out" || fail "json role: $out"
+
+# Foreign XML: nothing from this machine, not even the site config's fsroot;
+# --fsroot reads port state under that root instead. The fixture root says
+# every Dell port is DOWN; the XML says mlx5_0 is ACTIVE.
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+for d in mlx5_0 mlx5_1 mlx5_2 mlx5_3; do
+  mkdir -p "$tmp/sys/class/infiniband/$d/ports/1"; echo "1: DOWN" >"$tmp/sys/class/infiniband/$d/ports/1/state"
+done
+dell=$fix/hwloc-dell-xe8640-4xh100-cx7-cx6.xml
+out=$(run --set fsroot="$tmp" --xml "$dell" --gpus 0)
+grep -q '^Port state: from the XML ' <<<"$out" || fail "--xml without --fsroot does not say the state is the XML's: $out"
+grep -q 'set   NCCL_IB_HCA==mlx5_0:1$' <<<"$out" || fail "--xml read the config's fsroot: $out"
+out=$(run --xml "$dell" --fsroot "$tmp" --gpus 0)
+grep -q "^Port state: from $tmp\$" <<<"$out" || fail "--fsroot not named in the header: $out"
+grep -q 'port 1  DOWN' <<<"$out" && grep -q 'not set NCCL_IB_HCA  (no usable RDMA NIC for GPU 0)' <<<"$out" ||
+  fail "--fsroot port states not used: $out"
+out=$(run --xml "$dell" --fsroot "$tmp" --json)
+grep -q "\"state_from\": \"sysfs:$tmp\"" <<<"$out" || fail "json state_from: $out"
 
 # A real probe of this machine (whatever it has) works and says so.
 out=$(run) || fail "topo (probe) exited non-zero: $out"
@@ -39,6 +65,25 @@ expect() {  # CODE PATTERN ARGS...
 expect 2 "no GPU 9" --xml "$fix/hwloc-dell-xe8640-4xh100-cx7-cx6.xml" --gpus 9
 expect 2 "--gpus 'x'" --xml "$fix/hwloc-dell-xe8640-4xh100-cx7-cx6.xml" --gpus x
 expect 1 "/nonexistent.xml" --xml /nonexistent.xml
-expect 1 "hwloc cannot (use|load) XML $fix/README.md" --xml "$fix/README.md"
+expect 1 "$fix/README.md: not XML" --xml "$fix/README.md"
+# Load errors name the file and the cause (real files; see the fixtures README).
+expect 1 "$fix/nccl-topo-azure-ndv4-8xa100.xml: an NCCL topology file, not hwloc XML: export with \`lstopo --of xml\`" \
+  --xml "$fix/nccl-topo-azure-ndv4-8xa100.xml"
+expect 1 "hwloc-v3.0-24em64t-2n6c2t-pci.xml: hwloc XML version 3.0 needs hwloc >= 3 \(this is 2\.[0-9]+\)" \
+  --xml "$fix/hwloc-v3.0-24em64t-2n6c2t-pci.xml"
+expect 1 "hwloc-32em64t-2n8c2t-pci-noio.xml: no PCI objects: exported without I/O \(\`lstopo --whole-io" \
+  --xml "$fix/hwloc-32em64t-2n8c2t-pci-noio.xml"
+: >"$tmp/empty.xml"
+expect 1 "$tmp/empty.xml: empty file" --xml "$tmp/empty.xml"
+head -n 300 "$dell" >"$tmp/cut.xml"
+expect 1 "$tmp/cut.xml: truncated at line 300" --xml "$tmp/cut.xml"
+expect 2 "--gpus '': empty list" --xml "$dell" --gpus ''
+expect 2 "--gpus '0,0': GPU 0 given twice" --xml "$dell" --gpus 0,0
+# Nothing pairs (no GPU, no RDMA NIC): no empty topo_expect line is offered.
+out=$(run --xml "$fix/hwloc-96em64t-4n4d3ca2co-pci-nogpu.xml")
+grep -q '^No placement to pin' <<<"$out" && ! grep -q 'topo_expect = *$' <<<"$out" || fail "empty topo_expect suggested: $out"
+expect 1 "topo_rails names NIC 'mlx5_9', which this node does not have \(its NICs: mlx5_0, mlx5_1, mlx5_2, mlx5_3\)" \
+  --set topo_rails=mlx5_0,mlx5_9 --xml "$lassen"
+expect 1 "topo_rails.*NIC 'mlx5_0' named twice" --set topo_rails=mlx5_0,mlx5_0 --xml "$lassen"
 expect 2 "unexpected argument 'extra'" --xml "$fix/hwloc-dell-xe8640-4xh100-cx7-cx6.xml" extra
 [ $fails = 0 ] && echo "topo_cli: all checks passed" || { echo "topo_cli: $fails failed"; exit 1; }

@@ -48,6 +48,9 @@ struct Config {
   std::string nccl_topo_file;
   // Pinned GPU-NIC placement ("0:mlx5_0,1:mlx5_1"); empty skips the check.
   std::string topo_expect;
+  // NICs that are compute rails (topo.h: ClassifyRails); empty: from the
+  // PCIe tree. Names checked against the node's NICs where used.
+  std::vector<std::string> topo_rails;
 
   // Node-local scratch (NVMe) check; empty scratch_dir skips it.
   std::string scratch_dir;

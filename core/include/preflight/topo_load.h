@@ -23,8 +23,25 @@
 namespace preflight {
 
 // hwloc (XML file when `xml` is non-empty, else probe) plus FsRoot state.
-// Errors name the XML file, or say why probing is refused.
+// Errors name the XML file and the cause (DiagnoseTopologyXml; an XML
+// without any PCI object: "exported without I/O"), or say why probing is
+// refused.
 Expected<Topology> LoadTopologyHwloc(const std::string& xml, const FsRoot& fs);
+// Foreign XML: the file alone, nothing read from this machine (no port
+// state, link layer, netdev operstate or GPU minors from sysfs/procfs).
+// Port states are the ones hwloc recorded; NICs without port records are
+// "unknown" and count as usable. Topology::state_from is "xml".
+Expected<Topology> LoadTopologyXmlOnly(const std::string& xml);
+
+// Why `text` (the contents of the XML file `path`) cannot be an hwloc
+// topology that this hwloc (`hwloc_version`, e.g. "2.9.0") loads, before
+// hwloc is asked (whose only answer is EINVAL). InvalidArgument naming the
+// file and the cause: empty; an NCCL topology file (<system> root); an hwloc
+// XML version newer than this hwloc; another root element; truncated (no
+// closing </topology>: "truncated at line N", the last line). Ok otherwise.
+Status DiagnoseTopologyXml(const std::string& path, const std::string& text, const std::string& hwloc_version);
+// The runtime hwloc's version ("2.9.0"), not the one built against.
+std::string HwlocRuntimeVersion();
 
 // Re-read the volatile part (port state/link layer/rate/GIDs, netdev
 // operstate, GPU minors) from FsRoot into `topo`. Missing files leave what
@@ -53,5 +70,19 @@ Expected<Topology> LoadTopologyCached(const Config& cfg, const std::string& node
                                       bool* from_cache = nullptr);
 
 EnvPolicy PolicyFromConfig(const Config& cfg);
+
+// The job's GPUs on a node, recorded by the root prolog for the plugin
+// (topo.h: JobGpusOnNode): <state_dir>/jobs/<job>/<node>.gpus, one line
+// "SLURM_JOB_GPUS=<list>" (empty list: the job holds no GPU there). The
+// prolog's environment comes from slurmd, not from the user, and the file
+// is root's in a root-owned directory, so slurmstepd can trust it for every
+// step of the job (batch, srun, --gpus-per-task, --gpu-bind alike).
+std::string JobGpusPath(const Config& cfg, const std::string& job, const std::string& node);
+// `slurm_job_gpus` as the prolog got it; InvalidArgument when malformed.
+Status WriteJobGpusRecord(const Config& cfg, const std::string& job, const std::string& node,
+                          const std::string& slurm_job_gpus);
+// NotFound when there is no record (no preflight prolog ran), InvalidArgument
+// naming the file when it is malformed.
+Expected<std::vector<int>> ReadJobGpusRecord(const Config& cfg, const std::string& job, const std::string& node);
 
 }  // namespace preflight
