@@ -13,9 +13,11 @@
 
 #include "preflight/cli.h"
 #include "preflight/log.h"
+#include "preflight/fileutil.h"
 #include "preflight/job.h"
 #include "preflight/options.h"
 #include "preflight/pairing_check.h"
+#include "preflight/rails.h"
 #include "preflight/slurm_conf.h"
 #include "preflight/topo.h"
 #include "preflight/topo_load.h"
@@ -88,7 +90,43 @@ struct TopoCli {
   std::string gpus;
   bool gpus_given = false;  // --gpus '' is refused, not "all"
   bool json = false;
+  bool compare = false;
 } g_topo;
+
+// preflight topo --compare FILE...: rail records (prolog's
+// <state_dir>/nodes/<node>.rails.json, one JSON line each, gathered from the
+// nodes) compared; the odd node named. Exit 1 when they differ.
+int TopoCompare(const std::vector<std::string>& files) {
+  if (files.empty()) {
+    Log(LogLevel::kError, "topo", "--compare", "give the nodes' rails records (STATE_DIR/nodes/NODE.rails.json)");
+    return 2;
+  }
+  std::vector<NodeRails> nodes;
+  for (const auto& f : files) {
+    auto text = ReadWholeFile(f);
+    if (!text) {
+      Log(LogLevel::kError, "topo", f, text.status().message());
+      return 2;
+    }
+    size_t b = 0;
+    while (b < text->size()) {
+      size_t e = text->find('\n', b);
+      if (e == std::string::npos) e = text->size();
+      std::string line = text->substr(b, e - b);
+      b = e + 1;
+      if (line.empty()) continue;
+      auto n = ParseRailsJson(line);
+      if (!n) {
+        Log(LogLevel::kError, "topo", f, n.status().message());
+        return 2;
+      }
+      nodes.push_back(*n);
+    }
+  }
+  RailsComparison c = CompareRails(nodes);
+  std::fputs(c.text.c_str(), stdout);
+  return c.consistent ? 0 : 1;
+}
 
 // preflight topo: the GPU-NIC table and the environment a task would get.
 // Always loads hwloc afresh (never the cache): this is what an admin runs to
@@ -96,6 +134,7 @@ struct TopoCli {
 // on an admin host with NICs of its own) nothing is read from this machine
 // unless --fsroot names a root to read port and netdev state from.
 int TopoCmd(const std::vector<std::string>& args, const CommonCli& cli) {
+  if (g_topo.compare) return TopoCompare(args);
   if (!args.empty()) {
     Log(LogLevel::kError, "topo", "unexpected argument '" + args[0] + "'", "see preflight --help");
     return 2;
@@ -259,7 +298,8 @@ struct Command {
 const Command kCommands[] = {
     {"config", "config check|show|keys [NODE]   validate, print or list the site config", ConfigCmd},
     {"options", "options                         the job options the SPANK plugin adds", OptionsCmd},
-    {"topo", "topo [--xml F [--fsroot D]] [--gpus L] [--json]  GPU-NIC table and a task's env", TopoCmd},
+    {"topo", "topo [--xml F [--fsroot D]] [--gpus L] [--json]  GPU-NIC table and a task's env;\n"
+             "  topo --compare FILE...          compare nodes' rails records, name the odd node", TopoCmd},
     {"cache", "cache ls|gc|rm KEY|SRC [node=N]  list, trim or remove --stage cached datasets", CacheCmd},
     {"slurm", "slurm job J|steps J|nodes LIST  slurmctld's records as JSON (what root-run code reads)", SlurmRecordsCmd},
 };
@@ -277,7 +317,8 @@ int Main(int argc, char** argv) {
       ("fsroot", po::value<std::string>(&g_topo.fsroot)->value_name("DIR"),
        "read port/netdev state and GPU minors under DIR (with --xml: default none, the XML alone)")
       ("gpus", po::value<std::string>(&g_topo.gpus)->value_name("LIST"), "GPU indexes a job holds on the node, e.g. 0,1 (default all)")
-      ("json", po::bool_switch(&g_topo.json), "print JSON instead of the table");
+      ("json", po::bool_switch(&g_topo.json), "print JSON instead of the table")
+      ("compare", po::bool_switch(&g_topo.compare), "compare the rails records FILE... of several nodes; name the odd one");
   visible.add(topo_opts);
   po::options_description hidden;
   hidden.add_options()("words", po::value<std::vector<std::string>>(&words), "");

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "preflight/fileutil.h"
+#include "preflight/rails.h"
 #include "preflight/report.h"
 #include "preflight/slurmctl.h"
 
@@ -354,6 +355,46 @@ std::string RequeueNote(const AllocationOutcome& o, const std::vector<std::strin
   return s;
 }
 
+RailsOutcome RailsAcross(const Config& cfg, const Allocation& a) {
+  RailsOutcome o;
+  const std::string head = "preflight: rails: ";
+  // One task per node prints the record its prolog wrote (node-local
+  // state_dir): a user step, so what it says decides nothing about a node.
+  auto argv = Srun(cfg, a.nodes, 1, false);
+  argv.insert(argv.end(), {"/bin/sh", "-c", "cat \"$0/nodes/$SLURMD_NODENAME.rails.json\" 2>/dev/null || echo \"no-record $SLURMD_NODENAME\"",
+                           cfg.state_dir});
+  auto r = RunAs(argv, LaunchEnv(a.env, false), a.uid, a.gid, a.groups, cfg.probe_timeout_ms);
+  if (!r) {
+    o.text = head + "cannot read the nodes' rails: " + r.status().message() + "\n";
+    return o;
+  }
+  std::vector<NodeRails> nodes;
+  std::string missing;
+  size_t b = 0;
+  const std::string& out = r->second;
+  while (b < out.size()) {
+    size_t e = out.find('\n', b);
+    if (e == std::string::npos) e = out.size();
+    std::string line = out.substr(b, e - b);
+    b = e + 1;
+    if (line.rfind("no-record ", 0) == 0) missing += (missing.empty() ? "" : ",") + line.substr(10);
+    if (line.empty() || line[0] != '{') continue;
+    auto n = ParseRailsJson(line);
+    if (n) nodes.push_back(*n);
+  }
+  std::sort(nodes.begin(), nodes.end(), [](const NodeRails& x, const NodeRails& y) { return x.node < y.node; });
+  if (!missing.empty()) o.text += head + "no rails record on " + missing + " (its prolog has not recorded one)\n";
+  if (nodes.size() < 2) return o;
+  o.comparison = CompareRails(nodes);
+  size_t p = 0;
+  while (p < o.comparison.text.size()) {
+    size_t e = o.comparison.text.find('\n', p);
+    o.text += head + o.comparison.text.substr(p, e - p) + "\n";
+    p = e == std::string::npos ? o.comparison.text.size() : e + 1;
+  }
+  return o;
+}
+
 AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Level level) {
   AllocationOutcome o;
   const int k = std::max(1, a.ranks_per_node);
@@ -365,15 +406,16 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
     return RunAs(argv, LaunchEnv(a.env, false), a.uid, a.gid, a.groups, cfg.nccl_timeout_ms);
   };
 
+  if (a.nodes.size() >= 2) o.text += RailsAcross(cfg, a).text;
   double t0 = MonotonicSeconds();
   auto all = user_step(a.nodes, "allocation");
   if (!all) {
-    o.text = head + "cannot start the check: " + all.status().message() + "\n";
+    o.text += head + "cannot start the check: " + all.status().message() + "\n";
     return o;
   }
   char took[64];
   std::snprintf(took, sizeof took, "%.1f s", MonotonicSeconds() - t0);
-  o.text = head + "all_reduce across " + std::to_string(a.nodes.size()) + " nodes x " + std::to_string(k) +
+  o.text += head + "all_reduce across " + std::to_string(a.nodes.size()) + " nodes x " + std::to_string(k) +
            " ranks (" + took + ")\n" + Indent(all->second);
   if (all->first == 0) {
     o.passed = true;

@@ -16,6 +16,7 @@
 
 #include "preflight/health_checks.h"
 #include "preflight/pairing_check.h"
+#include "preflight/rails.h"
 
 namespace preflight {
 
@@ -112,6 +113,8 @@ const std::vector<CheckDescriptor>& AllChecks() {
       {"ib", "HCAs present, ports ACTIVE/LinkUp, rate, link layer, flapping, RoCE netdev", Level::kQuick,
        CheckInterconnect},
       {"topo.pairing", "GPU-NIC placement matches the pinned topo_expect", Level::kQuick, CheckPairing},
+      {"topo.rails", "every compute rail (NIC next to a GPU, or named in topo_rails) is up", Level::kQuick,
+       CheckRailsUp},
   };
   return kChecks;
 }

@@ -12,6 +12,7 @@
 #include "preflight/log.h"
 #include "preflight/node_run.h"
 #include "preflight/process.h"
+#include "preflight/rails.h"
 #include "preflight/slurm_conf.h"
 #include "preflight/slurmctl.h"
 #include "preflight/stage_job.h"
@@ -126,6 +127,11 @@ int Main(int argc, char** argv, Phase phase) {
     auto t = LoadTopologyCached(*cfg, node, lo);
     if (!t && t.status().code() != Status::Code::kUnavailable)
       Log(LogLevel::kError, prog, "topology cache", t.status().message());
+    // This node's rail signature, for the allocation-wide comparison (rails.h).
+    if (t && ClassifyRails(*t, cfg->topo_rails).ok()) {
+      Status w = WriteRailsRecord(*cfg, RailsOf(node, *t));
+      if (!w.ok()) Log(LogLevel::kError, prog, "rails record", w.message());
+    }
     // The job's GPUs on this node, for the plugin's one-NIC-set-per-node rule
     // (topo.h: JobGpusOnNode): slurmd's SLURM_JOB_GPUS is only this trusted here.
     if (!job->job_id.empty()) {

@@ -9,6 +9,7 @@
 
 #include "preflight/collective.h"
 #include "preflight/config.h"
+#include "preflight/rails.h"
 #include "preflight/options.h"
 
 namespace preflight::collective {
@@ -80,6 +81,15 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
 // The environment of the check's srun steps: the allow-listed part of the
 // batch job's (`job_env`), plus the localization marker when `intra`.
 std::vector<std::string> LaunchEnv(const std::vector<std::string>& job_env, bool intra);
+
+// The allocation's rail signatures (rails.h), each read on its node by a
+// user step, compared: the odd node is named in `text` (job output). Run
+// by RunAllocationCheck before the collective on 2+ nodes.
+struct RailsOutcome {
+  RailsComparison comparison;
+  std::string text;
+};
+RailsOutcome RailsAcross(const Config& cfg, const Allocation& a);
 
 // Ring pairs (i, i+1 mod n) between n nodes, pair i failed or not: the
 // nodes in two failed pairs (n >= 3); with two nodes nobody can be singled out.
