@@ -73,15 +73,20 @@ void HostArray(JsonWriter& w, const std::string& key, const std::vector<std::str
   w.EndArray();
 }
 
-int Job(const std::string& id) {
+// A job id as Slurm numbers them; logs and returns false otherwise.
+bool ParseJobId(const std::string& id, uint32_t* out) {
   char* end = nullptr;
   unsigned long jid = std::strtoul(id.c_str(), &end, 10);
   if (id.empty() || *end || jid == 0 || jid > 0xfffffff0UL) {
     Log(LogLevel::kError, "slurm", "job '" + id + "'", "expected a numeric job id");
-    return 2;
+    return false;
   }
-  job_info_msg_t* msg = nullptr;
-  if (slurm_load_job(&msg, static_cast<uint32_t>(jid), SHOW_ALL | SHOW_DETAIL) != SLURM_SUCCESS)
+  *out = static_cast<uint32_t>(jid);
+  return true;
+}
+
+int Job(const std::string& id, uint32_t jid) {  job_info_msg_t* msg = nullptr;
+  if (slurm_load_job(&msg, jid, SHOW_ALL | SHOW_DETAIL) != SLURM_SUCCESS)
     return SlurmError("job " + id);
   const slurm_job_info_t* job = nullptr;
   for (uint32_t i = 0; i < msg->record_count; ++i)
@@ -121,15 +126,8 @@ int Job(const std::string& id) {
   return 0;
 }
 
-int Steps(const std::string& id) {
-  char* end = nullptr;
-  unsigned long jid = std::strtoul(id.c_str(), &end, 10);
-  if (id.empty() || *end || jid == 0 || jid > 0xfffffff0UL) {
-    Log(LogLevel::kError, "slurm", "job '" + id + "'", "expected a numeric job id");
-    return 2;
-  }
-  job_step_info_response_msg_t* msg = nullptr;
-  if (compat::GetJobSteps(static_cast<uint32_t>(jid), &msg) != SLURM_SUCCESS)
+int Steps(const std::string& id, uint32_t jid) {  job_step_info_response_msg_t* msg = nullptr;
+  if (compat::GetJobSteps(jid, &msg) != SLURM_SUCCESS)
     return SlurmError("steps of job " + id);
   JsonWriter w(false);
   w.BeginObject();
@@ -196,8 +194,11 @@ int SlurmCmd(const std::vector<std::string>& args) {
     Log(LogLevel::kError, "slurm", "bad arguments", "expected: job JOBID | steps JOBID | nodes HOSTLIST");
     return 2;
   }
+  // Bad arguments are refused before libslurm looks for a configuration.
+  uint32_t jid = 0;
+  if (args[0] != "nodes" && !ParseJobId(args[1], &jid)) return 2;
   slurm_init(nullptr);  // reads SLURM_CONF (or the built-in path)
-  int rc = args[0] == "job" ? Job(args[1]) : args[0] == "steps" ? Steps(args[1]) : Nodes(args[1]);
+  int rc = args[0] == "job" ? Job(args[1], jid) : args[0] == "steps" ? Steps(args[1], jid) : Nodes(args[1]);
   slurm_fini();
   return rc;
 }
