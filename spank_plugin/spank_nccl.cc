@@ -250,13 +250,15 @@ int NcclTaskInit(spank_t sp) {
     ::sigaction(SIGTERM, &old_term, nullptr);
     if (!rq.ok()) std::fprintf(stderr, "preflight: nccl: requeue failed: %s\n", rq.message().c_str());
     // ExcNodeList can only be set once the job is pending again, i.e. after
-    // this step is gone: a detached helper retries for a while. Best effort:
-    // the drain is what keeps the job off the node (see preflight-nccl(1)).
+    // this step is gone and every node's epilog has run: a detached helper
+    // retries for up to two minutes (Slurm holds a requeued job that long
+    // before it may start again). Best effort: the drain is what keeps the
+    // job off the node (see preflight-nccl(1)).
     std::string exc;
     for (const auto& n : st.outcome.drained) exc += (exc.empty() ? "" : ",") + n;
     if (rq.ok() && !exc.empty()) {
       std::string conf = st.cfg.slurm_conf.empty() ? "" : "SLURM_CONF='" + st.cfg.slurm_conf + "' ";
-      std::string loop = "for i in $(seq 100); do " + conf + "'" + st.cfg.scontrol + "' update JobId=" + st.job_id +
+      std::string loop = "for i in $(seq 600); do " + conf + "'" + st.cfg.scontrol + "' update JobId=" + st.job_id +
                          " ExcNodeList=" + exc + " >/dev/null 2>&1 && exit 0; sleep 0.2; done; exit 1";
       Status d = SpawnDetached({"/bin/sh", "-c", loop}, {});
       if (!d.ok()) std::fprintf(stderr, "preflight: nccl: ExcNodeList: %s\n", d.message().c_str());

@@ -81,7 +81,12 @@ check "slow: reason names the check, the node and the figure vs threshold" \
   grep -qE '^preflight: nccl intra-node n2 \(host-tcp, 2 ranks\): busbw [0-9.]+ MB/s at 1M < 20 MB/s' <<<"$reason"
 check "slow: n1 not drained" test -z "$(node_reason n1)"
 check "slow: n3 not drained" test -z "$(node_reason n3)"
-excluded() { for _ in $(seq 50); do [ "$(job_field "$1" ExcNodeList)" = "$2" ] && return 0; sleep 0.1; done; return 1; }
+# The plugin sets ExcNodeList once the job is pending again (after every
+# node's epilog): bounded at 60 s, the helper itself tries for 120 s.
+excluded() {
+  for _ in $(seq 600); do [ "$(job_field "$1" ExcNodeList)" = "$2" ] && return 0; sleep 0.1; done
+  note "job record: $("$B/admin/preflight" slurm job "$1" 2>&1)"; return 1
+}
 check "slow: the job excludes n2" excluded "$jid" n2
 check "slow: first start's output says so" contains "$OUT/job-$jid.first.out" 'the job script did not run; the job is requeued without n2'
 check "slow: the script did not run at the failed start" test ! -e "$marker"
