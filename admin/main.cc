@@ -1,8 +1,10 @@
 // preflight: the admin command (man preflight(8)).
 //   preflight config check|show|keys    validate, print, or list site config keys
 //   preflight options                   the job options the SPANK plugin adds
+//   preflight topo | cache | slurm      topology, staging cache, slurmctld records
 //   preflight version
-// Subcommands added by later components register in kCommands below.
+// Every subcommand is one row of kCommands below (its usage line is the
+// help text); each is a thin shell over core/.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -351,12 +353,5 @@ int Main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return Main(argc, argv);
-  } catch (const std::exception& e) {
-    Log(LogLevel::kError, "admin", "unexpected error", e.what());
-  } catch (...) {
-    Log(LogLevel::kError, "admin", "unexpected error", "unknown exception");
-  }
-  return 2;
+  return preflight::GuardedMain("admin", [&] { return Main(argc, argv); });
 }

@@ -12,12 +12,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <thread>
 #include <iostream>
 
 #include "preflight/cli.h"
 #include "preflight/collective.h"
+#include "preflight/collective_records.h"
 #include "preflight/collective_run.h"
 #include "preflight/fileutil.h"
 #include "preflight/job.h"
@@ -35,7 +37,20 @@ const char* kProg = "preflight-nccl";
 
 bool sub_rank0(const std::vector<int>& members, int rank) { return !members.empty() && members.front() == rank; }
 
-int Emit(const CheckRun& run, bool json, const std::string& output_file, bool print) {
+ResultRecord RecordOf(const CheckRun& run) {
+  ResultRecord r;
+  r.kind = run.info.scope;
+  r.nodes = run.info.nodes;
+  r.pass = run.judgement.ok;
+  r.busbw = run.judgement.busbw;
+  r.threshold = run.judgement.threshold;
+  r.message = run.judgement.message;
+  return r;
+}
+
+// `record`: also the "#record" line for a caller (collective_records.h).
+int Emit(const CheckRun& run, bool json, const std::string& output_file, bool print, bool record,
+         const std::string& drain_reason = "") {
   if (print) {
     if (!run.error.empty() && run.result.sizes.empty()) {
       if (json) {
@@ -48,6 +63,11 @@ int Emit(const CheckRun& run, bool json, const std::string& output_file, bool pr
       std::fputs((json ? ResultJson(run.result, run.judgement, run.info) : ResultText(run.result, run.judgement, run.info)).c_str(),
                  stdout);
     }
+    if (record) {
+      ResultRecord r = RecordOf(run);
+      if (!r.pass) r.drain_reason = drain_reason;
+      std::fputs(RecordLine(r).c_str(), stdout);
+    }
     std::fflush(stdout);
     if (!output_file.empty()) {
       Status w = WriteFileAtomic(output_file, ResultJson(run.result, run.judgement, run.info), 0644);
@@ -59,9 +79,10 @@ int Emit(const CheckRun& run, bool json, const std::string& output_file, bool pr
 
 // Ring pairs of nodes (i, i+1) inside one launch: the ranks of each pair
 // form a sub-group while the others stand by in the same fences. Prints one
-// line per pair, "# pair A-B: OK|FAILED: ...", and returns 1 if any failed.
+// line per pair, "# pair A-B: OK|FAILED: ..." (and with `record` its
+// "#record" line), and returns 1 if any failed.
 int RunPairs(Bootstrap& b, const std::vector<std::string>& rank_nodes, const std::string& backend, const Config& cfg,
-             Level level, double user_cap) {
+             Level level, double user_cap, bool record) {
   std::vector<std::string> nodes;
   for (const auto& n : rank_nodes)
     if (std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
@@ -77,6 +98,10 @@ int RunPairs(Bootstrap& b, const std::vector<std::string>& rank_nodes, const std
       if (rank_nodes[r] == a || rank_nodes[r] == c) members.push_back(static_cast<int>(r));
     bool member = std::find(members.begin(), members.end(), b.Rank()) != members.end();
     std::string verdict;
+    ResultRecord rec;
+    rec.kind = "pair";
+    rec.nodes = {a, c};
+    rec.threshold = threshold;
     if (member) {
       auto sub = MakeSubBootstrap(b, members);
       auto be = MakeBackend(backend, *sub, cfg, user_cap);
@@ -89,19 +114,33 @@ int RunPairs(Bootstrap& b, const std::vector<std::string>& rank_nodes, const std
         } else {
           Judgement j = Judge(*res, threshold);
           verdict = std::string(j.ok ? "OK: " : "FAILED: ") + j.message;
+          rec.busbw = j.busbw;
         }
       }
     } else {
       b.AllGather(kBackendGatherKey, "");  // stand by in the pair's one exchange
     }
-    auto all = b.AllGather("pair", member && sub_rank0(members, b.Rank()) ? verdict : "");
+    // The pair's rank 0 tells everyone its verdict and figure ("OK: ...\tBPS").
+    char fig[32];
+    std::snprintf(fig, sizeof fig, "\t%.17g", rec.busbw);
+    auto all = b.AllGather("pair", member && sub_rank0(members, b.Rank()) ? verdict + fig : "");
     if (!all) {
       Log(LogLevel::kError, kProg, "bootstrap", all.status().message());
       return 2;
     }
     std::string v = (*all)[members.front()];
-    if (v.rfind("OK", 0) != 0) rc = 1;
-    if (b.Rank() == 0) std::printf("# pair %s-%s: %s\n", a.c_str(), c.c_str(), v.c_str());
+    size_t tab = v.rfind('\t');
+    if (tab != std::string::npos) {
+      rec.busbw = std::strtod(v.c_str() + tab + 1, nullptr);
+      v.resize(tab);
+    }
+    rec.pass = v.rfind("OK", 0) == 0;
+    rec.message = v.substr(v.find(' ') == std::string::npos ? v.size() : v.find(' ') + 1);
+    if (!rec.pass) rc = 1;
+    if (b.Rank() == 0) {
+      std::printf("# pair %s-%s: %s\n", a.c_str(), c.c_str(), v.c_str());
+      if (record) std::fputs(RecordLine(rec).c_str(), stdout);
+    }
   }
   if (b.Rank() == 0) {
     std::printf("# threshold: %s (%s)\n", threshold > 0 ? RateText(threshold).c_str() : "none", threshold_source.c_str());
@@ -114,7 +153,7 @@ int RunPairs(Bootstrap& b, const std::vector<std::string>& rank_nodes, const std
 int Main(int argc, char** argv) {
   CommonCli cli;
   std::string level_text = "quick", backend_choice, node, output_file, scope = "allocation", min_busbw, max_bytes;
-  bool json = false, intra = false, drain = false;
+  bool json = false, intra = false, drain = false, records = false;
   int ranks = 0;
   po::options_description visible(
       "Usage: srun --mpi=pmix [SRUN OPTIONS] preflight-nccl [OPTIONS]\n"
@@ -134,7 +173,8 @@ int Main(int argc, char** argv) {
   po::options_description hidden;
   hidden.add_options()
       ("scope", po::value<std::string>(&scope), "allocation (default), intra-node (label), or pairs: ring pairs of nodes")
-      ("drain", po::bool_switch(&drain), "with --intra-node, as root: drain this node when it fails");
+      ("drain", po::bool_switch(&drain), "with --intra-node, as root: drain this node when it fails")
+      ("records", po::bool_switch(&records), "also print one '#record {json}' line per verdict, for a caller");
   po::options_description all;
   all.add(visible).add(hidden);
   po::variables_map vm;
@@ -186,10 +226,9 @@ int Main(int argc, char** argv) {
       return 2;
     }
     CheckRun run = RunIntraNode(*cfg, node, *level, backend, ranks);
-    int rc = Emit(run, json, output_file, true);
-    // For a caller that decides about the drain itself (the plugin).
-    if (rc != 0 && !json) std::printf("# drain-reason: %s\n", IntraDrainReason(run, node).c_str());
-    std::fflush(stdout);
+    // With --records the failed record carries the drain reason, for a
+    // caller that decides about the drain itself (the plugin).
+    int rc = Emit(run, json, output_file, true, records, IntraDrainReason(run, node));
     if (rc != 0 && drain) {
       std::string reason = IntraDrainReason(run, node);
       Status d = DrainNode(*cfg, node, reason);
@@ -236,14 +275,14 @@ int Main(int argc, char** argv) {
     if (!r) { Log(LogLevel::kError, kProg, "PREFLIGHT_NCCL_HOST_RATE", r.status().message()); return 2; }
     user_cap = *r;
   }
-  if (scope == "pairs") return RunPairs(b, *nodes, backend, *cfg, *level, user_cap);
+  if (scope == "pairs") return RunPairs(b, *nodes, backend, *cfg, *level, user_cap, records);
 
   // One exchange inside MakeBackend carries every rank's success or failure.
   auto be = MakeBackend(backend, b, *cfg, user_cap);
   if (!be) {
     run.error = be.status().message();
     run.judgement.message = run.error;
-    return Emit(run, json, output_file, b.Rank() == 0);
+    return Emit(run, json, output_file, b.Rank() == 0, records);
   }
   GpuInventory inv;
   if (backend == "nccl") {
@@ -259,22 +298,15 @@ int Main(int argc, char** argv) {
   if (!res) {
     run.error = res.status().message();
     run.judgement.message = run.error;
-    return Emit(run, json, output_file, b.Rank() == 0);
+    return Emit(run, json, output_file, b.Rank() == 0, records);
   }
   run.result = *res;
   run.judgement = Judge(run.result, threshold);
-  return Emit(run, json, output_file, b.Rank() == 0);
+  return Emit(run, json, output_file, b.Rank() == 0, records);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return Main(argc, argv);
-  } catch (const std::exception& e) {
-    preflight::Log(preflight::LogLevel::kError, kProg, "unexpected error", e.what());
-  } catch (...) {
-    preflight::Log(preflight::LogLevel::kError, kProg, "unexpected error", "unknown exception");
-  }
-  return 2;
+  return preflight::GuardedMain(kProg, [&] { return Main(argc, argv); });
 }

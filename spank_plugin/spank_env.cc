@@ -13,11 +13,8 @@
 //    one JSON line to the record through the inherited descriptor, and with
 //    --preflight-env=show print a summary to the task's stderr.
 //
-// "User-set" and our own earlier values: a batch step's tasks get the
-// environment for all the job's GPUs, and its `srun` steps inherit it. So we
-// also set PREFLIGHT_TOPO_ENV listing NAME=VALUE of what we set; a later
-// step recomputes a variable whose value still equals what we set, and
-// leaves alone any variable the user set or changed.
+// What a task gets of the plan, given what it already has (the user's
+// values are never overridden), and the words of its record: topo_env_merge.h.
 //
 // Containers (pyxis): pyxis's slurm_spank_task_init starts the container
 // once per node with the first task's environment, then in every task
@@ -45,18 +42,17 @@ extern "C" {
 #include "preflight/config.h"
 #include "preflight/fileutil.h"
 #include "preflight/job.h"
-#include "preflight/json.h"
 #include "preflight/log.h"
 #include "preflight/report.h"
 #include "preflight/topo.h"
+#include "preflight/topo_env_merge.h"
 #include "preflight/topo_load.h"
+#include "preflight/state_paths.h"
 #include "spank_task.h"
 
 namespace preflight::spank {
 
 namespace {
-
-constexpr const char* kMarker = "PREFLIGHT_TOPO_ENV";
 
 // Per step, in slurmstepd: filled as root before the tasks are forked; each
 // task process has its own copy.
@@ -82,19 +78,6 @@ TaskTopo& Task() {
 }
 
 bool EnvOff(const JobOptions& opts) { return opts.env_given && opts.env == EnvMode::kOff; }
-
-// NAME=VALUE pairs of a PREFLIGHT_TOPO_ENV value ("A=x;B=y").
-std::string MarkerValue(const std::string& marker, const std::string& name) {
-  size_t pos = 0;
-  while (pos < marker.size()) {
-    size_t end = marker.find(';', pos);
-    std::string item = marker.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
-    if (item.compare(0, name.size() + 1, name + "=") == 0) return item.substr(name.size() + 1);
-    if (end == std::string::npos) break;
-    pos = end + 1;
-  }
-  return std::string("\x01");  // never equal to a real value
-}
 
 std::string StepName(spank_t sp) {
   uint32_t step = 0;
@@ -176,10 +159,10 @@ int StepInit(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
   in.batch_step = step == SLURM_BATCH_SCRIPT;
   in.job_gpus = GetJobEnv(sp, "SLURM_JOB_GPUS");
   in.step_gpus = GetJobEnv(sp, "SLURM_STEP_GPUS");
-  std::string dir = cfg->state_dir + "/jobs/" + job;
+  std::string dir = state::JobDir(*cfg, job);
   Status s = MakeDirs(dir, 0755);
   if (s.ok()) {
-    std::string path = dir + "/" + t.node + ".env.jsonl";
+    std::string path = state::JobNodeFile(*cfg, job, t.node, state::kEnvRecord);
     t.record_fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (t.record_fd < 0) s = Status::FromErrno(errno, "open " + path);
   }
@@ -208,119 +191,45 @@ int TaskTopoEnv(spank_t sp, const JobOptions& opts) {
 
   uint32_t task = 0;
   spank_get_item(sp, S_TASK_GLOBAL_ID, &task);
-  // --gpu-bind narrows the task's visible-devices variable: CUDA's, or on
-  // AMD GPUs ROCm's (Slurm sets ROCR_VISIBLE_DEVICES; HIP_VISIBLE_DEVICES
-  // where a site sets that instead).
-  std::string visible_name = "CUDA_VISIBLE_DEVICES", visible;
-  for (const char* v : {"CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"}) {
+  EnvLookup lookup = [&](const std::string& name) -> std::optional<std::string> {
     bool found = false;
-    visible = GetJobEnv(sp, v, &found);
-    if (found) {
-      visible_name = v;
-      break;
-    }
-  }
-  auto gpus = TaskGpus(GetJobEnv(sp, "SLURM_STEP_GPUS"), GetJobEnv(sp, "SLURM_JOB_GPUS"), visible, visible_name);
-  EnvPlan plan;
-  std::string step_name = StepName(sp);
-  std::string node_from;
-  if (!t.rails_error.empty()) {
-    for (const auto& n : EnvVarNames()) plan.unset.push_back({n, "site config: " + t.rails_error});
-  } else if (gpus) {
-    NodeGpuSet node_gpus = JobGpusOnNode(t.node_gpus, *gpus);
-    node_from = node_gpus.source;
-    plan = ComputeEnv(t.topo, t.pairing, node_gpus.gpus, *gpus, t.policy);
-  } else {
-    // E.g. CUDA_VISIBLE_DEVICES=GPU-<uuid> set by the user outside GRES: the
-    // GPUs cannot be placed, so nothing is set; the record says why.
-    for (const auto& n : EnvVarNames()) plan.unset.push_back({n, "cannot tell the task's GPUs: " + gpus.status().message()});
-    Log(LogLevel::kDebug, "task_init", "task " + std::to_string(task) + " GPUs", gpus.status().message());
-  }
-
-  bool marker_found = false;
-  std::string marker = GetJobEnv(sp, kMarker, &marker_found);
-  std::string new_marker;
-  std::vector<EnvVar> set, kept;
-  for (const auto& v : plan.vars) {
-    bool found = false;
-    std::string current = GetJobEnv(sp, v.name.c_str(), &found);
-    bool ours = found && marker_found && current == MarkerValue(marker, v.name);
-    if (found && !ours) {
-      kept.push_back({v.name, current});
-      continue;
-    }
+    std::string v = GetJobEnv(sp, name.c_str(), &found);
+    if (!found) return std::nullopt;
+    return v;
+  };
+  TaskEnvPlan tp = PlanTaskEnv(t.topo, t.pairing, t.policy, t.node_gpus, t.rails_error, lookup);
+  const EnvPlan& plan = tp.plan;
+  EnvMerge merge = MergeEnv(plan, lookup);
+  EnvTaskRecord rec;
+  rec.node = t.node;
+  rec.step = StepName(sp);
+  rec.task = task;
+  rec.topology_source = t.source;
+  rec.node_gpus_from = tp.node_gpus_from;
+  rec.load_seconds = t.load_seconds;
+  rec.plan = &plan;
+  rec.kept = merge.kept;
+  for (const auto& v : merge.set) {
     spank_err_t rc = spank_setenv(sp, v.name.c_str(), v.value.c_str(), 1);
-    if (rc != ESPANK_SUCCESS) {
-      Log(LogLevel::kError, "task_init", "cannot set " + v.name, spank_strerror(rc));
-      continue;
-    }
-    set.push_back(v);
-    new_marker += (new_marker.empty() ? "" : ";") + v.name + "=" + v.value;
+    if (rc != ESPANK_SUCCESS) Log(LogLevel::kError, "task_init", "cannot set " + v.name, spank_strerror(rc));
+    else rec.set.push_back(v);
   }
-  // Variables we set in an earlier step but that this task should not have
-  // (e.g. a GPU-less step inside a GPU batch job) are removed again.
-  for (const auto& name : EnvVarNames()) {
-    bool planned = false;
-    for (const auto& v : plan.vars) planned = planned || v.name == name;
-    if (planned || !marker_found) continue;
-    bool found = false;
-    std::string current = GetJobEnv(sp, name.c_str(), &found);
-    if (found && current == MarkerValue(marker, name)) spank_unsetenv(sp, name.c_str());
-  }
-  if (!new_marker.empty() || marker_found) spank_setenv(sp, kMarker, new_marker.c_str(), 1);
-  double seconds = MonotonicSeconds() - t0;
+  for (const auto& name : merge.remove) spank_unsetenv(sp, name.c_str());
+  if (!rec.set.empty() || merge.marker_found) spank_setenv(sp, kTopoEnvMarker, MarkerFor(rec.set).c_str(), 1);
+  rec.env_seconds = MonotonicSeconds() - t0;
 
   if (t.record_fd >= 0) {
-    JsonWriter w(false);
-    w.BeginObject().Field("step", step_name).Field("task", static_cast<int64_t>(task));
-    w.Field("topology", t.source).Field("load_seconds", t.load_seconds).Field("env_seconds", seconds);
-    w.Key("gpus").BeginArray();
-    for (int g : plan.gpus) w.Int(g);
-    w.EndArray();
-    w.Key("node_gpus").BeginArray();
-    for (int g : plan.node_gpus) w.Int(g);
-    w.EndArray();
-    w.Field("node_gpus_from", node_from);
-    w.Key("pairing").BeginObject();
-    for (const auto& gn : plan.gpu_nics) w.Field(std::to_string(gn.first), gn.second);
-    w.EndObject();
-    w.Key("set").BeginObject();
-    for (const auto& v : set) w.Field(v.name, v.value);
-    w.EndObject();
-    w.Key("left_alone").BeginObject();
-    for (const auto& v : kept) w.Field(v.name, v.value);
-    w.EndObject();
-    w.Key("not_set").BeginObject();
-    for (const auto& u : plan.unset) w.Field(u.first, u.second);
-    w.EndObject().EndObject();
-    std::string line = w.str() + "\n";
+    std::string line = EnvRecordLine(rec);
     // One write(2) with O_APPEND: lines of concurrent tasks do not interleave.
     if (::write(t.record_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
       Log(LogLevel::kError, "task_init", "env record", "short write");
   }
-
   if (opts.env_given && opts.env == EnvMode::kShow) {
     // One screen: every task says what it got; the reasons for what was not
     // set (the same for all tasks of a node, mostly) only from local task 0.
     uint32_t local = 0;
     spank_get_item(sp, S_TASK_ID, &local);
-    std::string gl;
-    for (const auto& gn : plan.gpu_nics)
-      gl += (gl.empty() ? "" : ", ") + std::string("GPU") + std::to_string(gn.first) + "->" + gn.second;
-    auto ids = [](const std::vector<int>& v) {
-      std::string s;
-      for (int g : v) s += (s.empty() ? "" : ",") + std::to_string(g);
-      return s;
-    };
-    std::string head = "preflight-env: " + t.node + " task " + std::to_string(task);
-    if (!plan.gpus.empty())
-      head += " (GPU " + ids(plan.gpus) + "; the job's GPUs here " + ids(plan.node_gpus) + ", from " + node_from + ")";
-    std::string out = head + ": " + (gl.empty() ? std::string("no GPU") : gl) + "\n";
-    for (const auto& v : set) out += "preflight-env:   set  " + v.name + "=" + v.value + "\n";
-    for (const auto& v : kept) out += "preflight-env:   kept " + v.name + "=" + v.value + " (set by the user)\n";
-    if (local == 0)
-      for (const auto& u : plan.unset) out += "preflight-env:   not set " + u.first + ": " + u.second + "\n";
-    std::fputs(out.c_str(), stderr);
+    std::fputs(EnvShowText(rec, local == 0).c_str(), stderr);
   }
   return 0;
 }

@@ -12,6 +12,7 @@ extern "C" {
 #include <sstream>
 #include <string>
 
+#include "preflight/collective_records.h"
 #include "preflight/collective_run.h"
 #include "preflight/job.h"
 #include "preflight/log.h"
@@ -54,32 +55,6 @@ std::string EnvValue(const std::vector<std::string>& env, const std::string& nam
   return "";
 }
 
-// The GPU indexes slurmctld allocated to `job` on `node` ("0,1,2,3"; ""
-// when the job holds none there), from the job record's GRES detail. An
-// unreadable record is an error, never "no GPUs": that would quietly turn
-// the root-run GPU check into a host (TCP) check.
-Expected<std::string> JobGpusOn(const Config& cfg, const std::string& job, const std::string& node) {
-  auto rec = LoadJob(cfg, job);
-  if (!rec) return rec.status();
-  auto it = rec->gres_per_node.find(node);
-  if (it == rec->gres_per_node.end()) return std::string();
-  auto ids = GpuIndexesFromGres(it->second);
-  if (!ids) return ids.status();
-  std::string s;
-  for (int i : *ids) s += (s.empty() ? "" : ",") + std::to_string(i);
-  return s;
-}
-
-// Steps of `job` running now other than the batch/extern/interactive steps
-// and `self`, e.g. "13.4" (empty: none). A user's own load on the node
-// while root measures would turn into a drain; the intra-node check refuses
-// to drain when the job has anything else running (see SECURITY).
-Expected<std::string> OtherStepsOf(const Config& cfg, const std::string& job, uint32_t self) {
-  auto steps = LoadSteps(cfg, job);
-  if (!steps) return steps.status();
-  return OtherSteps(*steps, job + "." + std::to_string(self));
-}
-
 std::vector<std::string> ConfigArgs(const PluginArgs& args) {
   std::vector<std::string> v;
   if (args.conf_given || ::access(args.conf.c_str(), R_OK) == 0) { v.push_back("--config"); v.push_back(args.conf); }
@@ -118,14 +93,15 @@ int Intra(spank_t sp, const PluginArgs& args, const JobOptions& opts, const std:
   auto before = OtherStepsOf(*cfg, job, step);
   bool may_drain = before && before->empty();
   std::vector<std::string> argv = {cfg->nccl_binary, "--intra-node", "--node", *node, "--level",
-                                   LevelName(level), "--backend", gpus.empty() ? "host" : "nccl"};
+                                   LevelName(level), "--backend", gpus.empty() ? "host" : "nccl", "--records"};
   auto ca = ConfigArgs(args);
   argv.insert(argv.end(), ca.begin(), ca.end());
   std::vector<std::string> env;
   if (!gpus.empty()) env.push_back("CUDA_VISIBLE_DEVICES=" + gpus);
   auto r = RunCommand(argv, env, cfg->nccl_timeout_ms);
   if (!r) { st.intra_text = head + r.status().message() + "\n"; return 0; }
-  std::istringstream in(r->output);
+  collective::ParsedOutput parsed = collective::ParseOutput(r->output);
+  std::istringstream in(parsed.display);
   std::string line;
   while (std::getline(in, line)) st.intra_text += head + line + "\n";
   if (r->timed_out) st.intra_text += head + "killed after " + std::to_string(cfg->nccl_timeout_ms / 1000) + " s\n";
@@ -140,13 +116,15 @@ int Intra(spank_t sp, const PluginArgs& args, const JobOptions& opts, const std:
     st.intra_text += head + "not drained: other steps of the job were running on the node (" + why + ")\n";
     return 0;
   }
-  // The reason comes from the same root-run measurement: rerun with
-  // --drain would measure twice; the tool prints its reason line instead.
-  std::string reason;
-  std::istringstream again(r->output);
-  while (std::getline(again, line))
-    if (line.rfind("# drain-reason: ", 0) == 0) reason = line.substr(16);
-  if (reason.empty()) return 0;
+  // The reason comes from the same root-run measurement (rerunning with
+  // --drain would measure twice): the failed record carries it.
+  const collective::ResultRecord* rec = collective::FindRecord(parsed, "intra-node", {*node});
+  if (rec == nullptr || rec->pass || rec->drain_reason.empty()) {
+    st.intra_text += head + "not drained: the check printed no failed record" +
+                     (parsed.errors.empty() ? std::string() : " (" + parsed.errors.front() + ")") + "\n";
+    return 0;
+  }
+  const std::string& reason = rec->drain_reason;
   Status d = DrainNode(*cfg, *node, reason);
   st.intra_text += head + (d.ok() ? "drained " + *node + ": " + reason : "cannot drain " + *node + ": " + d.message()) + "\n";
   return 0;
@@ -249,20 +227,9 @@ int NcclTaskInit(spank_t sp) {
     Status rq = RequeueJob(st.cfg, st.job_id);
     ::sigaction(SIGTERM, &old_term, nullptr);
     if (!rq.ok()) std::fprintf(stderr, "preflight: nccl: requeue failed: %s\n", rq.message().c_str());
-    // ExcNodeList can only be set once the job is pending again, i.e. after
-    // this step is gone and every node's epilog has run: a detached helper
-    // retries for up to two minutes (Slurm holds a requeued job that long
-    // before it may start again). Best effort: the drain is what keeps the
-    // job off the node (see preflight-nccl(1)).
-    std::string exc;
-    for (const auto& n : st.outcome.drained) exc += (exc.empty() ? "" : ",") + n;
-    if (rq.ok() && !exc.empty()) {
-      std::string conf = st.cfg.slurm_conf.empty() ? "" : "SLURM_CONF='" + st.cfg.slurm_conf + "' ";
-      std::string loop = "for i in $(seq 600); do " + conf + "'" + st.cfg.scontrol + "' update JobId=" + st.job_id +
-                         " ExcNodeList=" + exc + " >/dev/null 2>&1 && exit 0; sleep 0.2; done; exit 1";
-      Status d = SpawnDetached({"/bin/sh", "-c", loop}, {});
-      if (!d.ok()) std::fprintf(stderr, "preflight: nccl: ExcNodeList: %s\n", d.message().c_str());
-    }
+    // Slurm takes ExcNodeList once the job is pending again (slurmctl.h).
+    Status x = rq.ok() ? ExcludeNodesWhenPending(st.cfg, st.job_id, st.outcome.drained) : Status::Ok();
+    if (!x.ok()) std::fprintf(stderr, "preflight: nccl: ExcNodeList: %s\n", x.message().c_str());
   }
   std::fflush(stderr);
   return -1;  // the batch script is never exec'ed

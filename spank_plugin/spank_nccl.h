@@ -10,10 +10,11 @@
 // user, so a user can make any multi-node figure look bad (SIGSTOP a rank).
 // Those figures therefore only decide the fate of the user's own job. A node
 // is drained only by a root-run measurement: the localization step's tasks
-// make each node's slurmstepd run `preflight-nccl --intra-node --drain` as
-// root, on the GPUs slurmctld says the job holds there, and that process
-// drains its own node. The batch step then learns what was drained from
-// slurmctld, which the user cannot write. Inter-node suspects found by
+// make each node's slurmstepd run `preflight-nccl --intra-node --records` as
+// root, on the GPUs slurmctld says the job holds there; the plugin drains
+// the node from that run's failed record (collective_records.h) when no
+// other step of the job ran there meanwhile. The batch step then learns
+// what was drained from slurmctld, which the user cannot write. Inter-node suspects found by
 // user-run pair tests are reported, and drained only with the site's
 // nccl_drain_internode=yes.
 #pragma once

@@ -14,6 +14,7 @@ extern "C" {
 #include "preflight/log.h"
 #include "preflight/stage.h"
 #include "preflight/stage_job.h"
+#include "preflight/state_paths.h"
 
 namespace preflight::spank {
 
@@ -113,7 +114,7 @@ int TaskInit(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
     Log(LogLevel::kError, "task_init", "site config", cfg.status().message());
     return 0;  // the environment is set; a summary is not worth failing the job
   }
-  auto line = ReadWholeFile(cfg->state_dir + "/jobs/" + job + "/" + node + ".prolog.txt");
+  auto line = ReadWholeFile(state::JobNodeFile(*cfg, job, node, state::kPrologText));
   if (line) std::fprintf(stderr, "%s", line->c_str());
   return 0;
 }

@@ -62,12 +62,5 @@ int Main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return Main(argc, argv);
-  } catch (const std::exception& e) {
-    preflight::Log(preflight::LogLevel::kError, "run", "unexpected error", e.what());
-  } catch (...) {
-    preflight::Log(preflight::LogLevel::kError, "run", "unexpected error", "unknown exception");
-  }
-  return 2;
+  return preflight::GuardedMain("run", [&] { return Main(argc, argv); });
 }

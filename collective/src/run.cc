@@ -1,22 +1,19 @@
 #include "preflight/collective_run.h"
 
-#include <fcntl.h>
-#include <grp.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <climits>
 #include <cstring>
 #include <thread>
 
+#include "preflight/collective_records.h"
 #include "preflight/fileutil.h"
+#include "preflight/process.h"
 #include "preflight/rails.h"
 #include "preflight/report.h"
 #include "preflight/slurmctl.h"
+#include "preflight/state_paths.h"
 
 namespace preflight::collective {
 
@@ -171,93 +168,24 @@ std::string IntraDrainReason(const CheckRun& r, const std::string& node) {
 }
 
 // --- running steps as the user ----------------------------------------------------------
-namespace {
-
-std::string FindInPath(const std::string& prog, const std::vector<std::string>& env) {
-  if (prog.find('/') != std::string::npos) return prog;
-  std::string path = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
-  for (const auto& kv : env)
-    if (kv.rfind("PATH=", 0) == 0) path = kv.substr(5);
-  size_t b = 0;
-  while (b <= path.size()) {
-    size_t e = path.find(':', b);
-    if (e == std::string::npos) e = path.size();
-    std::string cand = path.substr(b, e - b) + "/" + prog;
-    if (e > b && ::access(cand.c_str(), X_OK) == 0) return cand;
-    b = e + 1;
-  }
-  return prog;
-}
-
-double NowS() { return MonotonicSeconds(); }
-
-}  // namespace
-
 Expected<std::pair<int, std::string>> RunAs(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                                             uid_t uid, gid_t gid, const std::vector<gid_t>& groups, unsigned timeout_ms) {
-  if (argv.empty()) return Status::InvalidArgument("empty command");
-  std::string exe = FindInPath(argv[0], env);
-  std::vector<char*> av, ev;
-  for (const auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
-  av.push_back(nullptr);
-  for (const auto& e : env) ev.push_back(const_cast<char*>(e.c_str()));
-  ev.push_back(nullptr);
-  bool drop = ::geteuid() == 0 && uid != 0;
-  int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) return Status::FromErrno(errno, "pipe for " + argv[0]);
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    int e = errno;
-    ::close(p[0]);
-    ::close(p[1]);
-    return Status::FromErrno(e, "fork for " + argv[0]);
-  }
-  if (pid == 0) {
-    // Child: async-signal-safe calls only until exec.
-    ::setpgid(0, 0);
-    int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, 0);
-    ::dup2(p[1], 1);
-    ::dup2(p[1], 2);
-    if (drop) {
-      if (::setgroups(groups.size(), groups.data()) != 0 || ::setregid(gid, gid) != 0 || ::setreuid(uid, uid) != 0) {
-        static const char msg[] = "preflight: cannot drop privileges\n";
-        (void)!::write(2, msg, sizeof msg - 1);
-        ::_exit(126);
-      }
-    }
-    ::execve(exe.c_str(), av.data(), ev.data());
-    static const char msg[] = "preflight: exec failed\n";
-    (void)!::write(2, msg, sizeof msg - 1);
-    ::_exit(127);
-  }
-  ::close(p[1]);
-  std::string out;
-  double deadline = NowS() + timeout_ms / 1000.0;
-  bool timed_out = false;
-  char buf[8192];
-  for (;;) {
-    double left = deadline - NowS();
-    if (left <= 0) { timed_out = true; break; }
-    struct pollfd pf = {p[0], POLLIN, 0};
-    int n = ::poll(&pf, 1, static_cast<int>(std::min(left * 1000 + 1, double(INT_MAX))));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) continue;
-    ssize_t k = ::read(p[0], buf, sizeof buf);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) break;
-    if (out.size() < (256u << 10)) out.append(buf, static_cast<size_t>(k));
-  }
-  if (timed_out) ::kill(-pid, SIGKILL);
-  ::close(p[0]);
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-  int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  if (timed_out) {
-    out += "preflight: " + argv[0] + ": killed after " + std::to_string(timeout_ms / 1000) + " s\n";
+  SpawnSpec spec;
+  spec.argv = argv;
+  spec.env = env;
+  spec.drop = true;  // only when root and uid != 0 (process.h)
+  spec.as.uid = uid;
+  spec.as.gid = gid;
+  spec.as.groups = groups;
+  auto c = Start(spec);
+  if (!c) return c.status();
+  ProcessResult r = Collect(*c, timeout_ms, 256u << 10);
+  int code = r.exit_code;
+  if (r.timed_out) {
+    r.output += "preflight: " + argv[0] + ": killed after " + std::to_string(timeout_ms / 1000) + " s\n";
     code = 124;
   }
-  return std::make_pair(code, out);
+  return std::make_pair(code, r.output);
 }
 
 // --- allocation orchestration ------------------------------------------------------------
@@ -361,8 +289,10 @@ RailsOutcome RailsAcross(const Config& cfg, const Allocation& a) {
   // One task per node prints the record its prolog wrote (node-local
   // state_dir): a user step, so what it says decides nothing about a node.
   auto argv = Srun(cfg, a.nodes, 1, false);
-  argv.insert(argv.end(), {"/bin/sh", "-c", "cat \"$0/nodes/$SLURMD_NODENAME.rails.json\" 2>/dev/null || echo \"no-record $SLURMD_NODENAME\"",
-                           cfg.state_dir});
+  argv.insert(argv.end(), {"/bin/sh", "-c",
+                           std::string("cat \"$0/$SLURMD_NODENAME") + state::kRails +
+                               "\" 2>/dev/null || echo \"no-record $SLURMD_NODENAME\"",
+                           state::NodesDir(cfg)});
   auto r = RunAs(argv, LaunchEnv(a.env, false), a.uid, a.gid, a.groups, cfg.probe_timeout_ms);
   if (!r) {
     o.text = head + "cannot read the nodes' rails: " + r.status().message() + "\n";
@@ -403,6 +333,7 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
     auto argv = Srun(cfg, nodes, k, true);
     auto tool = NcclArgs(cfg, a, level, scope);
     argv.insert(argv.end(), tool.begin(), tool.end());
+    argv.push_back("--records");
     return RunAs(argv, LaunchEnv(a.env, false), a.uid, a.gid, a.groups, cfg.nccl_timeout_ms);
   };
 
@@ -416,7 +347,7 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
   char took[64];
   std::snprintf(took, sizeof took, "%.1f s", MonotonicSeconds() - t0);
   o.text += head + "all_reduce across " + std::to_string(a.nodes.size()) + " nodes x " + std::to_string(k) +
-           " ranks (" + took + ")\n" + Indent(all->second);
+           " ranks (" + took + ")\n" + Indent(ParseOutput(all->second).display);
   if (all->first == 0) {
     o.passed = true;
     return o;
@@ -451,10 +382,14 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
     auto r = user_step(a.nodes, "pairs");
     std::vector<bool> failed(n == 2 ? 1 : n, true);
     if (r) {
-      o.text += Indent(r->second);
+      // Each pair's verdict is a "#record" line (collective_records.h); a
+      // pair without one (the step died first) counts as failed.
+      ParsedOutput parsed = ParseOutput(r->second);
+      o.text += Indent(parsed.display);
+      for (const auto& e : parsed.errors) o.text += head + "pair step: unreadable record: " + e + "\n";
       for (size_t i = 0; i < failed.size(); ++i) {
-        std::string tag = "# pair " + a.nodes[i] + "-" + a.nodes[(i + 1) % n] + ": OK";
-        failed[i] = r->second.find(tag) == std::string::npos;
+        const ResultRecord* rec = FindRecord(parsed, "pair", {a.nodes[i], a.nodes[(i + 1) % n]});
+        failed[i] = rec == nullptr || !rec->pass;
       }
     } else {
       o.text += head + "pair step: " + r.status().message() + "\n";

@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <thread>
 
 #include "preflight/collective.h"
+#include "preflight/collective_records.h"
 #include "preflight/collective_run.h"
 
 namespace preflight::collective {
@@ -401,6 +403,61 @@ TEST(LaunchEnv, OnlyTheAllowListPasses) {
   auto intra = LaunchEnv(job, true);
   ASSERT_EQ(intra.size(), want.size() + 1);
   EXPECT_EQ(intra.back(), std::string(kIntraStepEnv) + "=intra");
+}
+
+}  // namespace
+}  // namespace preflight::collective
+
+namespace preflight::collective {
+namespace {
+
+// --- result records (collective_records.h) -------------------------------------
+TEST(Records, RoundTripAndDisplayWithoutThem) {
+  ResultRecord a;
+  a.kind = "pair";
+  a.nodes = {"n1", "n2"};
+  a.pass = true;
+  a.busbw = 8.5e8;
+  a.threshold = 2e7;
+  a.message = "busbw 850 MB/s at 1M >= 20 MB/s";
+  ResultRecord b;
+  b.kind = "intra-node";
+  b.nodes = {"n2"};
+  b.message = "quote \" and\nnewline";
+  b.drain_reason = "preflight: nccl intra-node n2 (host-tcp, 2 ranks): busbw 4.98 MB/s at 1M < 20 MB/s";
+  std::string line_b = RecordLine(b);
+  EXPECT_EQ(std::count(line_b.begin(), line_b.end(), '\n'), 1) << line_b;  // one line, whatever the strings hold
+  std::string out = "# pair n1-n2: OK: x\n" + RecordLine(a) + "# table\n" + line_b + "tail without newline";
+  ParsedOutput p = ParseOutput(out);
+  ASSERT_EQ(p.records.size(), 2u);
+  EXPECT_TRUE(p.errors.empty());
+  EXPECT_EQ(p.display, "# pair n1-n2: OK: x\n# table\ntail without newline");
+  const ResultRecord* ra = FindRecord(p, "pair", {"n1", "n2"});
+  ASSERT_NE(ra, nullptr);
+  EXPECT_TRUE(ra->pass);
+  EXPECT_DOUBLE_EQ(ra->busbw, 8.5e8);
+  EXPECT_EQ(ra->message, a.message);
+  EXPECT_EQ(FindRecord(p, "pair", {"n2", "n1"}), nullptr);  // order matters: ring pair (i, i+1)
+  const ResultRecord* rb = FindRecord(p, "intra-node", {"n2"});
+  ASSERT_NE(rb, nullptr);
+  EXPECT_FALSE(rb->pass);
+  EXPECT_EQ(rb->message, b.message);
+  EXPECT_EQ(rb->drain_reason, b.drain_reason);
+}
+
+TEST(Records, BadRecordsAreNamedNotTrusted) {
+  std::string out = std::string(kRecordPrefix) + "{not json\n" + kRecordPrefix +
+                    R"({"tool":"preflight-nccl","kind":"pair","nodes":["n1","n2"],"verdict":"maybe"})" "\n" +
+                    kRecordPrefix + R"({"tool":"other","kind":"pair","verdict":"pass"})" "\n" +
+                    kRecordPrefix + R"({"tool":"preflight-nccl","kind":"pair","nodes":"n1","verdict":"pass"})" "\n";
+  ParsedOutput p = ParseOutput(out);
+  EXPECT_TRUE(p.records.empty());
+  ASSERT_EQ(p.errors.size(), 4u);
+  EXPECT_NE(p.errors[0].find("not a JSON object"), std::string::npos);
+  EXPECT_NE(p.errors[1].find("verdict 'maybe'"), std::string::npos);
+  EXPECT_NE(p.errors[2].find("not a preflight-nccl record"), std::string::npos);
+  EXPECT_NE(p.errors[3].find("nodes is not an array"), std::string::npos);
+  EXPECT_EQ(p.display, "");
 }
 
 }  // namespace

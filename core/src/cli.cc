@@ -1,5 +1,9 @@
 #include "preflight/cli.h"
 
+#include <exception>
+
+#include "preflight/log.h"
+
 namespace preflight {
 
 const char* VersionString() { return PREFLIGHT_VERSION; }
@@ -34,6 +38,17 @@ Expected<Config> LoadCliConfig(const CommonCli& cli, const std::string& node) {
   Status s = ApplyOverrides(*cfg, cli.sets, "--set", node);
   if (!s.ok()) return s;
   return cfg;
+}
+
+int GuardedMain(const std::string& who, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    Log(LogLevel::kError, who, "unexpected error", e.what());
+  } catch (...) {
+    Log(LogLevel::kError, who, "unexpected error", "unknown exception");
+  }
+  return 2;
 }
 
 }  // namespace preflight

@@ -81,27 +81,16 @@ Expected<JobContext> JobContextFromEnv(const EnvMap& env, const Config& cfg, boo
     j.gpus = *ids;
   }
 
-  // The plugin's job-control variables arrive in the prolog/epilog as
-  // SPANK_<NAME> and in the batch environment as SLURM_SPANK_<NAME>.
-  for (const char* prefix : {"SPANK_", "SLURM_SPANK_"}) {
-    std::string var = std::string(prefix) + "PREFLIGHT_NCCL_CHECK";
-    auto it = env.find(var);
-    if (it == env.end() || j.level_given) continue;
-    auto l = ParseLevel(it->second.c_str());
-    if (!l) return l.status().Context(var + "='" + it->second + "'");
-    j.level = *l;
-    j.level_given = true;
+  // The plugin's job-control variables (options.h: JobOptionsFromEnv).
+  OptionsFromEnv o = JobOptionsFromEnv(env);
+  for (const char* var : {"PREFLIGHT_NCCL_CHECK", "PREFLIGHT_ENV"}) {
+    Status s = o.ErrorFor(var);
+    if (!s.ok()) return s;
   }
-  if (!j.level_given) j.level = cfg.default_level;
-  for (const char* prefix : {"SPANK_", "SLURM_SPANK_"}) {
-    std::string var = std::string(prefix) + "PREFLIGHT_ENV";
-    auto it = env.find(var);
-    if (it == env.end() || j.env_given) continue;
-    auto m = ParseEnvMode(it->second.c_str());
-    if (!m) return m.status().Context(var + "='" + it->second + "'");
-    j.env_mode = *m;
-    j.env_given = true;
-  }
+  j.level_given = o.opts.nccl_check_given;
+  j.level = j.level_given ? o.opts.nccl_check : cfg.default_level;
+  j.env_given = o.opts.env_given;
+  if (j.env_given) j.env_mode = o.opts.env;
   return j;
 }
 

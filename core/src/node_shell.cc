@@ -17,6 +17,7 @@
 #include "preflight/slurmctl.h"
 #include "preflight/stage_job.h"
 #include "preflight/topo_load.h"
+#include "preflight/state_paths.h"
 
 extern char** environ;
 
@@ -140,7 +141,7 @@ int Main(int argc, char** argv, Phase phase) {
     }
   }
   if (!job->job_id.empty() && phase == Phase::kProlog) {
-    std::string txt = cfg->state_dir + "/jobs/" + job->job_id + "/" + node + ".prolog.txt";
+    std::string txt = state::JobNodeFile(*cfg, job->job_id, node, state::kPrologText);
     Status w = WriteFileAtomic(txt, out.summary, 0644);
     if (!w.ok()) Log(LogLevel::kError, prog, "summary file", w.message());
   }
@@ -191,14 +192,7 @@ int Main(int argc, char** argv, Phase phase) {
 }  // namespace
 
 int NodeShellMain(int argc, char** argv, Phase phase) {
-  try {
-    return Main(argc, argv, phase);
-  } catch (const std::exception& e) {
-    Log(LogLevel::kError, ProgramName(phase), "unexpected error", e.what());
-  } catch (...) {
-    Log(LogLevel::kError, ProgramName(phase), "unexpected error", "unknown exception");
-  }
-  return 2;
+  return GuardedMain(ProgramName(phase), [&] { return Main(argc, argv, phase); });
 }
 
 }  // namespace preflight

@@ -102,4 +102,25 @@ const std::vector<UserOption>& UserOptions() {
   return kOptions;
 }
 
+OptionsFromEnv JobOptionsFromEnv(const std::map<std::string, std::string>& env) {
+  OptionsFromEnv r;
+  for (const auto& o : UserOptions()) {
+    for (const char* prefix : {"SPANK_", "SLURM_SPANK_"}) {
+      std::string var = std::string(prefix) + o.env_name;
+      auto it = env.find(var);
+      if (it == env.end()) continue;
+      Status s = o.apply(it->second.c_str(), r.opts);
+      if (!s.ok()) r.errors.push_back({&o, s.Context(var + "='" + it->second + "'")});
+      break;
+    }
+  }
+  return r;
+}
+
+Status OptionsFromEnv::ErrorFor(const char* env_name) const {
+  for (const auto& e : errors)
+    if (std::strcmp(e.first->env_name, env_name) == 0) return e.second;
+  return Status::Ok();
+}
+
 }  // namespace preflight

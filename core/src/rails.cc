@@ -7,6 +7,7 @@
 #include "preflight/fileutil.h"
 #include "preflight/pairing_check.h"
 #include "preflight/topo_load.h"
+#include "preflight/state_paths.h"
 
 namespace preflight {
 
@@ -99,7 +100,7 @@ Expected<NodeRails> ParseRailsJson(const std::string& line) {
 }
 
 std::string RailsPath(const Config& cfg, const std::string& node) {
-  return cfg.state_dir + "/nodes/" + (node.empty() ? std::string("localhost") : node) + ".rails.json";
+  return state::NodeFile(cfg, node, state::kRails);
 }
 
 Status WriteRailsRecord(const Config& cfg, const NodeRails& r) {

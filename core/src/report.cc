@@ -7,6 +7,7 @@
 
 #include "preflight/fileutil.h"
 #include "preflight/json.h"
+#include "preflight/state_paths.h"
 
 namespace preflight {
 
@@ -127,7 +128,7 @@ std::string DrainReason(const Report& r, size_t max) {
 }
 
 Expected<std::string> WriteReport(const Config& cfg, const Report& r) {
-  std::string dir = r.job_id.empty() ? cfg.state_dir + "/nodes" : cfg.state_dir + "/jobs/" + r.job_id;
+  std::string dir = r.job_id.empty() ? state::NodesDir(cfg) : state::JobDir(cfg, r.job_id);
   Status s = MakeDirs(dir, 0755);
   if (!s.ok()) return s;
   std::string path = dir + "/" + r.node + "." + r.tool + ".json";

@@ -401,16 +401,10 @@ Status Requeue(const Config& cfg, const std::string& job, const std::vector<std:
   std::memset(&ign, 0, sizeof ign);
   ign.sa_handler = SIG_IGN;
   ::sigaction(SIGTERM, &ign, nullptr);
-  std::string merged;
-  if (!exclude.empty()) {
-    auto prior = LoadJob(cfg, job);
-    merged = Join(exclude, ",");
-    if (prior && !prior->exc_node_list.empty()) merged = prior->exc_node_list + "," + merged;
-  }
   Status s = RequeueJob(cfg, job);
-  if (s.ok() && !merged.empty()) {
-    Status x = SetJobExcludedNodes(cfg, job, merged);
-    if (!x.ok()) s = x.Context("requeued, but could not exclude " + merged);
+  if (s.ok()) {
+    Status x = ExcludeNodesWhenPending(cfg, job, exclude);
+    if (!x.ok()) s = x.Context("requeued, but could not exclude " + Join(exclude, ","));
   }
   return s;
 }

@@ -243,6 +243,39 @@ Status SetJobExcludedNodes(const Config& cfg, const std::string& job, const std:
   return Scontrol(cfg, {"update", "JobId=" + job, "ExcNodeList=" + hostlist}).status();
 }
 
+Status ExcludeNodesWhenPending(const Config& cfg, const std::string& job, const std::vector<std::string>& nodes) {
+  if (nodes.empty()) return Status::Ok();
+  std::string merged;
+  for (const auto& n : nodes) merged += (merged.empty() ? "" : ",") + n;
+  auto prior = LoadJob(cfg, job);
+  if (prior && !prior->exc_node_list.empty()) merged = prior->exc_node_list + "," + merged;
+  if (SetJobExcludedNodes(cfg, job, merged).ok()) return Status::Ok();
+  // The command travels as arguments ("$@"), never spliced into the script.
+  static const char kLoop[] =
+      "for i in $(seq 600); do \"$@\" >/dev/null 2>&1 && exit 0; sleep 0.2; done; exit 1";
+  return SpawnDetached({"/bin/sh", "-c", kLoop, "preflight-exclude", cfg.scontrol, "update", "JobId=" + job,
+                        "ExcNodeList=" + merged},
+                       SlurmEnv(cfg));
+}
+
+Expected<std::string> JobGpusOn(const Config& cfg, const std::string& job, const std::string& node) {
+  auto rec = LoadJob(cfg, job);
+  if (!rec) return rec.status();
+  auto it = rec->gres_per_node.find(node);
+  if (it == rec->gres_per_node.end()) return std::string();
+  auto ids = GpuIndexesFromGres(it->second);
+  if (!ids) return ids.status();
+  std::string s;
+  for (int i : *ids) s += (s.empty() ? "" : ",") + std::to_string(i);
+  return s;
+}
+
+Expected<std::string> OtherStepsOf(const Config& cfg, const std::string& job, uint32_t self) {
+  auto steps = LoadSteps(cfg, job);
+  if (!steps) return steps.status();
+  return OtherSteps(*steps, job + "." + std::to_string(self));
+}
+
 Status SetJobAdminComment(const Config& cfg, const std::string& job, const std::string& comment) {
   return Scontrol(cfg, {"update", "JobId=" + job, "AdminComment=" + comment}).status();
 }

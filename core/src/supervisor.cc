@@ -157,69 +157,24 @@ Expected<SuperviseResult> RunSupervised(const SuperviseOptions& o) {
   SignalScope signals;
   if (!signals.status().ok()) return signals.status();
 
-  int outp[2], errp[2], exec_err[2];
-  if (::pipe2(outp, O_CLOEXEC) != 0) return Status::FromErrno(errno, "pipe");
-  if (::pipe2(errp, O_CLOEXEC) != 0) {
-    int e = errno;
-    ::close(outp[0]); ::close(outp[1]);
-    return Status::FromErrno(e, "pipe");
-  }
-  if (::pipe2(exec_err, O_CLOEXEC) != 0) {
-    int e = errno;
-    for (int fd : {outp[0], outp[1], errp[0], errp[1]}) ::close(fd);
-    return Status::FromErrno(e, "pipe");
-  }
-  auto cargv = CStrings(o.argv);
-  auto envs = MergedEnv(o.env);
-  auto cenv = CStrings(envs);
-
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    int e = errno;
-    for (int fd : {outp[0], outp[1], errp[0], errp[1], exec_err[0], exec_err[1]}) ::close(fd);
-    return Status::FromErrno(e, "fork for " + o.argv[0]);
-  }
-  if (pid == 0) {
-    // Only async-signal-safe calls until exec.
-    ::setpgid(0, 0);
-    struct sigaction dfl;
-    std::memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    for (int s : kRelayed) ::sigaction(s, &dfl, nullptr);
-    ::sigaction(SIGCHLD, &dfl, nullptr);
-    ::sigaction(SIGPIPE, &dfl, nullptr);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::dup2(outp[1], 1);
-    ::dup2(errp[1], 2);
-    ::execvpe(cargv[0], cargv.data(), cenv.data());
-    int e = errno;
-    ssize_t r = ::write(exec_err[1], &e, sizeof e);
-    (void)r;
-    _exit(127);
-  }
-  ::setpgid(pid, pid);  // also in the child: whichever runs first wins the race
-  ::close(outp[1]);
-  ::close(errp[1]);
-  ::close(exec_err[1]);
-  int child_errno = 0;
-  ssize_t got;
-  do got = ::read(exec_err[0], &child_errno, sizeof child_errno); while (got < 0 && errno == EINTR);
-  ::close(exec_err[0]);
-  if (got == static_cast<ssize_t>(sizeof child_errno)) {
-    int st;
-    ::waitpid(pid, &st, 0);
-    ::close(outp[0]);
-    ::close(errp[0]);
-    return Status::FromErrno(child_errno, "cannot run " + o.argv[0]);
-  }
+  SpawnSpec spec;
+  spec.argv = o.argv;
+  spec.env = MergedEnv(o.env);
+  spec.output = SpawnSpec::Output::kSplit;
+  spec.stdin_null = false;  // an interactive srun --pty keeps its terminal
+  spec.reset_signals.assign(std::begin(kRelayed), std::end(kRelayed));
+  spec.reset_signals.push_back(SIGCHLD);
+  spec.reset_signals.push_back(SIGPIPE);
+  spec.exec_error_as_status = true;
+  auto child = Start(spec);
+  if (!child) return child.status();
+  const pid_t pid = child->pid;
 
   SuperviseResult res;
   Stream streams[2];
-  streams[0].fd = outp[0];
+  streams[0].fd = child->out;
   streams[0].to = o.out_fd;
-  streams[1].fd = errp[0];
+  streams[1].fd = child->err;
   streams[1].to = o.err_fd;
   for (auto& s : streams) ::fcntl(s.fd, F_SETFL, O_NONBLOCK);
   std::deque<std::string> tail;

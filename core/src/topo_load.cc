@@ -15,6 +15,7 @@
 
 #include "preflight/fileutil.h"
 #include "preflight/job.h"
+#include "preflight/state_paths.h"
 
 namespace preflight {
 
@@ -446,7 +447,7 @@ std::string TopoCacheKey(const Config& cfg, const FsRoot& fs) {
 }
 
 std::string TopoCachePath(const Config& cfg, const std::string& node) {
-  return cfg.state_dir + "/nodes/" + (node.empty() ? std::string("localhost") : node) + ".topo";
+  return state::NodeFile(cfg, node, state::kTopo);
 }
 
 // Format, one record a line, fields separated by tabs, "-" for empty, lists
@@ -587,7 +588,7 @@ Expected<Topology> LoadTopologyCached(const Config& cfg, const std::string& node
       if (!opts.refresh_sysfs) return t;
       RefreshSysfsState(*t, fs);
       if (opts.write_cache) {
-        Status w = MakeDirs(cfg.state_dir + "/nodes", 0755);
+        Status w = MakeDirs(state::NodesDir(cfg), 0755);
         if (w.ok()) w = WriteFileAtomic(path, SerializeTopology(*t, key), 0644);
         if (!w.ok()) return w;
       }
@@ -598,7 +599,7 @@ Expected<Topology> LoadTopologyCached(const Config& cfg, const std::string& node
   auto t = LoadTopologyHwloc(cfg.topology_xml, fs);
   if (!t) return t;
   if (opts.write_cache) {
-    Status w = MakeDirs(cfg.state_dir + "/nodes", 0755);
+    Status w = MakeDirs(state::NodesDir(cfg), 0755);
     if (w.ok()) w = WriteFileAtomic(path, SerializeTopology(*t, key), 0644);
     if (!w.ok()) return w.Context("topology cache");
   }
@@ -615,7 +616,7 @@ EnvPolicy PolicyFromConfig(const Config& cfg) {
 }
 
 std::string JobGpusPath(const Config& cfg, const std::string& job, const std::string& node) {
-  return cfg.state_dir + "/jobs/" + job + "/" + (node.empty() ? std::string("localhost") : node) + ".gpus";
+  return state::JobNodeFile(cfg, job, node, state::kJobGpus);
 }
 
 namespace {

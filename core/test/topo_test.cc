@@ -17,7 +17,11 @@
 #include <sstream>
 
 #include "preflight/fileutil.h"
+#include "preflight/topo_env_merge.h"
 #include "preflight/topo_load.h"
+
+#include <map>
+#include <nlohmann/json.hpp>
 
 namespace preflight {
 namespace {
@@ -92,6 +96,112 @@ Topology Load(const std::string& xml, const std::string& root) {
   auto t = LoadTopologyHwloc(xml, fs);
   EXPECT_TRUE(t.ok()) << t.status().ToString();
   return t.ok() ? *t : Topology();
+}
+
+// The task environment's merge policy (topo_env_merge.h), on the Dell with
+// every port up, with a task environment given as a map.
+EnvLookup Lookup(const std::map<std::string, std::string>& env) {
+  return [env](const std::string& n) -> std::optional<std::string> {
+    auto it = env.find(n);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+Topology DellAllUp(const std::string& root) {
+  for (const char* dev : {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"}) PutPort(root, dev, 1, "4: ACTIVE", "InfiniBand");
+  for (const char* nd : {"hsi0", "ibs2f1", "ibp94s0", "ibp218s0"}) Put(root, std::string("/sys/class/net/") + nd + "/operstate", "up");
+  return Load(kDell, root);
+}
+
+TEST(TopoEnvMerge, TasksOfOneStepPlanOneNcclSetFromTheirVariables) {
+  Topology t = DellAllUp(TempDir());
+  auto p = PairGpus(t);
+  NodeGpuInputs in;
+  in.step_gpus = "0,1";  // init_post_opt's copy: the step's GPUs on the node
+  TaskEnvPlan a = PlanTaskEnv(t, p, EnvPolicy(), in, "", Lookup({{"SLURM_STEP_GPUS", "0"}, {"CUDA_VISIBLE_DEVICES", "0"}}));
+  TaskEnvPlan b = PlanTaskEnv(t, p, EnvPolicy(), in, "", Lookup({{"SLURM_STEP_GPUS", "1"}, {"CUDA_VISIBLE_DEVICES", "1"}}));
+  EXPECT_EQ(Env(a.plan, "NCCL_IB_HCA"), "=mlx5_0:1,mlx5_1:1,mlx5_2:1");
+  EXPECT_EQ(Env(a.plan, "NCCL_IB_HCA"), Env(b.plan, "NCCL_IB_HCA"));
+  EXPECT_EQ(Env(b.plan, "UCX_NET_DEVICES"), "mlx5_2:1");
+  EXPECT_EQ(a.node_gpus_from, "SLURM_STEP_GPUS");
+  // ROCm's variable counts as the visible devices when CUDA's is absent.
+  TaskEnvPlan r = PlanTaskEnv(t, p, EnvPolicy(), in, "", Lookup({{"SLURM_STEP_GPUS", "0,1"}, {"ROCR_VISIBLE_DEVICES", "1"}}));
+  EXPECT_EQ(r.plan.gpus, std::vector<int>{1});
+  // GPUs that cannot be placed, or a site rails error: nothing, with why.
+  TaskEnvPlan u = PlanTaskEnv(t, p, EnvPolicy(), in, "", Lookup({{"CUDA_VISIBLE_DEVICES", "GPU-1234"}}));
+  EXPECT_TRUE(u.plan.vars.empty());
+  EXPECT_EQ(Why(u.plan, "NCCL_IB_HCA").rfind("cannot tell the task's GPUs: ", 0), 0u) << Why(u.plan, "NCCL_IB_HCA");
+  TaskEnvPlan e = PlanTaskEnv(t, p, EnvPolicy(), in, "topo_rails names mlx5_9", Lookup({{"CUDA_VISIBLE_DEVICES", "0"}}));
+  EXPECT_TRUE(e.plan.vars.empty());
+  EXPECT_EQ(Why(e.plan, "NCCL_IB_HCA"), "site config: topo_rails names mlx5_9");
+}
+
+TEST(TopoEnvMerge, NeverOverridesTheUserAndTakesBackOnlyItsOwn) {
+  EnvPlan plan;
+  plan.vars = {{"NCCL_IB_HCA", "=mlx5_0:1"}, {"NCCL_SOCKET_IFNAME", "=ib0"}, {"UCX_NET_DEVICES", "mlx5_0:1"}};
+  // First step: nothing set; all planned values are set.
+  EnvMerge m0 = MergeEnv(plan, Lookup({}));
+  EXPECT_EQ(m0.set.size(), 3u);
+  EXPECT_TRUE(m0.kept.empty());
+  EXPECT_FALSE(m0.marker_found);
+  EXPECT_EQ(MarkerFor(m0.set), "NCCL_IB_HCA==mlx5_0:1;NCCL_SOCKET_IFNAME==ib0;UCX_NET_DEVICES=mlx5_0:1");
+  // A later step: NCCL_IB_HCA still ours (recomputed), NCCL_SOCKET_IFNAME
+  // changed by the user (kept), NCCL_NET_GDR_LEVEL ours but no longer
+  // planned (removed), NCCL_IB_GID_INDEX the user's (untouched).
+  std::map<std::string, std::string> env = {
+      {kTopoEnvMarker, "NCCL_IB_HCA==mlx5_3:1;NCCL_SOCKET_IFNAME==ib3;NCCL_NET_GDR_LEVEL=PHB"},
+      {"NCCL_IB_HCA", "=mlx5_3:1"}, {"NCCL_SOCKET_IFNAME", "=eth0"}, {"NCCL_NET_GDR_LEVEL", "PHB"},
+      {"NCCL_IB_GID_INDEX", "3"}};
+  EnvMerge m = MergeEnv(plan, Lookup(env));
+  EXPECT_TRUE(m.marker_found);
+  ASSERT_EQ(m.set.size(), 2u);
+  EXPECT_EQ(m.set[0].name, "NCCL_IB_HCA");
+  EXPECT_EQ(m.set[0].value, "=mlx5_0:1");
+  EXPECT_EQ(m.set[1].name, "UCX_NET_DEVICES");
+  ASSERT_EQ(m.kept.size(), 1u);
+  EXPECT_EQ(m.kept[0].name, "NCCL_SOCKET_IFNAME");
+  EXPECT_EQ(m.kept[0].value, "=eth0");
+  EXPECT_EQ(m.remove, std::vector<std::string>{"NCCL_NET_GDR_LEVEL"});
+  // Without a marker nothing counts as ours: every set variable is the user's.
+  env.erase(kTopoEnvMarker);
+  EnvMerge u = MergeEnv(plan, Lookup(env));
+  EXPECT_EQ(u.kept.size(), 2u);
+  EXPECT_TRUE(u.remove.empty());
+  EXPECT_FALSE(MarkerValue("A=x;B=y", "C").has_value());
+  EXPECT_EQ(*MarkerValue("A=x;B=", "B"), "");
+}
+
+TEST(TopoEnvMerge, RecordLineAndShowText) {
+  EnvPlan plan;
+  plan.gpus = {1};
+  plan.node_gpus = {0, 1};
+  plan.gpu_nics = {{0, "mlx5_0 PIX"}, {1, "mlx5_2 PIX"}};
+  plan.unset = {{"NCCL_IB_GID_INDEX", "InfiniBand link layer needs no GID index"}};
+  EnvTaskRecord r;
+  r.node = "n1";
+  r.step = "batch";
+  r.task = 3;
+  r.topology_source = "cache";
+  r.node_gpus_from = "prolog";
+  r.plan = &plan;
+  r.set = {{"NCCL_IB_HCA", "=mlx5_0:1,mlx5_2:1"}};
+  r.kept = {{"NCCL_SOCKET_IFNAME", "=eth0"}};
+  std::string line = EnvRecordLine(r);
+  ASSERT_EQ(line.back(), '\n');
+  auto j = nlohmann::json::parse(line);
+  EXPECT_EQ(j["task"], 3);
+  EXPECT_EQ(j["node_gpus"], nlohmann::json::array({0, 1}));
+  EXPECT_EQ(j["set"]["NCCL_IB_HCA"], "=mlx5_0:1,mlx5_2:1");
+  EXPECT_EQ(j["left_alone"]["NCCL_SOCKET_IFNAME"], "=eth0");
+  EXPECT_EQ(j["not_set"]["NCCL_IB_GID_INDEX"], "InfiniBand link layer needs no GID index");
+  EXPECT_EQ(j["pairing"]["1"], "mlx5_2 PIX");
+  std::string show = EnvShowText(r, true);
+  EXPECT_NE(show.find("preflight-env: n1 task 3 (GPU 1; the job's GPUs here 0,1, from prolog): GPU0->mlx5_0 PIX, GPU1->mlx5_2 PIX\n"),
+            std::string::npos) << show;
+  EXPECT_NE(show.find("kept NCCL_SOCKET_IFNAME==eth0 (set by the user)"), std::string::npos);
+  EXPECT_NE(show.find("not set NCCL_IB_GID_INDEX"), std::string::npos);
+  EXPECT_EQ(EnvShowText(r, false).find("not set"), std::string::npos);  // reasons only from local task 0
 }
 
 // ---- Golden: Dell XE8640, 4x H100, CX-6 dual-function + 2x CX-7 ----------

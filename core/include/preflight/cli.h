@@ -4,6 +4,7 @@
 #pragma once
 
 #include <boost/program_options.hpp>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,5 +34,10 @@ Status ParseCommandLine(int argc, char** argv, const po::options_description& al
 Expected<Config> LoadCliConfig(const CommonCli& cli, const std::string& node);
 
 const char* VersionString();
+
+// The one main() of every preflight binary: `body()`, with an exception
+// that escapes it logged ("<who>: unexpected error: ...") and turned into
+// exit 2 (usage or internal error), never a crash or a pass.
+int GuardedMain(const std::string& who, const std::function<int()>& body);
 
 }  // namespace preflight

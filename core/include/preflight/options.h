@@ -3,7 +3,9 @@
 // page's OPTIONS list is checked against this table by a test.
 #pragma once
 
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "preflight/stage.h"
@@ -56,5 +58,19 @@ struct UserOption {
 };
 
 const std::vector<UserOption>& UserOptions();
+
+// The job's options as they come back from the job-control variables: in
+// the prolog and epilog as SPANK_<env_name>, in the batch environment as
+// SLURM_SPANK_<env_name> (the first found wins). One walk of the table;
+// a bad value is kept per option (the variable and its text named), so a
+// caller decides what it means: a bad level fails the prolog, a bad --stage
+// only the job's tasks.
+struct OptionsFromEnv {
+  JobOptions opts;
+  std::vector<std::pair<const UserOption*, Status>> errors;
+  // The error for the option whose env_name is `env_name`, or Ok.
+  Status ErrorFor(const char* env_name) const;
+};
+OptionsFromEnv JobOptionsFromEnv(const std::map<std::string, std::string>& env);
 
 }  // namespace preflight

@@ -80,6 +80,21 @@ Status FinishDrain(const Config& cfg, const std::string& node, const std::string
 Status RequeueJob(const Config& cfg, const std::string& job);
 // Slurm accepts ExcNodeList only while the job is pending (after a requeue).
 Status SetJobExcludedNodes(const Config& cfg, const std::string& job, const std::string& hostlist);
+// After RequeueJob: add `nodes` to the job's ExcNodeList, keeping what is
+// there. slurmctld refuses the update until the job is pending again, i.e.
+// after every node's epilog, and, when the caller is the batch step (the
+// plugin), only after the caller has exited: tried once now, then retried
+// by a detached helper for up to two minutes (the time Slurm holds a
+// requeued job). Best effort: the drain is what keeps the job off a node.
+Status ExcludeNodesWhenPending(const Config& cfg, const std::string& job, const std::vector<std::string>& nodes);
+// The GPU indexes slurmctld allocated to `job` on `node` ("0,1,2,3"; ""
+// when the job holds none there), from the job record's GRES detail. An
+// unreadable record is an error, never "no GPUs" (that would quietly turn
+// a root-run GPU check into a host one).
+Expected<std::string> JobGpusOn(const Config& cfg, const std::string& job, const std::string& node);
+// Steps of `job` running now other than batch/extern/interactive and
+// `self` (a step number), joined ("13.4"; "" when none).
+Expected<std::string> OtherStepsOf(const Config& cfg, const std::string& job, uint32_t self);
 Status SetJobAdminComment(const Config& cfg, const std::string& job, const std::string& comment);
 // Nodes among `hostlist` that preflight drained (reason starts with kDrainPrefix).
 Expected<std::vector<std::string>> NodesDrainedByPreflight(const Config& cfg, const std::string& hostlist);

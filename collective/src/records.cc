@@ -1,0 +1,96 @@
+#include "preflight/collective_records.h"
+
+#include <nlohmann/json.hpp>
+
+#include "preflight/json.h"
+
+namespace preflight::collective {
+
+std::string RecordLine(const ResultRecord& r) {
+  JsonWriter w(false);
+  w.BeginObject();
+  w.Field("tool", "preflight-nccl");
+  w.Field("kind", r.kind);
+  w.Key("nodes").BeginArray();
+  for (const auto& n : r.nodes) w.String(n);
+  w.EndArray();
+  w.Field("verdict", r.pass ? "pass" : "fail");
+  w.Field("busbw_Bps", r.busbw);
+  w.Field("threshold_Bps", r.threshold);
+  w.Field("message", r.message);
+  if (!r.drain_reason.empty()) w.Field("drain_reason", r.drain_reason);
+  w.EndObject();
+  return kRecordPrefix + w.str() + "\n";
+}
+
+namespace {
+
+bool FromJson(const std::string& text, ResultRecord* r, std::string* why) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) { *why = "not a JSON object"; return false; }
+  if (j.value("tool", "") != "preflight-nccl") { *why = "not a preflight-nccl record"; return false; }
+  auto str = [&](const char* k, std::string* out) {
+    auto it = j.find(k);
+    if (it == j.end()) return true;
+    if (!it->is_string()) return false;
+    *out = it->get<std::string>();
+    return true;
+  };
+  auto num = [&](const char* k, double* out) {
+    auto it = j.find(k);
+    if (it == j.end()) return true;
+    if (!it->is_number()) return false;
+    *out = it->get<double>();
+    return true;
+  };
+  std::string verdict;
+  if (!str("kind", &r->kind) || !str("verdict", &verdict) || !str("message", &r->message) ||
+      !str("drain_reason", &r->drain_reason) || !num("busbw_Bps", &r->busbw) || !num("threshold_Bps", &r->threshold)) {
+    *why = "a field has the wrong type";
+    return false;
+  }
+  if (verdict != "pass" && verdict != "fail") { *why = "verdict '" + verdict + "' (expected pass or fail)"; return false; }
+  r->pass = verdict == "pass";
+  auto nodes = j.find("nodes");
+  if (nodes != j.end()) {
+    if (!nodes->is_array()) { *why = "nodes is not an array"; return false; }
+    for (const auto& n : *nodes) {
+      if (!n.is_string()) { *why = "a node is not a string"; return false; }
+      r->nodes.push_back(n.get<std::string>());
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+ParsedOutput ParseOutput(const std::string& output) {
+  ParsedOutput p;
+  const std::string prefix = kRecordPrefix;
+  size_t b = 0;
+  while (b < output.size()) {
+    size_t e = output.find('\n', b);
+    size_t end = e == std::string::npos ? output.size() : e + 1;
+    std::string line = output.substr(b, end - b);
+    b = end;
+    if (line.rfind(prefix, 0) != 0) {
+      p.display += line;
+      continue;
+    }
+    std::string body = line.substr(prefix.size());
+    if (!body.empty() && body.back() == '\n') body.pop_back();
+    ResultRecord r;
+    std::string why;
+    if (FromJson(body, &r, &why)) p.records.push_back(std::move(r));
+    else p.errors.push_back(why + ": " + body.substr(0, 120));
+  }
+  return p;
+}
+
+const ResultRecord* FindRecord(const ParsedOutput& p, const std::string& kind, const std::vector<std::string>& nodes) {
+  for (const auto& r : p.records)
+    if (r.kind == kind && r.nodes == nodes) return &r;
+  return nullptr;
+}
+
+}  // namespace preflight::collective

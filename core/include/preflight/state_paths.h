@@ -1,0 +1,43 @@
+// The one owner of every path under state_dir: the files that pass between
+// the plugin, the prolog, the epilog and the tools. Nothing else builds a
+// state_dir path by hand.
+//
+//   <state_dir>/nodes/                  per node, kept across jobs (root 0755)
+//     <node>.topo                       topology cache            topo_load -> plugin, tools
+//     <node>.rails.json                 rails signature           prolog -> --nccl-check batch step
+//     <node>.xid                        kernel-log cursor (Xid)   health checks, per boot
+//     <node>.ib                         IB port memory (flaps)    health checks, per boot
+//     <node>.<tool>.json                last report of a job-less run (healthcheck)
+//   <state_dir>/jobs/<job>/             per job, removed by the epilog (root 0755)
+//     <node>.gpus                       the job's GPUs on the node  prolog -> plugin (env)
+//     <node>.prolog.txt                 prolog summary line        prolog -> plugin (job output)
+//     <node>.env.jsonl                  one line per task's env    plugin -> tools
+//     <node>.stage.kv, .stage-error     staging result             prolog -> plugin, epilog
+//     <node>.<tool>.json                report of prolog / epilog
+// A node name is never empty in a path: "localhost" stands in.
+#pragma once
+
+#include <string>
+
+#include "preflight/config.h"
+
+namespace preflight::state {
+
+std::string NodesDir(const Config& cfg);
+std::string JobDir(const Config& cfg, const std::string& job);
+// <state_dir>/nodes/<node><suffix>
+std::string NodeFile(const Config& cfg, const std::string& node, const std::string& suffix);
+// <state_dir>/jobs/<job>/<node><suffix>
+std::string JobNodeFile(const Config& cfg, const std::string& job, const std::string& node, const std::string& suffix);
+
+inline constexpr const char* kTopo = ".topo";
+inline constexpr const char* kRails = ".rails.json";
+inline constexpr const char* kXid = ".xid";
+inline constexpr const char* kIb = ".ib";
+inline constexpr const char* kJobGpus = ".gpus";
+inline constexpr const char* kPrologText = ".prolog.txt";
+inline constexpr const char* kEnvRecord = ".env.jsonl";
+inline constexpr const char* kStageKv = ".stage.kv";
+inline constexpr const char* kStageError = ".stage-error";
+
+}  // namespace preflight::state
