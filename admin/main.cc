@@ -18,7 +18,7 @@
 #include "preflight/fileutil.h"
 #include "preflight/job.h"
 #include "preflight/options.h"
-#include "preflight/pairing_check.h"
+#include "preflight/placement.h"
 #include "preflight/rails.h"
 #include "preflight/slurm_conf.h"
 #include "preflight/topo.h"

@@ -76,3 +76,5 @@ if(NOT PREFLIGHT_SLURM_PLUGIN_DIR)
   endif()
 endif()
 message(STATUS "SPANK plugin install dir: ${PREFLIGHT_SLURM_PLUGIN_DIR}")
+
+find_package(Threads REQUIRED)

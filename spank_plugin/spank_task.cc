@@ -12,7 +12,7 @@ extern "C" {
 
 #include "preflight/fileutil.h"
 #include "preflight/log.h"
-#include "preflight/stage.h"
+#include "preflight/stage_spec.h"
 #include "preflight/stage_job.h"
 #include "preflight/state_paths.h"
 

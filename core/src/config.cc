@@ -1,6 +1,6 @@
 #include "preflight/config.h"
 
-#include "preflight/pairing_check.h"
+#include "preflight/topo_expect.h"
 
 #include <cerrno>
 #include <cctype>

@@ -11,6 +11,16 @@
 
 namespace preflight {
 
+std::string HumanBytes(double b) {
+  static const char* kUnits[] = {"B", "K", "M", "G", "T", "P"};
+  int u = 0;
+  while (b >= 1024 && u < 5) { b /= 1024; ++u; }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f%s" : "%.1f%s", b, kUnits[u]);
+  return buf;
+}
+
+
 const char* VerdictName(Verdict v) {
   switch (v) {
     case Verdict::kPass: return "pass";

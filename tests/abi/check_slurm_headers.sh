@@ -6,7 +6,9 @@
 #   check_slurm_headers.sh SOURCE_DIR BUILD_DIR TARBALL...
 set -euo pipefail
 src=$1 build=$2; shift 2
-cxxflags=(-std=c++17 -fsyntax-only -I"$src/core/include" -I"$src/slurmapi" -I"$src/collective/include"
+cxxflags=(-std=c++17 -fsyntax-only -I"$src/slurmapi")
+for d in core topo checks stage collective; do cxxflags+=(-I"$src/$d/include"); done
+cxxflags+=(
           -I/usr/local/cuda/include)
 checked=0
 for tb in "$@"; do

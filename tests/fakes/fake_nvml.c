@@ -1,5 +1,5 @@
 /* A fake NVML for tests: implements, with the exact C ABI of
- * core/include/preflight/nvml_abi.h, the NVML functions preflight's GPU
+ * checks/include/preflight/nvml_abi.h, the NVML functions preflight's GPU
  * checks call. Built as libnvidia-ml.so.1 and loaded by production code
  * through the same dlopen path as the real library (config key
  * nvml_library). It emulates a healthy 8-GPU H100 node unless faults say

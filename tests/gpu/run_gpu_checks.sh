@@ -22,15 +22,18 @@ bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 command -v nvidia-smi >/dev/null || { echo "FAIL: no nvidia-smi on this machine"; exit 1; }
 cxx=${CXX:-g++}
 cc=${CC:-gcc}
-core=$src/core/src
-# The check registry includes the GPU-NIC placement check, which needs hwloc
+# The check harness and its checks (checks/) over topo/ and core/, built
+# without CMake: a bare GPU machine may have only a compiler. The check
+# registry includes the GPU-NIC placement check, which needs hwloc
 # (libhwloc-dev; on a bare GPU machine carry its .deb and dpkg -x it).
 hwloc=$(pkg-config --cflags --libs hwloc 2>/dev/null || echo -lhwloc)
-$cxx -std=c++17 ${GPU_CHECK_OPT:--O2} -Wall -I"$src/core/include" \
-  "$core"/{checks,clock,health_checks,nvml,status,fsroot,fileutil,report,json,config,options,job,pairing_check,rails,topo,topo_load,stage,state_paths}.cc \
+inc=(-I"$src/core/include" -I"$src/topo/include" -I"$src/checks/include")
+srcs=("$src"/core/src/{clock,status,fsroot,fileutil,report,json,config,options,job,process,stage_spec,state_paths,topo_expect}.cc
+      "$src"/topo/src/{topo,topo_load,placement,rails}.cc "$src"/checks/src/*.cc)
+$cxx -std=c++17 ${GPU_CHECK_OPT:--O2} -Wall "${inc[@]}" "${srcs[@]}" \
   "$src/tests/gpu/gpu_check_main.cc" $hwloc -ldl -o "$out/gpu-check" >"$out/build.log" 2>&1 || { cat "$out/build.log"; echo "FAIL: build"; exit 1; }
 mkdir -p "$out/fake"
-$cc -shared -fPIC -O2 -I"$src/core/include" "$src/tests/fakes/fake_nvml.c" -o "$out/fake/libnvidia-ml.so.1" >>"$out/build.log" 2>&1 ||
+$cc -shared -fPIC -O2 -I"$src/checks/include" "$src/tests/fakes/fake_nvml.c" -o "$out/fake/libnvidia-ml.so.1" >>"$out/build.log" 2>&1 ||
   { cat "$out/build.log"; echo "FAIL: build fake"; exit 1; }
 ok "built gpu-check and the fake NVML"
 

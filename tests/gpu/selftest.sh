@@ -7,7 +7,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 mkdir -p "$d/bin" "$d/lib"
-${CC:-gcc} -shared -fPIC -I"$src/core/include" "$src/tests/fakes/fake_nvml.c" -o "$d/lib/libnvidia-ml.so.1"
+${CC:-gcc} -shared -fPIC -I"$src/checks/include" "$src/tests/fakes/fake_nvml.c" -o "$d/lib/libnvidia-ml.so.1"
 stub() {
   cat >"$d/bin/nvidia-smi" <<STUB
 #!/bin/bash

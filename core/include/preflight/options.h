@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "preflight/stage.h"
+#include "preflight/stage_spec.h"
 #include "preflight/status.h"
 
 namespace preflight {

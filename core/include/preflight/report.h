@@ -26,6 +26,9 @@ struct CheckResult {
   double seconds = 0;     // time the check took
 };
 
+// "1.5G" style (binary units), for values and thresholds in results.
+std::string HumanBytes(double bytes);
+
 // "<check> <device>: <message>" -- the text that goes to sinfo -R and job output.
 std::string Describe(const CheckResult& r);
 

@@ -19,7 +19,7 @@
 
 #include "preflight/fileutil.h"
 #include "preflight/options.h"
-#include "preflight/stage.h"
+#include "preflight/stage_spec.h"
 #include "preflight/stage_cache.h"
 #include "preflight/stage_copy.h"
 #include "preflight/stage_job.h"

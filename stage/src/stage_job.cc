@@ -14,10 +14,10 @@
 #include <sstream>
 #include <thread>
 
-#include "preflight/checks.h"
+#include "preflight/report.h"
 #include "preflight/fileutil.h"
 #include "preflight/json.h"
-#include "preflight/stage.h"
+#include "preflight/stage_spec.h"
 
 namespace preflight {
 

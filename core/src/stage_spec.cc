@@ -1,4 +1,4 @@
-#include "preflight/stage.h"
+#include "preflight/stage_spec.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -57,7 +57,4 @@ bool ProbeEmit(const CheckResult& r);
 // Individual checks, exposed for unit tests.
 std::vector<CheckResult> CheckScratch(const CheckEnv& env);
 
-// "1.5G" style, for values and thresholds in results.
-std::string HumanBytes(double bytes);
-
 }  // namespace preflight

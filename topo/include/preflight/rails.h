@@ -16,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "preflight/checks.h"
 #include "preflight/config.h"
 #include "preflight/status.h"
 #include "preflight/topo.h"
@@ -69,9 +68,5 @@ struct RailsComparison {
 // group is named and nobody is singled out.
 RailsComparison CompareRails(const std::vector<NodeRails>& nodes);
 
-// Check topo.rails (prolog, quick): every compute rail of this node is
-// usable; a down one fails, naming it and the GPUs it serves. Root-run,
-// from this node's own sysfs.
-std::vector<CheckResult> CheckRailsUp(const CheckEnv& env);
 
 }  // namespace preflight

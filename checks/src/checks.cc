@@ -16,7 +16,7 @@
 
 #include "preflight/health_checks.h"
 #include "preflight/pairing_check.h"
-#include "preflight/rails.h"
+#include "preflight/rails_check.h"
 
 namespace preflight {
 
@@ -27,15 +27,6 @@ const char* PhaseName(Phase p) {
     case Phase::kHealth: return "health";
   }
   return "prolog";
-}
-
-std::string HumanBytes(double b) {
-  static const char* kUnits[] = {"B", "K", "M", "G", "T", "P"};
-  int u = 0;
-  while (b >= 1024 && u < 5) { b /= 1024; ++u; }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f%s" : "%.1f%s", b, kUnits[u]);
-  return buf;
 }
 
 std::vector<CheckResult> CheckScratch(const CheckEnv& env) {

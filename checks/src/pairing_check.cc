@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "preflight/placement.h"
 #include "preflight/topo_load.h"
 
 namespace preflight {
@@ -15,55 +16,6 @@ std::string Join(const std::vector<std::string>& v, const char* sep) {
 }
 
 }  // namespace
-
-Expected<ExpectedPairing> ParseExpectedPairing(const std::string& text) {
-  ExpectedPairing out;
-  if (text.empty()) return out;
-  size_t i = 0;
-  while (i <= text.size()) {
-    size_t comma = text.find(',', i);
-    std::string item = text.substr(i, comma == std::string::npos ? std::string::npos : comma - i);
-    size_t colon = item.find(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == item.size())
-      return Status::InvalidArgument("bad pairing '" + item + "' (expected GPU:NIC[+NIC], e.g. 0:mlx5_0)");
-    char* end = nullptr;
-    long gpu = std::strtol(item.c_str(), &end, 10);
-    if (end != item.c_str() + colon || gpu < 0 || gpu > 4096)
-      return Status::InvalidArgument("bad GPU index in '" + item + "'");
-    for (const auto& p : out)
-      if (p.first == gpu) return Status::InvalidArgument("GPU " + std::to_string(gpu) + " given twice");
-    std::vector<std::string> nics;
-    std::string rest = item.substr(colon + 1);
-    size_t j = 0;
-    while (j <= rest.size()) {
-      size_t plus = rest.find('+', j);
-      std::string nic = rest.substr(j, plus == std::string::npos ? std::string::npos : plus - j);
-      if (nic.empty()) return Status::InvalidArgument("empty NIC name in '" + item + "'");
-      nics.push_back(nic);
-      if (plus == std::string::npos) break;
-      j = plus + 1;
-    }
-    out.emplace_back(static_cast<int>(gpu), nics);
-    if (comma == std::string::npos) break;
-    i = comma + 1;
-  }
-  return out;
-}
-
-std::string ExpectedPairingText(const std::vector<GpuPairing>& pairing) {
-  std::string s;
-  for (const auto& p : pairing) {
-    if (p.nics.empty()) continue;
-    s += (s.empty() ? "" : ",") + std::to_string(p.gpu) + ":" + Join(p.nics, "+");
-  }
-  return s;
-}
-
-std::vector<GpuPairing> PlacementPairing(Topology topo) {
-  for (auto& nic : topo.nics)
-    for (auto& port : nic.ports) port.state.clear();  // "unknown" counts as usable
-  return PairGpus(topo);
-}
 
 std::vector<CheckResult> CheckPairing(const CheckEnv& env) {
   CheckResult skip;

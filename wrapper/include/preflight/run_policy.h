@@ -1,0 +1,63 @@
+// preflight-run's policy: what the wrapper does, from the site config's
+// run_* keys and the wrapper's own options (man preflight-run(1)).
+//
+// Precedence, lowest to highest: built-in defaults < site config (run_*
+// keys) < --set KEY=VALUE < the wrapper's own options (--max-requeues ...).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "preflight/cli.h"
+#include "preflight/config.h"
+#include "preflight/stallwatch.h"
+
+namespace preflight {
+
+struct RetryClass {
+  std::string name;     // "nccl", "cuda", "node"
+  std::string pattern;  // POSIX ERE (preflight/regex.h)
+};
+
+struct RunPolicy {
+  // Checkpoints (user's choice, never site policy).
+  std::string checkpoint_dir;           // "" : no resume, no pruning
+  std::string checkpoint_marker = "COMPLETE";
+  std::string checkpoint_request_file;  // "" : none; default DIR/.preflight-checkpoint-request
+  uint64_t keep_checkpoints = 0;
+  std::string heartbeat_file;
+  std::string result_file;              // extra copy of the result JSON for the user
+  // Requeue policy.
+  bool requeue = true;
+  uint64_t max_requeues = 3;
+  uint64_t max_failure_restarts = 2;
+  double grace_s = 90;
+  double kill_wait_s = 10;
+  std::vector<int> preempt_signals;
+  int checkpoint_signal = 0;
+  std::vector<RetryClass> retry_classes;
+  // Stall watch.
+  StallOptions stall;
+  bool stall_restart = false;
+  std::string alert_hook;
+  // GPU samples for the stall watch. Null: RunJob opens NVML (nvml_library)
+  // for the job's GPUs (SLURM_JOB_GPUS) when stall.gpu_s > 0. Not owned.
+  GpuUtilSource* gpu = nullptr;
+  double gpu_sample_s = 5;
+};
+
+// The wrapper's options that mirror a run_* config key, and the user-only
+// ones. Values are kept as text and applied in ResolveRunPolicy so that one
+// parser (the config key table) validates both origins.
+struct RunCli {
+  std::vector<std::pair<std::string, std::string>> key_overrides;  // filled by ResolveRunPolicy
+  std::string checkpoint_dir, checkpoint_request_file, heartbeat_file, result_file;
+};
+void AddRunOptions(po::options_description& desc, RunCli& cli);
+
+// Config (already with --set applied) + the parsed command line -> policy.
+// Errors name the option or key: "--max-requeues 'x': bad count 'x'".
+Expected<RunPolicy> ResolveRunPolicy(const Config& cfg, const po::variables_map& vm, const RunCli& cli);
+
+}  // namespace preflight

@@ -1,0 +1,279 @@
+#include "preflight/run_job.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "preflight/checkpoint.h"
+#include "preflight/fileutil.h"
+#include "preflight/gpu_util.h"
+#include "preflight/log.h"
+#include "preflight/process.h"
+#include "preflight/regex.h"
+#include "preflight/report.h"
+#include "preflight/slurmctl.h"
+
+namespace preflight {
+namespace {
+std::string EnvOr(const EnvMap& env, const std::string& k, const std::string& dflt = "") {
+  auto it = env.find(k);
+  return it == env.end() ? dflt : it->second;
+}
+
+std::string Join(const std::vector<std::string>& v, const char* sep) {
+  std::string o;
+  for (const auto& s : v) o += (o.empty() ? "" : sep) + s;
+  return o;
+}
+
+}  // namespace
+
+namespace {
+
+struct RunState {
+  const Config* cfg;
+  const RunPolicy* p;
+  std::string job, node, resume;
+  uint64_t restarts = 0;
+  double started = 0;
+  std::vector<Alert> alerts;
+};
+
+Report BuildReport(const RunState& st, const std::string& command, const SuperviseResult* r, const RunDecision* d,
+                   bool requeued) {
+  Report rep;
+  rep.tool = "run";
+  rep.node = st.node;
+  rep.job_id = st.job;
+  rep.level = "off";
+  rep.started_unix = st.started;
+  rep.seconds = NowUnix() - st.started;
+  for (const auto& a : st.alerts) {
+    CheckResult c;
+    c.check = "run.stall";
+    c.device = AlertKindName(a.kind);
+    c.verdict = Verdict::kFail;
+    c.message = a.detail;
+    rep.checks.push_back(c);
+  }
+  rep.notes.push_back({"command", command});
+  rep.notes.push_back({"restart_count", std::to_string(st.restarts)});
+  rep.notes.push_back({"resume_from", st.resume});
+  if (r != nullptr && d != nullptr) {
+    CheckResult c;
+    c.check = "run.exit";
+    c.device = command;
+    c.value = std::to_string(r->exit.exit_code);
+    c.threshold = "== 0";
+    c.verdict = r->exit.exit_code == 0 && !r->preempted ? Verdict::kPass : (r->preempted ? Verdict::kWarn : Verdict::kFail);
+    c.message = d->reason;
+    c.seconds = r->seconds;
+    rep.checks.push_back(c);
+    rep.notes.push_back({"exit_code", std::to_string(r->exit.exit_code)});
+    rep.notes.push_back({"kind", d->kind});
+    rep.notes.push_back({"action", requeued ? "requeued" : "exit"});
+    rep.notes.push_back({"preempted", r->preempted ? "yes" : "no"});
+  } else {
+    rep.notes.push_back({"action", "running"});
+  }
+  return rep;
+}
+
+// Site state_dir/textfile_dir are root-owned; a user's job usually can't
+// write there. That is reported once, not treated as a failure.
+// Outside a Slurm job there is no job directory: only --result is written.
+void Publish(const RunState& st, const Report& rep) {
+  static bool warned = false;
+  if (!st.job.empty()) {
+    auto w = WriteReport(*st.cfg, rep);
+    if (!w && !warned) {
+      warned = true;
+      Log(LogLevel::kInfo, "run", "result not written to the site state dir", w.status().message());
+    }
+  }
+  if (!st.p->result_file.empty()) {
+    Status s = WriteFileAtomic(st.p->result_file, ReportJson(rep));
+    if (!s.ok()) Log(LogLevel::kError, "run", "--result", s.message());
+  }
+}
+
+void Prune(const RunPolicy& p) {
+  if (p.keep_checkpoints == 0) return;
+  auto d = PruneCheckpoints(p.checkpoint_dir, p.checkpoint_marker, p.keep_checkpoints);
+  if (!d) {
+    Log(LogLevel::kError, "run", "checkpoint pruning", d.status().message());
+    return;
+  }
+  for (const auto& path : *d) Log(LogLevel::kInfo, "run", "deleted old checkpoint " + path);
+}
+
+// Requeue, then (the job pending again) set its excluded nodes. Slurm's
+// requeue kills the batch step: SIGTERM first, SIGKILL KillWait later. This
+// process ignores SIGTERM from here on (it only reports and exits after
+// this) so it lives to set ExcNodeList, which slurmctld refuses for a
+// running job ("Job is no longer pending execution"), and to write its result.
+Status Requeue(const Config& cfg, const std::string& job, const std::vector<std::string>& exclude) {
+  struct sigaction ign;
+  std::memset(&ign, 0, sizeof ign);
+  ign.sa_handler = SIG_IGN;
+  ::sigaction(SIGTERM, &ign, nullptr);
+  Status s = RequeueJob(cfg, job);
+  if (s.ok()) {
+    Status x = ExcludeNodesWhenPending(cfg, job, exclude);
+    if (!x.ok()) s = x.Context("requeued, but could not exclude " + Join(exclude, ","));
+  }
+  return s;
+}
+
+}  // namespace
+
+int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::vector<std::string>& argv) {
+  RunState st;
+  st.cfg = &cfg;
+  st.p = &p;
+  st.started = NowUnix();
+  st.job = EnvOr(env, "SLURM_JOB_ID", EnvOr(env, "SLURM_JOBID"));
+  st.node = EnvOr(env, "SLURMD_NODENAME", ShortHostname());
+  auto rc = ParseCount(EnvOr(env, "SLURM_RESTART_COUNT", "0"));
+  st.restarts = rc ? *rc : 0;
+  const bool in_slurm = !st.job.empty();
+  const std::string command = Join(argv, " ");
+
+  RunCounters counters;
+  std::string counters_path;
+  if (!p.checkpoint_dir.empty()) {
+    Status s = MakeDirs(p.checkpoint_dir, 0755);
+    if (!s.ok()) {
+      Log(LogLevel::kError, "run", "checkpoint dir", s.message());
+      return 2;
+    }
+    auto newest = NewestCompleteCheckpoint(p.checkpoint_dir, p.checkpoint_marker);
+    if (newest) st.resume = *newest;
+    else Log(LogLevel::kError, "run", "looking for a checkpoint to resume from", newest.status().message());
+    Prune(p);
+    counters_path = CountersPath(p.checkpoint_dir);
+  }
+  counters = LoadCounters(counters_path, st.job, st.restarts);
+  if (!p.checkpoint_request_file.empty() && ::unlink(p.checkpoint_request_file.c_str()) != 0 && errno != ENOENT)
+    Log(LogLevel::kError, "run", "stale checkpoint request", Status::FromErrno(errno, p.checkpoint_request_file).message());
+
+  std::vector<std::string> child_env = {
+      "PREFLIGHT_RESTART_COUNT=" + std::to_string(st.restarts),
+      "PREFLIGHT_RESUME_FROM=" + st.resume,
+      "PREFLIGHT_CHECKPOINT_DIR=" + p.checkpoint_dir,
+      "PREFLIGHT_CHECKPOINT_MARKER=" + p.checkpoint_marker,
+      "PREFLIGHT_CHECKPOINT_REQUEST=" + p.checkpoint_request_file,
+      "PREFLIGHT_CHECKPOINT_SIGNAL=" + (p.checkpoint_signal ? SignalName(p.checkpoint_signal).substr(3) : "none"),
+      "PREFLIGHT_HEARTBEAT_FILE=" + p.heartbeat_file,
+  };
+  Log(LogLevel::kInfo, "run",
+      (in_slurm ? "job " + st.job + " on " + st.node : "on " + st.node) + ", restart " + std::to_string(st.restarts),
+      st.resume.empty() ? "no complete checkpoint: starting fresh" : "resuming from " + st.resume);
+
+  std::unique_ptr<GpuUtilSource> nvml_gpu;
+  GpuUtilSource* gpu = p.gpu;
+  if (p.stall.gpu_s > 0 && gpu == nullptr) {
+    std::vector<int> minors;
+    auto ids = ParseIdList(EnvOr(env, "SLURM_JOB_GPUS"));
+    if (ids) minors = *ids;
+    auto src = OpenNvmlGpuUtil(cfg.nvml_library, minors);
+    if (src) {
+      nvml_gpu = std::move(*src);
+      gpu = nvml_gpu.get();
+    } else {
+      Log(LogLevel::kInfo, "run", "GPU stall watch off", src.status().message());
+    }
+  }
+  SuperviseOptions so;
+  so.argv = argv;
+  so.env = child_env;
+  so.preempt_signals = p.preempt_signals;
+  so.checkpoint_signal = p.checkpoint_signal;
+  so.checkpoint_request_file = p.checkpoint_request_file;
+  so.grace_s = p.grace_s;
+  so.kill_wait_s = p.kill_wait_s;
+  so.stall = p.stall;
+  so.heartbeat_file = p.heartbeat_file;
+  so.gpu = gpu;
+  so.gpu_sample_s = p.gpu_sample_s;
+  so.kill_on_stall = p.stall_restart;
+  so.on_alert = [&](const Alert& a) {
+    st.alerts.push_back(a);
+    Log(LogLevel::kError, "run", std::string("ALERT ") + AlertKindName(a.kind), a.detail);
+    Publish(st, BuildReport(st, command, nullptr, nullptr, false));
+    if (!p.alert_hook.empty()) {
+      Status h = SpawnDetached({"/bin/sh", "-c", p.alert_hook},
+                               {"PREFLIGHT_ALERT_KIND=" + std::string(AlertKindName(a.kind)),
+                                "PREFLIGHT_ALERT_DETAIL=" + a.detail, "PREFLIGHT_JOB_ID=" + st.job,
+                                "PREFLIGHT_NODE=" + st.node});
+      if (!h.ok()) Log(LogLevel::kError, "run", "alert hook", h.message());
+    }
+  };
+  so.on_tick = [&] { Prune(p); };
+
+  auto r = RunSupervised(so);
+  if (!r) {
+    Log(LogLevel::kError, "run", "command", r.status().message());
+    return r.status().code() == Status::Code::kInvalidArgument ? 2 : 127;
+  }
+  if (!p.checkpoint_dir.empty()) Prune(p);
+  RunDecision d = Decide(*r, p, counters, in_slurm);
+  int exit_code = r->exit.exit_code;
+  bool requeued = false;
+  if (d.action == RunAction::kRequeue) {
+    // scancel sends the same SIGTERM as a preemption, and slurmctld accepts
+    // a requeue of a job it is cancelling: a cancelled job must stay
+    // cancelled. While Slurm ends a job (scancel, the time limit itself) its
+    // JobState reads COMPLETING (CANCELLED once done); a job asked to
+    // checkpoint ahead (--signal=B:USR2@T) or in a preemption grace time is
+    // still RUNNING.
+    auto rec = LoadJob(cfg, st.job);
+    if (rec && (rec->state == "CANCELLED" || rec->state == "COMPLETING")) {
+      d.action = RunAction::kExit;
+      d.kind = "cancelled";
+      d.reason = "job " + st.job + " is ending (" + rec->state + ", e.g. scancel): not requeued (" + d.reason + ")";
+    }
+  }
+  if (d.action == RunAction::kRequeue) {
+    std::vector<std::string> exclude;
+    if (d.exclude_nodes) {
+      std::string nodelist = EnvOr(env, "SLURM_JOB_NODELIST", EnvOr(env, "SLURM_NODELIST"));
+      auto nodes = ExpandHostlist(nodelist);
+      std::vector<std::string> drained;
+      if (!nodelist.empty()) {
+        auto dr = NodesDrainedByPreflight(cfg, nodelist);
+        if (dr) drained = *dr;
+        else Log(LogLevel::kInfo, "run", "could not ask which nodes preflight drained", dr.status().message());
+      }
+      exclude = CondemnedNodes(d.matched_line, nodes ? *nodes : std::vector<std::string>{}, drained, st.node);
+    }
+    if (d.kind == "preemption") ++counters.preempt_requeues;
+    else ++counters.failure_restarts;
+    if (!counters_path.empty()) {
+      Status s = SaveCounters(counters_path, st.job, counters);
+      if (!s.ok()) Log(LogLevel::kError, "run", "requeue counters", s.message());
+    }
+    Status s = Requeue(cfg, st.job, exclude);
+    if (s.ok()) {
+      requeued = true;
+      exit_code = kRequeuedExit;
+      Log(LogLevel::kInfo, "run", "requeued job " + st.job,
+          d.reason + (exclude.empty() ? "" : "; excluding " + Join(exclude, ",")));
+    } else {
+      Log(LogLevel::kError, "run", "requeue of job " + st.job + " failed", s.message() + " (" + d.reason + ")");
+    }
+  } else if (d.kind == "done" || d.kind == "cancelled") {
+    Log(LogLevel::kInfo, "run", "finished", d.reason);
+  } else {
+    Log(LogLevel::kError, "run", "not requeued", d.reason);
+  }
+  Publish(st, BuildReport(st, command, &*r, &d, requeued));
+  return exit_code;
+}
+
+}  // namespace preflight
