@@ -108,7 +108,7 @@ int RunPairs(Bootstrap& b, const std::vector<std::string>& rank_nodes, const std
       if (!be) {
         verdict = "FAILED: " + be.status().message();
       } else {
-        auto res = RunAllReduceSweep(**be, SweepForLevel(level, cfg.nccl_max_bytes));
+        auto res = RunAllReduceSweep(**be, SweepForLevel(level, cfg.nccl.max_bytes));
         if (!res) {
           verdict = "FAILED: " + res.status().message();
         } else {
@@ -201,14 +201,14 @@ int Main(int argc, char** argv) {
   if (!min_busbw.empty()) {
     auto r = ParseRate(min_busbw);
     if (!r) { Log(LogLevel::kError, kProg, "--min-busbw", r.status().message()); return 2; }
-    (intra ? cfg->nccl_min_intra_busbw : cfg->nccl_min_busbw) = *r;
+    (intra ? cfg->nccl.min_intra_busbw : cfg->nccl.min_busbw) = *r;
   }
   if (!max_bytes.empty()) {
     auto r = ParseSize(max_bytes);
     if (!r) { Log(LogLevel::kError, kProg, "--max-bytes", r.status().message()); return 2; }
-    cfg->nccl_max_bytes = *r;
+    cfg->nccl.max_bytes = *r;
   }
-  if (backend_choice.empty()) backend_choice = cfg->nccl_backend;
+  if (backend_choice.empty()) backend_choice = cfg->nccl.backend;
   if (backend_choice != "auto" && backend_choice != "nccl" && backend_choice != "host") {
     Log(LogLevel::kError, kProg, "--backend", "bad value '" + backend_choice + "' (expected auto, nccl or host)");
     return 2;
@@ -261,7 +261,7 @@ int Main(int argc, char** argv) {
 
   // Watchdog: a rank stuck in a fence or a dead peer's socket must not hold
   // the job's start forever; nccl_timeout bounds the whole run.
-  unsigned limit_ms = cfg->nccl_timeout_ms;
+  unsigned limit_ms = cfg->nccl.timeout_ms;
   std::thread([limit_ms] {
     std::this_thread::sleep_for(std::chrono::milliseconds(limit_ms));
     static const char msg[] = "# FAILED: preflight-nccl: no verdict within nccl_timeout\n";
@@ -294,7 +294,7 @@ int Main(int argc, char** argv) {
   bool one_node = run.info.nodes.size() == 1;
   double threshold = Threshold(*cfg, prof, one_node, &run.info.threshold_source);
 
-  auto res = RunAllReduceSweep(**be, SweepForLevel(*level, cfg->nccl_max_bytes));
+  auto res = RunAllReduceSweep(**be, SweepForLevel(*level, cfg->nccl.max_bytes));
   if (!res) {
     run.error = res.status().message();
     run.judgement.message = run.error;

@@ -92,19 +92,19 @@ int Intra(spank_t sp, const PluginArgs& args, const JobOptions& opts, const std:
   std::string head = "[" + *node + ", root] ";
   auto before = OtherStepsOf(*cfg, job, step);
   bool may_drain = before && before->empty();
-  std::vector<std::string> argv = {cfg->nccl_binary, "--intra-node", "--node", *node, "--level",
+  std::vector<std::string> argv = {cfg->nccl.binary, "--intra-node", "--node", *node, "--level",
                                    LevelName(level), "--backend", gpus.empty() ? "host" : "nccl", "--records"};
   auto ca = ConfigArgs(args);
   argv.insert(argv.end(), ca.begin(), ca.end());
   std::vector<std::string> env;
   if (!gpus.empty()) env.push_back("CUDA_VISIBLE_DEVICES=" + gpus);
-  auto r = RunCommand(argv, env, cfg->nccl_timeout_ms);
+  auto r = RunCommand(argv, env, cfg->nccl.timeout_ms);
   if (!r) { st.intra_text = head + r.status().message() + "\n"; return 0; }
   collective::ParsedOutput parsed = collective::ParseOutput(r->output);
   std::istringstream in(parsed.display);
   std::string line;
   while (std::getline(in, line)) st.intra_text += head + line + "\n";
-  if (r->timed_out) st.intra_text += head + "killed after " + std::to_string(cfg->nccl_timeout_ms / 1000) + " s\n";
+  if (r->timed_out) st.intra_text += head + "killed after " + std::to_string(cfg->nccl.timeout_ms / 1000) + " s\n";
   if (r->exit_code != 1) return 0;  // passed (0) or could not judge (2): no drain
   auto after = OtherStepsOf(*cfg, job, step);
   may_drain = may_drain && after && after->empty();
@@ -142,9 +142,9 @@ int Batch(spank_t sp, const PluginArgs& args, const JobOptions& opts, const std:
   st.cfg = *cfg;
   st.job_id = job;
   st.batch_ran = true;
-  if (::access(cfg->nccl_binary.c_str(), X_OK) != 0) {
+  if (::access(cfg->nccl.binary.c_str(), X_OK) != 0) {
     int err = errno;
-    st.outcome.text = "preflight: nccl: site config nccl_binary: " + Status::FromErrno(err, cfg->nccl_binary).message() +
+    st.outcome.text = "preflight: nccl: site config nccl_binary: " + Status::FromErrno(err, cfg->nccl.binary).message() +
                       "; the collective check cannot run, so the job does not start\n";
     return 0;
   }

@@ -29,14 +29,14 @@ std::string Join(const std::vector<std::string>& v, const char* sep) {
 // The job's environment for a user-run step: the batch environment minus
 // what would steer srun away from the layout given on its command line.
 std::vector<std::string> NcclArgs(const Config& cfg, const Allocation& a, Level level, const char* scope) {
-  std::vector<std::string> v = {cfg.nccl_binary, "--level", LevelName(level), "--scope", scope};
+  std::vector<std::string> v = {cfg.nccl.binary, "--level", LevelName(level), "--scope", scope};
   if (!a.config_path.empty()) { v.push_back("--config"); v.push_back(a.config_path); }
   for (const auto& kv : a.sets) { v.push_back("--set"); v.push_back(kv); }
   return v;
 }
 
 std::vector<std::string> Srun(const Config& cfg, const std::vector<std::string>& nodes, int per_node, bool pmix) {
-  std::vector<std::string> v = {cfg.nccl_srun};
+  std::vector<std::string> v = {cfg.nccl.srun};
   if (pmix) v.push_back("--mpi=pmix");
   // --overcommit: one rank per GPU even when the job holds fewer CPUs than
   // GPUs on a node (sbatch -N4 --gres=gpu:8 allocates 1 CPU per node).
@@ -163,7 +163,7 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
     auto tool = NcclArgs(cfg, a, level, scope);
     argv.insert(argv.end(), tool.begin(), tool.end());
     argv.push_back("--records");
-    return RunAs(argv, LaunchEnv(a.env, false), a.uid, a.gid, a.groups, cfg.nccl_timeout_ms);
+    return RunAs(argv, LaunchEnv(a.env, false), a.uid, a.gid, a.groups, cfg.nccl.timeout_ms);
   };
 
   if (a.nodes.size() >= 2) o.text += RailsAcross(cfg, a).text;
@@ -190,7 +190,7 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
     auto tool = NcclArgs(cfg, a, level, "intra-node");
     tool.push_back("--intra-node");
     argv.insert(argv.end(), tool.begin(), tool.end());
-    auto intra = RunAs(argv, LaunchEnv(a.env, true), a.uid, a.gid, a.groups, cfg.nccl_timeout_ms);
+    auto intra = RunAs(argv, LaunchEnv(a.env, true), a.uid, a.gid, a.groups, cfg.nccl.timeout_ms);
     if (intra) o.text += Indent(intra->second);
     else o.text += head + "intra-node step: " + intra.status().message() + "\n";
   }
@@ -226,7 +226,7 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
     for (size_t i : InterNodeSuspects(n, failed)) o.suspects.push_back(a.nodes[i]);
     if (!o.suspects.empty()) {
       o.text += head + "inter-node suspect(s): " + Join(o.suspects, ",") + "\n";
-      if (cfg.nccl_drain_internode) {
+      if (cfg.nccl.drain_internode) {
         for (const auto& s : o.suspects) {
           std::string reason = std::string(kNcclDrainPrefix) + " inter-node " + s + ": both ring pairs below threshold";
           Status d = DrainNode(cfg, s, reason);
@@ -244,7 +244,7 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
     }
   }
 
-  if (!o.drained.empty() && cfg.nccl_on_failure == "requeue") {
+  if (!o.drained.empty() && cfg.nccl.on_failure == NcclOnFailure::kRequeue) {
     o.requeue = true;
     o.text += head + "the job script did not run; the job is requeued without " + Join(o.drained, ",") + "\n";
   } else {

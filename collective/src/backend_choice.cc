@@ -32,13 +32,13 @@ std::string ResolveBackend(const std::string& choice, bool gpus_requested) {
 }
 
 Expected<double> HostRateCap(const Config& cfg) {
-  if (cfg.nccl_host_rate_file.empty()) return 0.0;
-  auto text = ReadWholeFile(cfg.nccl_host_rate_file);
+  if (cfg.nccl.host_rate_file.empty()) return 0.0;
+  auto text = ReadWholeFile(cfg.nccl.host_rate_file);
   if (!text) return text.status().code() == Status::Code::kNotFound ? Expected<double>(0.0) : text.status();
   std::string t = *text;
   while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
   auto r = ParseRate(t);
-  if (!r) return r.status().Context(cfg.nccl_host_rate_file);
+  if (!r) return r.status().Context(cfg.nccl.host_rate_file);
   return r;
 }
 
@@ -50,7 +50,7 @@ Expected<std::unique_ptr<Backend>> MakeBackend(const std::string& backend, Boots
     if (!cap) return FailBackendGather(boot, cap.status());
     ho.send_rate_cap = *cap;
     if (user_rate_cap > 0 && (ho.send_rate_cap == 0 || user_rate_cap < ho.send_rate_cap)) ho.send_rate_cap = user_rate_cap;
-    ho.timeout_ms = cfg.nccl_timeout_ms;
+    ho.timeout_ms = cfg.nccl.timeout_ms;
     return MakeHostBackend(boot, ho);
   }
   if (backend == "nccl") {

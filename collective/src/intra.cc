@@ -47,9 +47,9 @@ CheckRun RunIntraNode(const Config& cfg, const std::string& node, Level level, c
   run.info.profile = prof ? prof->name : "";
   double threshold = Threshold(cfg, prof, true, &run.info.threshold_source);
 
-  auto group = MakeLocalGroup(ranks, node, cfg.nccl_timeout_ms);
+  auto group = MakeLocalGroup(ranks, node, cfg.nccl.timeout_ms);
   std::vector<Expected<SweepResult>> results(ranks, Status::Unavailable("not run"));
-  SweepOptions sweep = SweepForLevel(level, cfg.nccl_max_bytes);
+  SweepOptions sweep = SweepForLevel(level, cfg.nccl.max_bytes);
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {

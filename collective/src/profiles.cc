@@ -35,8 +35,8 @@ const std::vector<NodeProfile>& NodeProfiles() {
 
 const NodeProfile* PickProfile(const Config& cfg, const std::string& backend, const GpuInventory& gpus) {
   for (const auto& p : NodeProfiles())
-    if (cfg.nccl_profile == p.name) return &p;
-  if (cfg.nccl_profile != "auto") return nullptr;
+    if (cfg.nccl.profile == p.name) return &p;
+  if (cfg.nccl.profile != "auto") return nullptr;
   if (backend == "host") {
     for (const auto& p : NodeProfiles())
       if (p.gpu_match[0] == '\0') return &p;
@@ -47,7 +47,7 @@ const NodeProfile* PickProfile(const Config& cfg, const std::string& backend, co
 }
 
 double Threshold(const Config& cfg, const NodeProfile* p, bool intra, std::string* source) {
-  double v = intra ? cfg.nccl_min_intra_busbw : cfg.nccl_min_busbw;
+  double v = intra ? cfg.nccl.min_intra_busbw : cfg.nccl.min_busbw;
   if (v > 0) {
     *source = std::string("config ") + (intra ? "nccl_min_intra_busbw" : "nccl_min_busbw");
     return v;

@@ -262,8 +262,8 @@ TEST(HostBackend, ARankThatFailsEarlyFailsTheOthersFast) {
 
 TEST(IntraNode, HostRanksAsThreads) {
   Config cfg;
-  cfg.nccl_max_bytes = 64 << 10;
-  cfg.nccl_min_intra_busbw = 1;  // 1 B/s: any working loopback passes
+  cfg.nccl.max_bytes = 64 << 10;
+  cfg.nccl.min_intra_busbw = 1;  // 1 B/s: any working loopback passes
   CheckRun run = RunIntraNode(cfg, "n9", Level::kQuick, "host", 3);
   EXPECT_TRUE(run.error.empty()) << run.error;
   EXPECT_TRUE(run.judgement.ok) << run.judgement.message;
@@ -278,9 +278,9 @@ TEST(IntraNode, RateFileMakesTheNodeFail) {
   std::string f = std::string(dir) + "/rate";
   std::ofstream(f) << "2M\n";
   Config cfg;
-  cfg.nccl_host_rate_file = f;
-  cfg.nccl_max_bytes = 64 << 10;
-  cfg.nccl_min_intra_busbw = 100e6;
+  cfg.nccl.host_rate_file = f;
+  cfg.nccl.max_bytes = 64 << 10;
+  cfg.nccl.min_intra_busbw = 100e6;
   auto cap = HostRateCap(cfg);
   ASSERT_TRUE(cap.ok());
   EXPECT_DOUBLE_EQ(*cap, 2e6);
@@ -335,12 +335,12 @@ TEST(Profiles, ExplicitBeatsProfileBeatsNothing) {
   EXPECT_GT(Threshold(cfg, p, true, &src), 0);
   EXPECT_EQ(src, "profile 8xH100-nvlink");
   EXPECT_EQ(PickProfile(cfg, "nccl", GpuInventory{3, "NVIDIA H100"}), nullptr);
-  cfg.nccl_min_busbw = 5e9;
+  cfg.nccl.min_busbw = 5e9;
   EXPECT_DOUBLE_EQ(Threshold(cfg, p, false, &src), 5e9);
   EXPECT_EQ(src, "config nccl_min_busbw");
-  cfg.nccl_profile = "8xA100-nvlink";
+  cfg.nccl.profile = "8xA100-nvlink";
   EXPECT_STREQ(PickProfile(cfg, "nccl", h100)->name, "8xA100-nvlink");
-  cfg.nccl_profile = "no-such";
+  cfg.nccl.profile = "no-such";
   EXPECT_EQ(PickProfile(cfg, "nccl", h100), nullptr);
 }
 

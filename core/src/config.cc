@@ -12,6 +12,8 @@
 
 namespace preflight {
 
+const char* NcclOnFailureName(NcclOnFailure f) { return f == NcclOnFailure::kFail ? "fail" : "requeue"; }
+
 Expected<bool> ParseBool(const std::string& s) {
   if (s == "yes" || s == "true" || s == "on" || s == "1") return true;
   if (s == "no" || s == "false" || s == "off" || s == "0") return false;
@@ -133,7 +135,12 @@ Expected<std::string> OneOf(const std::string& s) {
   return Status::InvalidArgument("bad value '" + s + "' (expected " + list + ")");
 }
 constexpr const char* kBackends[] = {"auto", "nccl", "host", nullptr};
-constexpr const char* kOnFailure[] = {"requeue", "fail", nullptr};
+Expected<NcclOnFailure> ParseOnFailure(const std::string& s) {
+  if (s == "requeue") return NcclOnFailure::kRequeue;
+  if (s == "fail") return NcclOnFailure::kFail;
+  return Status::InvalidArgument("bad value '" + s + "' (expected requeue, fail)");
+}
+std::string OnFailureText(NcclOnFailure f) { return NcclOnFailureName(f); }
 Expected<std::string> AnyString(const std::string& s) {
   if (s.empty()) return Status::InvalidArgument("empty value");
   return s;
@@ -293,65 +300,65 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_PARSED(ib_link_layer, ParseLinkLayer, Same)},
       // preflight-run keys (man preflight-run(1)); patterns are POSIX EREs (glibc: \b works).
       {"run_requeue", "bool", "preflight-run may requeue the job (preemption, retryable failures)",
-       PF_PARSED(run_requeue, ParseBool, BoolText)},
+       PF_PARSED(run.requeue, ParseBool, BoolText)},
       {"run_max_requeues", "count", "preflight-run: most requeues after preemption per job",
-       PF_PARSED(run_max_requeues, ParseCount, CountText)},
+       PF_PARSED(run.max_requeues, ParseCount, CountText)},
       {"run_max_failure_restarts", "count", "preflight-run: most requeues after a retryable failure per job",
-       PF_PARSED(run_max_failure_restarts, ParseCount, CountText)},
+       PF_PARSED(run.max_failure_restarts, ParseCount, CountText)},
       {"run_grace", "duration", "preflight-run: time the command gets to checkpoint and exit after preemption",
-       PF_PARSED(run_grace_ms, ParseDurationMs, DurationText)},
+       PF_PARSED(run.grace_ms, ParseDurationMs, DurationText)},
       {"run_kill_wait", "duration", "preflight-run: SIGTERM to SIGKILL wait when stopping the command",
-       PF_PARSED(run_kill_wait_ms, ParseDurationMs, DurationText)},
+       PF_PARSED(run.kill_wait_ms, ParseDurationMs, DurationText)},
       {"run_preempt_signals", "string", "preflight-run: signals that mean preemption (e.g. USR2,TERM)",
-       PF_STRING(run_preempt_signals)},
+       PF_STRING(run.preempt_signals)},
       {"run_checkpoint_signal", "string", "preflight-run: signal sent to ask for a checkpoint (none: file only)",
-       PF_STRING(run_checkpoint_signal)},
+       PF_STRING(run.checkpoint_signal)},
       {"run_retry_nccl", "string", "preflight-run: output regex of retryable NCCL failures (empty: off)",
-       PF_STRING(run_retry_nccl)},
+       PF_STRING(run.retry_nccl)},
       {"run_retry_cuda", "string", "preflight-run: output regex of retryable CUDA failures (empty: off)",
-       PF_STRING(run_retry_cuda)},
+       PF_STRING(run.retry_cuda)},
       {"run_retry_node", "string", "preflight-run: output regex of retryable node failures (empty: off)",
-       PF_STRING(run_retry_node)},
+       PF_STRING(run.retry_node)},
       {"run_nan_pattern", "string", "preflight-run: output regex that means the loss went NaN (empty: off)",
-       PF_STRING(run_nan_pattern)},
+       PF_STRING(run.nan_pattern)},
       {"run_stall_output", "duration", "preflight-run: alert after this long without an output line (0: off)",
-       PF_PARSED(run_stall_output_ms, ParseDurationMs, DurationText)},
+       PF_PARSED(run.stall_output_ms, ParseDurationMs, DurationText)},
       {"run_stall_heartbeat", "duration", "preflight-run: alert after this long without a heartbeat file update (0: off)",
-       PF_PARSED(run_stall_heartbeat_ms, ParseDurationMs, DurationText)},
+       PF_PARSED(run.stall_heartbeat_ms, ParseDurationMs, DurationText)},
       {"run_stall_gpu", "duration", "preflight-run: alert after this long with every GPU idle (0: off)",
-       PF_PARSED(run_stall_gpu_ms, ParseDurationMs, DurationText)},
+       PF_PARSED(run.stall_gpu_ms, ParseDurationMs, DurationText)},
       {"run_gpu_idle_percent", "count", "preflight-run: GPU utilisation at or below this is idle",
-       PF_PARSED(run_gpu_idle_percent, ParseCount, CountText)},
+       PF_PARSED(run.gpu_idle_percent, ParseCount, CountText)},
       {"run_stall_restart", "bool", "preflight-run: kill and requeue on a stall or NaN, else alert only",
-       PF_PARSED(run_stall_restart, ParseBool, BoolText)},
+       PF_PARSED(run.stall_restart, ParseBool, BoolText)},
       {"run_alert_hook", "path", "preflight-run: command run on each alert (PREFLIGHT_ALERT_* in its env)",
-       PF_PATH(run_alert_hook)},
+       PF_PATH(run.alert_hook)},
       {"run_keep_checkpoints", "count", "preflight-run: newest complete checkpoints to keep (0: all)",
-       PF_PARSED(run_keep_checkpoints, ParseCount, CountText)},
+       PF_PARSED(run.keep_checkpoints, ParseCount, CountText)},
       {"run_checkpoint_marker", "string", "preflight-run: file whose presence marks a checkpoint complete",
-       PF_STRING(run_checkpoint_marker)},
+       PF_STRING(run.checkpoint_marker)},
       {"nccl_backend", "string", "Collective check backend: auto (NCCL when the job has GPUs, else host), nccl, host",
-       PF_PARSED(nccl_backend, OneOf<kBackends>, StringText)},
+       PF_PARSED(nccl.backend, OneOf<kBackends>, StringText)},
       {"nccl_profile", "string", "Node profile for collective thresholds (see preflight-nccl(1)), or auto",
-       PF_PARSED(nccl_profile, AnyString, StringText)},
+       PF_PARSED(nccl.profile, AnyString, StringText)},
       {"nccl_min_busbw", "rate", "Minimum all-reduce bus bandwidth across the allocation (e.g. 40G), or auto",
-       PF_PARSED(nccl_min_busbw, ParseRate, RateKeyText)},
+       PF_PARSED(nccl.min_busbw, ParseRate, RateKeyText)},
       {"nccl_min_intra_busbw", "rate", "Minimum all-reduce bus bandwidth within one node, or auto",
-       PF_PARSED(nccl_min_intra_busbw, ParseRate, RateKeyText)},
+       PF_PARSED(nccl.min_intra_busbw, ParseRate, RateKeyText)},
       {"nccl_max_bytes", "size", "Cap on the collective check's message size (0: none)",
-       PF_PARSED(nccl_max_bytes, ParseSize, SizeText)},
+       PF_PARSED(nccl.max_bytes, ParseSize, SizeText)},
       {"nccl_binary", "path", "preflight-nccl binary run by the plugin (root-run intra-node checks)",
-       PF_PATH(nccl_binary)},
+       PF_PATH(nccl.binary)},
       {"nccl_srun", "path", "srun used to launch the collective check steps",
-       PF_PATH(nccl_srun)},
+       PF_PATH(nccl.srun)},
       {"nccl_timeout", "duration", "Upper bound for each collective check step",
-       PF_PARSED(nccl_timeout_ms, ParseDurationMs, DurationText)},
+       PF_PARSED(nccl.timeout_ms, ParseDurationMs, DurationText)},
       {"nccl_on_failure", "string", "After a node is drained by the collective check: requeue the job without it, or fail it",
-       PF_PARSED(nccl_on_failure, OneOf<kOnFailure>, StringText)},
+       PF_PARSED(nccl.on_failure, ParseOnFailure, OnFailureText)},
       {"nccl_drain_internode", "bool", "Drain a node found only by user-run pairwise tests (trusts user processes)",
-       PF_PARSED(nccl_drain_internode, ParseBool, BoolText)},
+       PF_PARSED(nccl.drain_internode, ParseBool, BoolText)},
       {"nccl_host_rate_file", "path", "Test seam: file with a send-rate cap for host-backend ranks on this node",
-       PF_PATH(nccl_host_rate_file)},
+       PF_PATH(nccl.host_rate_file)},
       {"stage_dir", "path", "Node-local folder for --stage job views and the dataset cache; empty disables --stage",
        PF_PATH(stage_dir)},
       {"stage_cache_quota", "size", "Dataset cache size kept after each job (LRU, in-use never evicted); 0: no limit",

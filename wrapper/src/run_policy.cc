@@ -74,26 +74,26 @@ Expected<RunPolicy> ResolveRunPolicy(const Config& site, const po::variables_map
   RunPolicy p;
   p.checkpoint_dir = cli.checkpoint_dir;
   while (p.checkpoint_dir.size() > 1 && p.checkpoint_dir.back() == '/') p.checkpoint_dir.pop_back();
-  p.checkpoint_marker = cfg.run_checkpoint_marker;
+  p.checkpoint_marker = cfg.run.checkpoint_marker;
   if (p.checkpoint_marker.empty() || p.checkpoint_marker.find('/') != std::string::npos)
     return Status::InvalidArgument("checkpoint marker '" + p.checkpoint_marker + "': must be a plain file name");
   p.checkpoint_request_file = cli.checkpoint_request_file;
   if (p.checkpoint_request_file.empty() && !p.checkpoint_dir.empty())
     p.checkpoint_request_file = p.checkpoint_dir + "/.preflight-checkpoint-request";
-  p.keep_checkpoints = cfg.run_keep_checkpoints;
+  p.keep_checkpoints = cfg.run.keep_checkpoints;
   if (p.keep_checkpoints > 0 && p.checkpoint_dir.empty())
     return Status::InvalidArgument("--keep-checkpoints " + std::to_string(p.keep_checkpoints) + " needs --checkpoint-dir");
   p.heartbeat_file = cli.heartbeat_file;
   p.result_file = cli.result_file;
-  p.requeue = cfg.run_requeue;
-  p.max_requeues = cfg.run_max_requeues;
-  p.max_failure_restarts = cfg.run_max_failure_restarts;
-  p.grace_s = cfg.run_grace_ms / 1000.0;
-  p.kill_wait_s = cfg.run_kill_wait_ms / 1000.0;
-  auto sigs = ParseSignalList(cfg.run_preempt_signals);
+  p.requeue = cfg.run.requeue;
+  p.max_requeues = cfg.run.max_requeues;
+  p.max_failure_restarts = cfg.run.max_failure_restarts;
+  p.grace_s = cfg.run.grace_ms / 1000.0;
+  p.kill_wait_s = cfg.run.kill_wait_ms / 1000.0;
+  auto sigs = ParseSignalList(cfg.run.preempt_signals);
   if (!sigs) return sigs.status().Context("preempt signals");
   p.preempt_signals = *sigs;
-  auto ck = ParseSignal(cfg.run_checkpoint_signal);
+  auto ck = ParseSignal(cfg.run.checkpoint_signal);
   if (!ck) return ck.status().Context("checkpoint signal");
   if (*ck == SIGUSR1)
     Log(LogLevel::kInfo, "run", "checkpoint signal SIGUSR1", "NCCL uses SIGUSR1 internally; USR2 is safer");
@@ -101,24 +101,24 @@ Expected<RunPolicy> ResolveRunPolicy(const Config& site, const po::variables_map
   if (p.checkpoint_signal == 0 && p.checkpoint_request_file.empty() && !p.preempt_signals.empty())
     return Status::InvalidArgument(
         "checkpoint signal 'none' and no checkpoint request file: preemption could not reach the command");
-  for (const auto& c : {RetryClass{"nccl", cfg.run_retry_nccl}, RetryClass{"cuda", cfg.run_retry_cuda},
-                        RetryClass{"node", cfg.run_retry_node}}) {
+  for (const auto& c : {RetryClass{"nccl", cfg.run.retry_nccl}, RetryClass{"cuda", cfg.run.retry_cuda},
+                        RetryClass{"node", cfg.run.retry_node}}) {
     if (c.pattern.empty()) continue;
     auto re = Regex::Compile(c.pattern);
     if (!re) return re.status().Context("retry class " + c.name);
     p.retry_classes.push_back(c);
   }
-  p.stall.output_s = cfg.run_stall_output_ms / 1000.0;
-  p.stall.heartbeat_s = cfg.run_stall_heartbeat_ms / 1000.0;
+  p.stall.output_s = cfg.run.stall_output_ms / 1000.0;
+  p.stall.heartbeat_s = cfg.run.stall_heartbeat_ms / 1000.0;
   if (p.stall.heartbeat_s > 0 && p.heartbeat_file.empty())
     return Status::InvalidArgument("--stall-heartbeat needs --heartbeat-file");
-  p.stall.gpu_s = cfg.run_stall_gpu_ms / 1000.0;
-  p.stall.gpu_idle_percent = static_cast<unsigned>(std::min<uint64_t>(cfg.run_gpu_idle_percent, 100));
-  p.stall.nan_pattern = cfg.run_nan_pattern;
+  p.stall.gpu_s = cfg.run.stall_gpu_ms / 1000.0;
+  p.stall.gpu_idle_percent = static_cast<unsigned>(std::min<uint64_t>(cfg.run.gpu_idle_percent, 100));
+  p.stall.nan_pattern = cfg.run.nan_pattern;
   auto w = StallWatch::Create(p.stall, 0);  // validates the NaN regex
   if (!w) return w.status();
-  p.stall_restart = cfg.run_stall_restart;
-  p.alert_hook = cfg.run_alert_hook;
+  p.stall_restart = cfg.run.stall_restart;
+  p.alert_hook = cfg.run.alert_hook;
   return p;
 }
 

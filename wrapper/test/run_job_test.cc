@@ -127,8 +127,8 @@ TEST(Policy, CommandLineBeatsSiteConfigAndErrorsNameTheOption) {
   AddCommonOptions(desc, common);
   AddRunOptions(desc, cli);
   Config site;
-  site.run_max_requeues = 5;
-  site.run_grace_ms = 30000;
+  site.run.max_requeues = 5;
+  site.run.grace_ms = 30000;
   {
     const char* argv[] = {"preflight-run", "--max-requeues", "1", "--checkpoint-dir", "/tmp/x/"};
     po::variables_map vm;

@@ -81,7 +81,7 @@ struct NodeProfile {
   double inter_busbw;     // bytes/s, all-reduce across nodes (per the NICs)
 };
 const std::vector<NodeProfile>& NodeProfiles();
-// The profile named by cfg.nccl_profile, or for "auto" the one matching the
+// The profile named by cfg.nccl.profile, or for "auto" the one matching the
 // detected GPUs (name substring and count), else nullptr.
 const NodeProfile* PickProfile(const Config& cfg, const std::string& backend, const GpuInventory& gpus);
 // Threshold in bytes/s for a check over several nodes (intra=false) or one

@@ -21,7 +21,7 @@ bool GpusRequested(const std::vector<std::pair<std::string, std::string>>& env);
 // "auto" -> "nccl" when GPUs were requested, else "host".
 std::string ResolveBackend(const std::string& choice, bool gpus_requested);
 
-// The send-rate cap from cfg.nccl_host_rate_file (0 when unset or absent).
+// The send-rate cap from cfg.nccl.host_rate_file (0 when unset or absent).
 Expected<double> HostRateCap(const Config& cfg);
 
 // Build the backend for one rank. For "nccl" an unusable GPU stack is an

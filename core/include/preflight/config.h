@@ -28,6 +28,52 @@ inline constexpr const char* kDefaultConfigPath = "/etc/preflight/preflight.conf
 #define PREFLIGHT_DEFAULT_SLURM_QUERY "/usr/sbin/preflight"
 #endif
 
+// preflight-run (man preflight-run(1)): site policy for the job wrapper
+// (config keys run_*). Its command line overrides each of these for one run.
+struct RunConfig {
+  bool requeue = true;                  // may requeue the job at all
+  uint64_t max_requeues = 3;            // preemption requeues per job
+  uint64_t max_failure_restarts = 2;    // requeues after a retryable failure
+  uint32_t grace_ms = 90000;            // checkpoint-and-exit time after preemption
+  uint32_t kill_wait_ms = 10000;        // SIGTERM -> SIGKILL
+  std::string preempt_signals = "USR2,TERM";
+  std::string checkpoint_signal = "USR2";  // "none": only the request file
+  std::string retry_nccl = "NCCL (WARN|error).*([Tt]imeout|timed out|unhandled system error|remote process exited)|Watchdog caught collective operation timeout";
+  std::string retry_cuda = "CUDA error|cudaError|an illegal memory access|uncorrectable ECC error|Xid";
+  std::string retry_node = "[Nn]ode failure|NODE_FAIL|Bus error|Input/output error|Transport endpoint is not connected";
+  std::string nan_pattern = "\\b([Nn]a[Nn]|NAN)\\b";
+  uint32_t stall_output_ms = 0;         // 0: off
+  uint32_t stall_heartbeat_ms = 0;      // 0: off
+  uint32_t stall_gpu_ms = 0;            // 0: off
+  uint64_t gpu_idle_percent = 5;
+  bool stall_restart = false;           // kill and restart on a stall, else alert only
+  std::string alert_hook;               // command run on each alert
+  uint64_t keep_checkpoints = 0;        // 0: keep all
+  std::string checkpoint_marker = "COMPLETE";
+};
+
+// What --nccl-check does with a job whose check failed (nccl_on_failure).
+enum class NcclOnFailure { kRequeue, kFail };
+const char* NcclOnFailureName(NcclOnFailure f);
+
+// --nccl-check collective test (man preflight-nccl(1); config keys nccl_*).
+// Rates in bytes/s; 0 means "auto": from the node profile for the detected hardware.
+struct NcclConfig {
+  std::string backend = "auto";    // auto, nccl, host
+  std::string profile = "auto";    // a built-in profile name, or auto
+  double min_busbw = 0;            // allocation-wide all-reduce
+  double min_intra_busbw = 0;      // one node's ranks
+  uint64_t max_bytes = 0;          // cap on message sizes (0: none)
+  std::string binary = PREFLIGHT_DEFAULT_NCCL_BINARY;
+  std::string srun = "srun";
+  uint32_t timeout_ms = 600000;    // bound on each check step
+  NcclOnFailure on_failure = NcclOnFailure::kRequeue;
+  bool drain_internode = false;    // trust user-run pairwise results to drain
+  // Test seam: a file holding a send-rate cap (e.g. "5M") for the host
+  // backend's ranks on this node; absent file, no cap.
+  std::string host_rate_file;
+};
+
 struct Config {
   // Where per-job results (JSON) and node state live. Root-owned.
   std::string state_dir = "/var/lib/preflight";
@@ -90,42 +136,8 @@ struct Config {
   std::vector<std::string> ib_hcas;       // empty: every HCA found
   uint64_t ib_rate = 0;                   // minimum Gb/s; 0: not checked
   std::string ib_link_layer = "any";      // any, InfiniBand, Ethernet
-  // preflight-run (man preflight-run(1)): site policy for the job wrapper.
-  // Its command line overrides each of these for one run.
-  bool run_requeue = true;                  // may requeue the job at all
-  uint64_t run_max_requeues = 3;            // preemption requeues per job
-  uint64_t run_max_failure_restarts = 2;    // requeues after a retryable failure
-  uint32_t run_grace_ms = 90000;            // checkpoint-and-exit time after preemption
-  uint32_t run_kill_wait_ms = 10000;        // SIGTERM -> SIGKILL
-  std::string run_preempt_signals = "USR2,TERM";
-  std::string run_checkpoint_signal = "USR2";  // "none": only the request file
-  std::string run_retry_nccl = "NCCL (WARN|error).*([Tt]imeout|timed out|unhandled system error|remote process exited)|Watchdog caught collective operation timeout";
-  std::string run_retry_cuda = "CUDA error|cudaError|an illegal memory access|uncorrectable ECC error|Xid";
-  std::string run_retry_node = "[Nn]ode failure|NODE_FAIL|Bus error|Input/output error|Transport endpoint is not connected";
-  std::string run_nan_pattern = "\\b([Nn]a[Nn]|NAN)\\b";
-  uint32_t run_stall_output_ms = 0;         // 0: off
-  uint32_t run_stall_heartbeat_ms = 0;      // 0: off
-  uint32_t run_stall_gpu_ms = 0;            // 0: off
-  uint64_t run_gpu_idle_percent = 5;
-  bool run_stall_restart = false;           // kill and restart on a stall, else alert only
-  std::string run_alert_hook;               // command run on each alert
-  uint64_t run_keep_checkpoints = 0;        // 0: keep all
-  std::string run_checkpoint_marker = "COMPLETE";
-  // --nccl-check collective test (man preflight-nccl(1)). Rates in bytes/s;
-  // 0 means "auto": from the node profile for the detected hardware.
-  std::string nccl_backend = "auto";    // auto, nccl, host
-  std::string nccl_profile = "auto";    // a built-in profile name, or auto
-  double nccl_min_busbw = 0;            // allocation-wide all-reduce
-  double nccl_min_intra_busbw = 0;      // one node's ranks
-  uint64_t nccl_max_bytes = 0;          // cap on message sizes (0: none)
-  std::string nccl_binary = PREFLIGHT_DEFAULT_NCCL_BINARY;
-  std::string nccl_srun = "srun";
-  uint32_t nccl_timeout_ms = 600000;    // bound on each check step
-  std::string nccl_on_failure = "requeue";  // requeue or fail
-  bool nccl_drain_internode = false;    // trust user-run pairwise results to drain
-  // Test seam: a file holding a send-rate cap (e.g. "5M") for the host
-  // backend's ranks on this node; absent file, no cap.
-  std::string nccl_host_rate_file;
+  RunConfig run;    // run_* keys
+  NcclConfig nccl;  // nccl_* keys (the collective check)
   // Dataset staging (--stage): node-local folder holding job views
   // (<stage_dir>/jobs/<job>) and the cross-job cache (<stage_dir>/cache);
   // empty disables staging. Quota 0: no limit. Workers 0: one per CPU.
