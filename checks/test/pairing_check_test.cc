@@ -1,6 +1,8 @@
 #include "preflight/pairing_check.h"
 
 #include <gtest/gtest.h>
+
+#include "preflight_test/temp_dir.h"
 #include <unistd.h>
 
 #include "preflight/topo_load.h"
@@ -31,22 +33,19 @@ TEST(ExpectedPairing, RefusesMalformed) {
 class PairingCheck : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/preflight-pairing-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
     cfg_.state_dir = dir_;
     cfg_.topology_xml = kAc922;
     // The AC922's HCAs are NODE/SYS to every GPU: the site names the rails.
     cfg_.topo_rails = {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"};
     job_.node = "n1";
   }
-  void TearDown() override { ASSERT_EQ(system(("rm -rf " + dir_).c_str()), 0); }
   std::vector<CheckResult> Run() {
     FsRoot fs(dir_);  // no sysfs: port state from hwloc only
     CheckEnv env{cfg_, fs, job_, Phase::kProlog, Level::kQuick};
     return CheckPairing(env);
   }
-  std::string dir_;
+  testing::TempDir tmp_{"pairing"};
+  std::string dir_ = tmp_.path();
   Config cfg_;
   JobContext job_;
 };

@@ -3,6 +3,8 @@
 // (the real backend, not a mock); the NCCL path is reached through a fake
 // CUDA runtime loaded by the same dlopen seam.
 #include <gtest/gtest.h>
+
+#include "preflight_test/temp_dir.h"
 #include <unistd.h>
 
 #include <algorithm>
@@ -273,9 +275,8 @@ TEST(IntraNode, HostRanksAsThreads) {
 }
 
 TEST(IntraNode, RateFileMakesTheNodeFail) {
-  char dir[] = "/tmp/pf-nccl-XXXXXX";
-  ASSERT_NE(::mkdtemp(dir), nullptr);
-  std::string f = std::string(dir) + "/rate";
+  testing::TempDir dir("nccl");
+  std::string f = dir / "rate";
   std::ofstream(f) << "2M\n";
   Config cfg;
   cfg.nccl.host_rate_file = f;
@@ -292,7 +293,6 @@ TEST(IntraNode, RateFileMakesTheNodeFail) {
   EXPECT_FALSE(HostRateCap(cfg).ok());
   ::unlink(f.c_str());
   EXPECT_DOUBLE_EQ(*HostRateCap(cfg), 0.0);  // no file: no cap
-  ::rmdir(dir);
 }
 
 TEST(Backends, AutoPicksNcclOnlyWithGpus) {

@@ -1,6 +1,8 @@
 #include "preflight/report.h"
 
 #include <gtest/gtest.h>
+
+#include "preflight_test/temp_dir.h"
 #include <unistd.h>
 
 #include "preflight/fileutil.h"
@@ -52,17 +54,14 @@ TEST(Report, PrometheusTextfile) {
 }
 
 TEST(Report, WrittenAtomicallyUnderStateDir) {
-  char tmpl[] = "/tmp/preflight-report-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  testing::TempDir tmp("report");
   Config cfg;
-  cfg.state_dir = std::string(tmpl) + "/state";
-  cfg.textfile_dir = std::string(tmpl) + "/metrics";
+  cfg.state_dir = tmp / "state";
+  cfg.textfile_dir = tmp / "metrics";
   auto path = WriteReport(cfg, Sample());
   ASSERT_TRUE(path.ok()) << path.status().message();
   EXPECT_EQ(*path, cfg.state_dir + "/jobs/7/n2.prolog.json");
   EXPECT_TRUE(ReadWholeFile(cfg.textfile_dir + "/preflight_n2_prolog.prom").ok());
-  std::string cmd = std::string("rm -rf ") + tmpl;
-  ASSERT_EQ(system(cmd.c_str()), 0);
 }
 
 TEST(Report, UnwritableStateDirIsAnError) {

@@ -8,11 +8,14 @@
 #include "preflight/topo.h"
 
 #include <gtest/gtest.h>
+
+#include "preflight_test/temp_dir.h"
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <fstream>
 #include <sstream>
 
@@ -36,21 +39,9 @@ const std::string kTuolumne = kFix + "/hwloc-llnl-tuolumne-4xmi300a-slingshot.xm
 
 // Fixture roots for one test run, removed when the test binary exits.
 std::string TempDir() {
-  static std::vector<std::string> made;
-  static bool hooked = false;
-  if (!hooked) {
-    hooked = true;
-    std::atexit([] {
-      for (const auto& d : made) {
-        std::error_code ec;
-        std::filesystem::remove_all(d, ec);
-      }
-    });
-  }
-  char tmpl[] = "/tmp/preflight-topo-XXXXXX";
-  std::string d = mkdtemp(tmpl);
-  made.push_back(d);
-  return d;
+  static std::vector<std::unique_ptr<testing::TempDir>> made;
+  made.push_back(std::make_unique<testing::TempDir>("topo"));
+  return made.back()->path();
 }
 
 void Put(const std::string& root, const std::string& rel, const std::string& text) {

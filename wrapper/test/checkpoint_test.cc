@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
+#include "preflight_test/temp_dir.h"
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,12 +16,8 @@ namespace {
 
 class CheckpointTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/pf_ckpt_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  testing::TempDir tmp_{"ckpt"};
+  std::string dir_ = tmp_.path();
   // A checkpoint directory whose marker (or, incomplete, the directory) has mtime t.
   void Make(const std::string& name, bool complete, time_t t) {
     std::string d = dir_ + "/" + name;
@@ -33,7 +31,6 @@ class CheckpointTest : public ::testing::Test {
     ASSERT_EQ(utimensat(AT_FDCWD, d.c_str(), ts, 0), 0);
   }
   bool Exists(const std::string& name) { return access((dir_ + "/" + name).c_str(), F_OK) == 0; }
-  std::string dir_;
 };
 
 TEST_F(CheckpointTest, MissingDirIsEmpty) {

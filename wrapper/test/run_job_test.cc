@@ -7,6 +7,8 @@
 #include "preflight/checkpoint.h"
 
 #include <gtest/gtest.h>
+
+#include "preflight_test/temp_dir.h"
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -170,9 +172,8 @@ TEST(Policy, CommandLineBeatsSiteConfigAndErrorsNameTheOption) {
 }
 
 TEST(Counters, RoundTripAndOtherJobStartsOver) {
-  char tmpl[] = "/tmp/pf_cnt_XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  std::string path = CountersPath(tmpl);
+  testing::TempDir tmp("counters");
+  std::string path = CountersPath(tmp);
   RunCounters c;
   c.preempt_requeues = 2;
   c.failure_restarts = 1;
@@ -184,16 +185,12 @@ TEST(Counters, RoundTripAndOtherJobStartsOver) {
   EXPECT_EQ(other.preempt_requeues, 0u);
   auto none = LoadCounters("", "42", 4);  // no checkpoint dir: Slurm's restart count
   EXPECT_EQ(none.failure_restarts, 4u);
-  std::filesystem::remove_all(tmpl);
 }
 
 // RunJob end to end with a fake scontrol.
 class RunJobTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/pf_run_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
     log_ = dir_ + "/scontrol.log";
     std::string fake = dir_ + "/scontrol";
     std::ofstream(fake) << "#!/bin/sh\necho \"$*\" >> " << log_ << "\nexit 0\n";
@@ -222,14 +219,14 @@ class RunJobTest : public ::testing::Test {
     policy_.result_file = dir_ + "/result.json";
     env_ = {{"SLURM_JOB_ID", "42"}, {"SLURMD_NODENAME", "n1"}, {"SLURM_JOB_NODELIST", "n[1-3]"}};
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   std::vector<std::string> App(std::vector<std::string> args) {
     args.insert(args.begin(), PF_TEST_APP);
     args.push_back("--done-file");
     args.push_back(dir_ + "/done");
     return args;
   }
-  std::string dir_, log_;
+  testing::TempDir tmp_{"run"};
+  std::string dir_ = tmp_.path(), log_;
   Config cfg_;
   RunPolicy policy_;
   EnvMap env_;

@@ -5,6 +5,8 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
+#include "preflight_test/temp_dir.h"
 #include <signal.h>
 #include <unistd.h>
 
@@ -64,17 +66,11 @@ TEST(Signals, ParseNamesAndNumbers) {
 class SuperviseApp : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/pf_sup_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
     out_path_ = dir_ + "/out";
     out_ = open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     ASSERT_GE(out_, 0);
   }
-  void TearDown() override {
-    close(out_);
-    std::filesystem::remove_all(dir_);
-  }
+  void TearDown() override { close(out_); }
   SuperviseOptions Opts(std::vector<std::string> args) {
     SuperviseOptions o;
     o.argv = {PF_TEST_APP};
@@ -101,7 +97,8 @@ class SuperviseApp : public ::testing::Test {
       kill(getpid(), sig);
     });
   }
-  std::string dir_, out_path_;
+  testing::TempDir tmp_{"supervise"};
+  std::string dir_ = tmp_.path(), out_path_;
   int out_ = -1;
 };
 
