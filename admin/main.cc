@@ -322,14 +322,8 @@ int Main(int argc, char** argv) {
       ("json", po::bool_switch(&g_topo.json), "print JSON instead of the table")
       ("compare", po::bool_switch(&g_topo.compare), "compare the rails records FILE... of several nodes; name the odd one");
   visible.add(topo_opts);
-  po::options_description hidden;
-  hidden.add_options()("words", po::value<std::vector<std::string>>(&words), "");
-  po::options_description all;
-  all.add(visible).add(hidden);
-  po::positional_options_description pos;
-  pos.add("words", -1);
   po::variables_map vm;
-  Status s = ParseCommandLine(argc, argv, all, &pos, vm);
+  Status s = ParseCommandLineWords(argc, argv, visible, &words, vm);
   if (!s.ok()) {
     Log(LogLevel::kError, "admin", "bad command line", s.message());
     return 2;

@@ -26,14 +26,8 @@ int Main(int argc, char** argv) {
       "Options override the site config's run_* keys.\n\nOptions");
   AddCommonOptions(visible, cli);
   AddRunOptions(visible, run);
-  po::options_description hidden;
-  hidden.add_options()("command", po::value<std::vector<std::string>>(&command), "");
-  po::options_description all;
-  all.add(visible).add(hidden);
-  po::positional_options_description pos;
-  pos.add("command", -1);
   po::variables_map vm;
-  Status s = ParseCommandLine(argc, argv, all, &pos, vm);
+  Status s = ParseCommandLineWords(argc, argv, visible, &command, vm);
   if (!s.ok()) {
     Log(LogLevel::kError, "run", "bad command line", s.message());
     return 2;

@@ -4,18 +4,9 @@
 
 #include "preflight/placement.h"
 #include "preflight/topo_load.h"
+#include "preflight/strings.h"
 
 namespace preflight {
-
-namespace {
-
-std::string Join(const std::vector<std::string>& v, const char* sep) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
-  return s;
-}
-
-}  // namespace
 
 std::vector<CheckResult> CheckPairing(const CheckEnv& env) {
   CheckResult skip;

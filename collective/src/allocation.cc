@@ -14,17 +14,12 @@
 #include "preflight/report.h"
 #include "preflight/slurmctl.h"
 #include "preflight/state_paths.h"
+#include "preflight/strings.h"
 
 namespace preflight::collective {
 
 // --- allocation orchestration ------------------------------------------------------------
 namespace {
-
-std::string Join(const std::vector<std::string>& v, const char* sep) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
-  return s;
-}
 
 // The job's environment for a user-run step: the batch environment minus
 // what would steer srun away from the layout given on its command line.

@@ -32,6 +32,17 @@ Status ParseCommandLine(int argc, char** argv, const po::options_description& al
   return Status::Ok();
 }
 
+Status ParseCommandLineWords(int argc, char** argv, const po::options_description& visible,
+                             std::vector<std::string>* words, po::variables_map& vm) {
+  po::options_description hidden;
+  hidden.add_options()("preflight-words", po::value<std::vector<std::string>>(words), "");
+  po::options_description all;
+  all.add(visible).add(hidden);
+  po::positional_options_description pos;
+  pos.add("preflight-words", -1);
+  return ParseCommandLine(argc, argv, all, &pos, vm);
+}
+
 Expected<Config> LoadCliConfig(const CommonCli& cli, const std::string& node) {
   auto cfg = LoadConfig(cli.config, node, cli.config_given());
   if (!cfg) return cfg;

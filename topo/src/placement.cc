@@ -1,15 +1,7 @@
 #include "preflight/placement.h"
+#include "preflight/strings.h"
 
 namespace preflight {
-namespace {
-
-std::string Join(const std::vector<std::string>& v, const char* sep) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
-  return s;
-}
-
-}  // namespace
 
 std::string ExpectedPairingText(const std::vector<GpuPairing>& pairing) {
   std::string s;

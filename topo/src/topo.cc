@@ -10,6 +10,7 @@
 
 #include "preflight/job.h"
 #include "preflight/json.h"
+#include "preflight/strings.h"
 
 namespace preflight {
 
@@ -225,12 +226,6 @@ const std::vector<std::string>& EnvVarNames() {
 }
 
 namespace {
-
-std::string Join(const std::vector<std::string>& v, const char* sep) {
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
-  return out;
-}
 
 const TopoNic* FindNic(const Topology& t, const std::string& name) {
   for (const auto& n : t.nics)

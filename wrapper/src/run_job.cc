@@ -17,18 +17,13 @@
 #include "preflight/regex.h"
 #include "preflight/report.h"
 #include "preflight/slurmctl.h"
+#include "preflight/strings.h"
 
 namespace preflight {
 namespace {
 std::string EnvOr(const EnvMap& env, const std::string& k, const std::string& dflt = "") {
   auto it = env.find(k);
   return it == env.end() ? dflt : it->second;
-}
-
-std::string Join(const std::vector<std::string>& v, const char* sep) {
-  std::string o;
-  for (const auto& s : v) o += (o.empty() ? "" : sep) + s;
-  return o;
 }
 
 }  // namespace

@@ -30,6 +30,12 @@ void AddCommonOptions(po::options_description& desc, CommonCli& cli);
 Status ParseCommandLine(int argc, char** argv, const po::options_description& all,
                         const po::positional_options_description* pos, po::variables_map& vm);
 
+// ParseCommandLine for a command whose non-option words (after its
+// options, or after "--") are collected in order into `words`: the admin
+// command's subcommand words, the wrapper's COMMAND [ARGS...].
+Status ParseCommandLineWords(int argc, char** argv, const po::options_description& visible,
+                             std::vector<std::string>* words, po::variables_map& vm);
+
 // Site config for a binary: the file (required when given explicitly) plus --set.
 Expected<Config> LoadCliConfig(const CommonCli& cli, const std::string& node);
 
