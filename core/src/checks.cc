@@ -15,8 +15,10 @@
 #include <exception>
 
 #include "preflight/health_checks.h"
+#include "preflight/ib_counters.h"
 #include "preflight/pairing_check.h"
 #include "preflight/rails.h"
+#include "preflight/severity.h"
 
 namespace preflight {
 
@@ -112,6 +114,8 @@ const std::vector<CheckDescriptor>& AllChecks() {
       {"gpu.xid", "Xid events in the kernel log since the last check", Level::kQuick, CheckXid},
       {"ib", "HCAs present, ports ACTIVE/LinkUp, rate, link layer, flapping, RoCE netdev", Level::kQuick,
        CheckInterconnect},
+      {"ib.counters", "port error counters (symbol_error, link_error_recovery, ...) rising between checks", Level::kQuick,
+       CheckIbCounters},
       {"topo.pairing", "GPU-NIC placement matches the pinned topo_expect", Level::kQuick, CheckPairing},
       {"topo.rails", "every compute rail (NIC next to a GPU, or named in topo_rails) is up", Level::kQuick,
        CheckRailsUp},
@@ -174,7 +178,7 @@ std::string Serialize(const CheckResult& r) {
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.9g", r.seconds);
   return "R\t" + Escape(r.check) + "\t" + Escape(r.device) + "\t" + Escape(r.value) + "\t" +
-         Escape(r.threshold) + "\t" + VerdictName(r.verdict) + "\t" + Escape(r.message) + "\t" + secs + "\n";
+         Escape(r.threshold) + "\t" + VerdictName(r.verdict) + "\t" + Escape(r.message) + "\t" + secs + "\t" + OwnerName(r.owner) + "\n";
 }
 
 Verdict VerdictFromName(const std::string& s) {
@@ -203,7 +207,7 @@ void ParseLines(Child& c, bool final) {
     std::string line = nl == std::string::npos ? c.buf : c.buf.substr(0, nl);
     c.buf.erase(0, nl == std::string::npos ? c.buf.size() : nl + 1);
     auto f = SplitTabs(line);
-    if (f[0] == "R" && f.size() == 8) {
+    if (f[0] == "R" && f.size() == 9) {
       CheckResult r;
       r.check = f[1];
       r.device = f[2];
@@ -212,6 +216,7 @@ void ParseLines(Child& c, bool final) {
       r.verdict = VerdictFromName(f[5]);
       r.message = f[6];
       r.seconds = std::atof(f[7].c_str());
+      r.owner = f[8] == "user" ? Owner::kUser : Owner::kNode;
       c.results.push_back(std::move(r));
     } else if (f[0] == "P" && f.size() == 4) {
       c.step_check = f[1];
@@ -294,6 +299,15 @@ std::vector<CheckResult> RunChecks(const CheckEnv& env, const std::vector<CheckD
   std::fflush(nullptr);  // nothing buffered may be written twice
   for (const auto& d : checks) {
     if (env.level < d.min_level) continue;
+    std::string by;
+    if (ModeFor(env.cfg.check_modes, d.name, &by) == CheckMode::kOff) {
+      CheckResult r;
+      r.check = d.name;
+      r.verdict = Verdict::kSkip;
+      r.message = "skipped: off by " + by;
+      all.push_back(r);
+      continue;
+    }
     Child c;
     c.d = &d;
     unsigned budget = d.timeout_ms != 0 ? d.timeout_ms : env.cfg.probe_timeout_ms;
@@ -399,6 +413,8 @@ std::vector<CheckResult> RunChecks(const CheckEnv& env, const std::vector<CheckD
       all.push_back(HarnessFailure(c, budget));
     }
   }
+  // The site's check_<name> switches, and "the job's own fault never drains".
+  ApplySeverityPolicy(env.cfg.check_modes, all);
   return all;
 }
 

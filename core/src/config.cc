@@ -1,7 +1,10 @@
 #include "preflight/config.h"
 
 #include "preflight/pairing_check.h"
+#include "preflight/severity.h"
+#include "preflight/xid.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cctype>
 #include <cstdio>
@@ -9,6 +12,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <utility>
 
 namespace preflight {
 
@@ -199,6 +203,58 @@ Expected<std::string> ParseComputeMode(const std::string& s) {
   return OneOf(s, {"any", "default", "exclusive_process", "prohibited"});
 }
 Expected<std::string> ParseLinkLayer(const std::string& s) { return OneOf(s, {"any", "InfiniBand", "Ethernet"}); }
+// "symbol_error:10,port_xmit_discards:100": counter names as sysfs spells them.
+using CounterLimits = std::vector<std::pair<std::string, uint64_t>>;
+Expected<CounterLimits> ParseCounterLimits(const std::string& s) {
+  CounterLimits out;
+  if (s.empty()) return out;
+  auto l = ParseList(s);
+  if (!l) return l.status();
+  for (const auto& item : *l) {
+    size_t colon = item.find(':');
+    std::string name = item.substr(0, colon);
+    bool ok = colon != std::string::npos && !name.empty() &&
+              std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    if (!ok) return Status::InvalidArgument("bad counter limit '" + item + "' (expected NAME:MAX, e.g. symbol_error:10)");
+    auto n = ParseCount(item.substr(colon + 1));
+    if (!n) return Status::InvalidArgument("bad counter limit '" + item + "': " + n.status().message());
+    for (const auto& kv : out)
+      if (kv.first == name) return Status::InvalidArgument("counter '" + name + "' given twice");
+    out.emplace_back(name, *n);
+  }
+  return out;
+}
+std::string CounterLimitsText(const CounterLimits& l) {
+  std::string o;
+  for (const auto& kv : l) o += (o.empty() ? "" : ",") + kv.first + ":" + std::to_string(kv.second);
+  return o;
+}
+
+using XidActions = std::vector<std::pair<int, XidAction>>;
+Expected<XidActions> ParseXidActions(const std::string& s) {
+  XidActions out;
+  if (s.empty()) return out;
+  auto l = ParseList(s);
+  if (!l) return l.status();
+  for (const auto& item : *l) {
+    size_t colon = item.find(':');
+    auto n = ParseCount(item.substr(0, colon));
+    XidAction a;
+    if (colon == std::string::npos || !n || *n > 100000 || !ParseXidAction(item.substr(colon + 1), &a))
+      return Status::InvalidArgument("bad Xid action '" + item +
+                                     "' (expected XID:ACTION, ACTION one of drain_reset, drain, warn, user, ignore)");
+    for (const auto& kv : out)
+      if (kv.first == static_cast<int>(*n)) return Status::InvalidArgument("Xid " + std::to_string(*n) + " given twice");
+    out.emplace_back(static_cast<int>(*n), a);
+  }
+  return out;
+}
+std::string XidActionsText(const XidActions& l) {
+  std::string o;
+  for (const auto& kv : l) o += (o.empty() ? "" : ",") + std::to_string(kv.first) + ":" + XidActionName(kv.second);
+  return o;
+}
+
 Expected<std::string> ParseStageVerify(const std::string& s) {
   if (s == "files" || s == "dirs") return s;
   return Status::InvalidArgument("bad stage_verify '" + s + "' (expected files or dirs)");
@@ -219,10 +275,48 @@ Expected<std::string> ParsePairingKey(const std::string& s) {
   return s;
 }
 
+// check_<name> = on|warn|off, one key per switchable check (severity.h).
+// The table holds plain function pointers, so each key gets its own
+// instantiation, indexed into SwitchableChecks().
+Expected<CheckMode> ParseCheckMode(const std::string& s) {
+  if (s == "on") return CheckMode::kOn;
+  if (s == "warn") return CheckMode::kWarn;
+  if (s == "off") return CheckMode::kOff;
+  return Status::InvalidArgument("bad value '" + s + "' (expected on, warn or off)");
+}
+template <size_t I>
+std::string GetCheckMode(const Config& c) {
+  auto it = c.check_modes.find(SwitchableChecks()[I]);
+  return CheckModeName(it == c.check_modes.end() ? CheckMode::kOn : it->second);
+}
+template <size_t I>
+Status SetCheckMode(Config& c, const std::string& v) {
+  auto m = ParseCheckMode(v);
+  if (!m) return m.status();
+  c.check_modes[SwitchableChecks()[I]] = *m;
+  return Status::Ok();
+}
+constexpr size_t kMaxSwitches = 64;
+template <size_t... I>
+void AddCheckModeKeys(std::vector<ConfigKey>& keys, std::index_sequence<I...>) {
+  static std::vector<std::string> names;  // the keys' name storage
+  const auto& checks = SwitchableChecks();
+  names.reserve(kMaxSwitches);
+  const ConfigKey all[] = {ConfigKey{nullptr, "mode", nullptr, &GetCheckMode<I>, &SetCheckMode<I>}...};
+  for (size_t i = 0; i < checks.size() && i < kMaxSwitches; ++i) {
+    names.push_back(CheckKeyName(checks[i]));
+    ConfigKey k = all[i];
+    k.name = names.back().c_str();
+    k.help = "Switch for this check: on (its fails drain), warn (its fails only warn), off (not run)";
+    keys.push_back(k);
+  }
+}
+
 }  // namespace
 
 const std::vector<ConfigKey>& ConfigKeys() {
-  static const std::vector<ConfigKey> kKeys = {
+  static const std::vector<ConfigKey> kKeys = [] {
+    std::vector<ConfigKey> keys = {
       {"state_dir", "path", "Directory for per-job result files and node state (root-owned)",
        PF_PATH(state_dir)},
       {"textfile_dir", "path", "node_exporter textfile collector directory; empty disables metrics",
@@ -283,14 +377,22 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_PARSED(gpu_persistence, ParsePersistence, Same)},
       {"gpu_compute_mode", "string", "Compute mode the site expects: any, default, exclusive_process, prohibited",
        PF_PARSED(gpu_compute_mode, ParseComputeMode, Same)},
-      {"xid_ignore", "list", "Xid codes that do not fail a node (application faults)",
+      {"xid_ignore", "list", "Xid codes never recorded (same as XID:ignore in xid_actions)",
        PF_PARSED(xid_ignore, ParseXidList, ListText)},
+      {"xid_actions", "list", "Per-Xid action overriding NVIDIA's catalogue: XID:ACTION, ACTION drain_reset, drain, warn, user or ignore",
+       PF_PARSED(xid_actions, ParseXidActions, XidActionsText)},
+      {"xid_window", "duration", "How long a drain, warn or user Xid finding stays open after the event (0: until reboot)",
+       PF_PARSED(xid_window_ms, ParseDurationMs, DurationText)},
       {"ib_hcas", "list", "HCAs that must be present and up (e.g. mlx5_0,mlx5_1; empty: every HCA found)",
        PF_PARSED(ib_hcas, ParseList, ListText)},
       {"ib_rate", "count", "Lowest port rate in Gb/s (0: not checked)",
        PF_PARSED(ib_rate, ParseCount, CountText)},
       {"ib_link_layer", "string", "Link layer every port must have: any, InfiniBand, Ethernet",
        PF_PARSED(ib_link_layer, ParseLinkLayer, Same)},
+      {"ib_counter_warn", "list", "Port error counters (NAME:MAX) whose rise between two checks above MAX warns (ib.counters)",
+       PF_PARSED(ib_counter_warn, ParseCounterLimits, CounterLimitsText)},
+      {"ib_counter_fail", "list", "Port error counters (NAME:MAX) whose rise between two checks above MAX fails the node (ib.counters)",
+       PF_PARSED(ib_counter_fail, ParseCounterLimits, CounterLimitsText)},
       // preflight-run keys (man preflight-run(1)); patterns are POSIX EREs (glibc: \b works).
       {"run_requeue", "bool", "preflight-run may requeue the job (preemption, retryable failures)",
        PF_PARSED(run_requeue, ParseBool, BoolText)},
@@ -362,7 +464,10 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_PARSED(stage_timeout_ms, ParseDurationMs, DurationText)},
       {"stage_verify", "string", "Cache reuse check: files (every file's size, mtime, mode and access) or dirs (directories only)",
        PF_PARSED(stage_verify, ParseStageVerify, Same)},
-  };
+    };
+    AddCheckModeKeys(keys, std::make_index_sequence<kMaxSwitches>());
+    return keys;
+  }();
   return kKeys;
 }
 

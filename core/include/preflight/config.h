@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +28,11 @@ inline constexpr const char* kDefaultConfigPath = "/etc/preflight/preflight.conf
 #ifndef PREFLIGHT_DEFAULT_SLURM_QUERY
 #define PREFLIGHT_DEFAULT_SLURM_QUERY "/usr/sbin/preflight"
 #endif
+
+enum class XidAction : int;  // xid.h
+
+// A site's switch for one check (`check_<name> = on|warn|off`; severity.h).
+enum class CheckMode { kOn, kWarn, kOff };
 
 struct Config {
   // Where per-job results (JSON) and node state live. Root-owned.
@@ -85,11 +91,28 @@ struct Config {
   uint64_t gpu_nvlinks = 0;               // 0: every link NVML reports must be up
   std::string gpu_persistence = "any";    // any, on, off
   std::string gpu_compute_mode = "any";   // any, default, exclusive_process, prohibited
-  std::vector<std::string> xid_ignore = {"13", "31", "43", "45"};
+  // Xid codes never recorded (v1 key; the catalogue in xid.cc now classes
+  // 13/31/43 as the user's and 45 as ignore, so the default is empty).
+  std::vector<std::string> xid_ignore;
+  // Per-Xid overrides of the catalogue's action ("79:drain_reset,13:ignore").
+  std::vector<std::pair<int, XidAction>> xid_actions;
+  // How long a drain, warn or user Xid finding stays open (0: until reboot).
+  uint32_t xid_window_ms = 24 * 3600 * 1000;
   // Interconnect checks (sysfs under fsroot).
   std::vector<std::string> ib_hcas;       // empty: every HCA found
   uint64_t ib_rate = 0;                   // minimum Gb/s; 0: not checked
   std::string ib_link_layer = "any";      // any, InfiniBand, Ethernet
+  // ib.counters (ib_counters.h): most a port error counter may rise between
+  // two checks before it warns / fails. Warn defaults: infiniband-diags'
+  // ibcheckerrs thresholds; fail: ten times those for the physical-layer ones.
+  std::vector<std::pair<std::string, uint64_t>> ib_counter_warn = {
+      {"symbol_error", 10}, {"link_error_recovery", 10}, {"port_rcv_errors", 10},
+      {"port_rcv_remote_physical_errors", 100}, {"port_rcv_switch_relay_errors", 100},
+      {"port_xmit_discards", 100}, {"port_xmit_constraint_errors", 100}, {"port_rcv_constraint_errors", 100},
+      {"local_link_integrity_errors", 10}, {"excessive_buffer_overrun_errors", 10}, {"VL15_dropped", 100}};
+  std::vector<std::pair<std::string, uint64_t>> ib_counter_fail = {
+      {"symbol_error", 100}, {"link_error_recovery", 100}, {"port_rcv_errors", 100},
+      {"local_link_integrity_errors", 100}, {"excessive_buffer_overrun_errors", 100}};
   // preflight-run (man preflight-run(1)): site policy for the job wrapper.
   // Its command line overrides each of these for one run.
   bool run_requeue = true;                  // may requeue the job at all
@@ -136,6 +159,9 @@ struct Config {
   // Cache reuse check: "files" (stat + access of every file as the job
   // user) or "dirs" (directories only, for the uid that built the copy).
   std::string stage_verify = "files";
+
+  // Per-check switches, by check name ("gpu.xid"); absent: on (severity.h).
+  std::map<std::string, CheckMode> check_modes;
 
   // Where the config was read from (empty: defaults only).
   std::string source;
