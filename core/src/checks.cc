@@ -14,6 +14,8 @@
 #include <cstdlib>
 #include <exception>
 
+#include "preflight/dcgm.h"
+#include "preflight/fleet.h"
 #include "preflight/health_checks.h"
 #include "preflight/ib_counters.h"
 #include "preflight/pairing_check.h"
@@ -116,6 +118,10 @@ const std::vector<CheckDescriptor>& AllChecks() {
        CheckInterconnect},
       {"ib.counters", "port error counters (symbol_error, link_error_recovery, ...) rising between checks", Level::kQuick,
        CheckIbCounters},
+      {"fleet.versions", "driver, VBIOS, HCA firmware and kernel recorded, and the same as this hardware's other nodes",
+       Level::kQuick, CheckFleetVersions},
+      {"gpu.dcgm", "DCGM's dcgmi diag -r dcgm_level at full level (dcgm_health_level in the health check)", Level::kQuick,
+       CheckDcgm, 0, [](const Config& c) { return c.dcgm_timeout_ms + 10000u; }},
       {"topo.pairing", "GPU-NIC placement matches the pinned topo_expect", Level::kQuick, CheckPairing},
       {"topo.rails", "every compute rail (NIC next to a GPU, or named in topo_rails) is up", Level::kQuick,
        CheckRailsUp},
@@ -124,6 +130,11 @@ const std::vector<CheckDescriptor>& AllChecks() {
 }
 
 namespace {
+
+unsigned Budget(const CheckDescriptor& d, const Config& cfg) {
+  if (d.budget != nullptr) return d.budget(cfg);
+  return d.timeout_ms != 0 ? d.timeout_ms : cfg.probe_timeout_ms;
+}
 
 // The write end of the pipe in a check's child; -1 in the parent.
 int g_probe_fd = -1;
@@ -310,7 +321,7 @@ std::vector<CheckResult> RunChecks(const CheckEnv& env, const std::vector<CheckD
     }
     Child c;
     c.d = &d;
-    unsigned budget = d.timeout_ms != 0 ? d.timeout_ms : env.cfg.probe_timeout_ms;
+    unsigned budget = Budget(d, env.cfg);
     c.started = MonotonicSeconds();
     c.deadline = c.started + budget / 1000.0;
     // A probe that cannot even start fails its check, naming the call.
@@ -409,7 +420,7 @@ std::vector<CheckResult> RunChecks(const CheckEnv& env, const std::vector<CheckD
     bool clean = !c.timed_out && WIFEXITED(st) && WEXITSTATUS(st) == 0;
     for (auto& r : c.results) all.push_back(std::move(r));
     if (!clean) {
-      unsigned budget = c.d->timeout_ms != 0 ? c.d->timeout_ms : env.cfg.probe_timeout_ms;
+      unsigned budget = Budget(*c.d, env.cfg);
       all.push_back(HarnessFailure(c, budget));
     }
   }

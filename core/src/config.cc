@@ -255,6 +255,23 @@ std::string XidActionsText(const XidActions& l) {
   return o;
 }
 
+Expected<std::vector<std::string>> ParseFleetFields(const std::string& s) {
+  std::vector<std::string> out;
+  if (s.empty()) return out;
+  auto l = ParseList(s);
+  if (!l) return l;
+  for (const auto& f : *l)
+    if (f != "driver" && f != "vbios" && f != "hca_fw" && f != "kernel")
+      return Status::InvalidArgument("unknown field '" + f + "' (expected driver, vbios, hca_fw, kernel)");
+  return l;
+}
+
+Expected<uint64_t> ParseDcgmLevel(const std::string& s) {
+  auto n = ParseCount(s);
+  if (!n || *n > 4) return Status::InvalidArgument("bad DCGM level '" + s + "' (expected 0 to 4)");
+  return n;
+}
+
 Expected<std::string> ParseStageVerify(const std::string& s) {
   if (s == "files" || s == "dirs") return s;
   return Status::InvalidArgument("bad stage_verify '" + s + "' (expected files or dirs)");
@@ -393,6 +410,18 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_PARSED(ib_counter_warn, ParseCounterLimits, CounterLimitsText)},
       {"ib_counter_fail", "list", "Port error counters (NAME:MAX) whose rise between two checks above MAX fails the node (ib.counters)",
        PF_PARSED(ib_counter_fail, ParseCounterLimits, CounterLimitsText)},
+      {"fleet_fail_fields", "list", "Version fields (driver, vbios, hca_fw, kernel) whose difference from the majority of the node's hardware fails it; others warn (fleet.versions)",
+       PF_PARSED(fleet_fail_fields, ParseFleetFields, ListText)},
+      {"fleet_max_age", "duration", "Other nodes' version records older than this are not compared (0: any age)",
+       PF_PARSED(fleet_max_age_ms, ParseDurationMs, DurationText)},
+      {"dcgmi", "path", "DCGM's dcgmi, run by gpu.dcgm where installed (absent: the check is skipped, saying so)",
+       PF_PATH(dcgmi)},
+      {"dcgm_level", "count", "dcgmi diag -r level at the full check level (1 quick .. 4 long; 0: never)",
+       PF_PARSED(dcgm_level, ParseDcgmLevel, CountText)},
+      {"dcgm_health_level", "count", "dcgmi diag -r level in the health check's idle sweep (0: not run there)",
+       PF_PARSED(dcgm_health_level, ParseDcgmLevel, CountText)},
+      {"dcgm_timeout", "duration", "Upper bound for one dcgmi diag run (no answer: the check fails)",
+       PF_PARSED(dcgm_timeout_ms, ParseDurationMs, DurationText)},
       // preflight-run keys (man preflight-run(1)); patterns are POSIX EREs (glibc: \b works).
       {"run_requeue", "bool", "preflight-run may requeue the job (preemption, retryable failures)",
        PF_PARSED(run_requeue, ParseBool, BoolText)},

@@ -20,9 +20,9 @@ const std::vector<std::string>& SwitchableChecks() {
       "scratch", "scratch.free", "scratch.inodes", "scratch.writable",
       "gpu", "gpu.nvml", "gpu.count", "gpu.present", "gpu.ecc", "gpu.retired_pages", "gpu.row_remap",
       "gpu.temperature", "gpu.throttle", "gpu.pcie", "gpu.nvlink", "gpu.persistence", "gpu.compute_mode",
-      "gpu.xid",
+      "gpu.xid", "gpu.dcgm",
       "ib", "ib.present", "ib.port", "ib.rate", "ib.link_layer", "ib.flapping", "ib.netdev", "ib.counters",
-      "topo.pairing", "topo.rails",
+      "fleet.versions", "topo.pairing", "topo.rails",
   };
   return kNames;
 }

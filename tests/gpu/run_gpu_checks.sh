@@ -27,7 +27,7 @@ core=$src/core/src
 # (libhwloc-dev; on a bare GPU machine carry its .deb and dpkg -x it).
 hwloc=$(pkg-config --cflags --libs hwloc 2>/dev/null || echo -lhwloc)
 $cxx -std=c++17 ${GPU_CHECK_OPT:--O2} -Wall -I"$src/core/include" \
-  "$core"/{checks,clock,health_checks,ib_counters,xid,severity,nvml,status,fsroot,fileutil,report,json,config,options,job,pairing_check,rails,topo,topo_load,stage}.cc \
+  "$core"/{checks,clock,health_checks,ib_counters,xid,severity,fleet,dcgm,process,nvml,status,fsroot,fileutil,report,json,config,options,job,pairing_check,rails,topo,topo_load,stage}.cc \
   "$src/tests/gpu/gpu_check_main.cc" $hwloc -ldl -o "$out/gpu-check" >"$out/build.log" 2>&1 || { cat "$out/build.log"; echo "FAIL: build"; exit 1; }
 mkdir -p "$out/fake"
 $cc -shared -fPIC -O2 -I"$src/core/include" "$src/tests/fakes/fake_nvml.c" -o "$out/fake/libnvidia-ml.so.1" >>"$out/build.log" 2>&1 ||

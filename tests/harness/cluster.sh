@@ -198,6 +198,9 @@ health_fixtures() {
       for c in symbol_error link_error_recovery port_rcv_errors port_xmit_discards local_link_integrity_errors \
         excessive_buffer_overrun_errors; do echo 0 >"$p/counters/$c"; done
     done
+    for p in "$dir/nodes/$n/root"/sys/class/infiniband/*; do  # fleet.versions
+      echo "16.35.2000" >"$p/fw_ver"; echo "IBM_2190110032" >"$p/board_id"
+    done
     cp -a "$fix/proc" "$dir/nodes/$n/root/"
     cp "$fix/dev/kmsg" "$dir/nodes/$n/root/dev/kmsg"
     for g in 0 1 2 3; do : >"$dir/nodes/$n/root/dev/nvidia$g"; done

@@ -113,6 +113,17 @@ struct Config {
   std::vector<std::pair<std::string, uint64_t>> ib_counter_fail = {
       {"symbol_error", 100}, {"link_error_recovery", 100}, {"port_rcv_errors", 100},
       {"local_link_integrity_errors", 100}, {"excessive_buffer_overrun_errors", 100}};
+  // fleet.versions (fleet.h): fields whose difference from the majority of
+  // this hardware's nodes fails (others warn); records older than the age
+  // are not compared (0: any age).
+  std::vector<std::string> fleet_fail_fields = {"driver", "hca_fw"};
+  uint32_t fleet_max_age_ms = 7u * 24 * 3600 * 1000;
+  // gpu.dcgm (dcgm.h): dcgmi binary, diag level at full (0: never), in the
+  // health check (0: not run there), and the bound on one diag.
+  std::string dcgmi = "dcgmi";
+  uint64_t dcgm_level = 1;
+  uint64_t dcgm_health_level = 0;
+  uint32_t dcgm_timeout_ms = 300000;
   // preflight-run (man preflight-run(1)): site policy for the job wrapper.
   // Its command line overrides each of these for one run.
   bool run_requeue = true;                  // may requeue the job at all
