@@ -14,6 +14,9 @@
 #    drain, cleared when clean; check_ib_counters=warn silences the drain;
 #  - Xid classes: 79 drains naming the GPU (drain_reset: stays until the
 #    admin clears it); 31 (the job's own fault) never drains, comments [user];
+#  - DCGM in the idle sweep (dcgm_health_level=1, the fake dcgmi printing
+#    tests/fixtures/dcgm outputs): a failed test drains naming GPU and test,
+#    a passing diag resumes; no dcgmi is "skipped: ... not found";
 #  - an admin's drain stays, whatever preflight finds.
 . "$(dirname "$0")/lib.sh"
 
@@ -145,6 +148,20 @@ check "the output says which key silenced it" contains "$OUT/hc-n2-switch.out" '
 check "n2 still in service" test "$(node_state n2)" = idle
 "$C/bin/healthcheck" --node n2 >/dev/null 2>&1
 check "the next clean check clears n2's Comment" test -z "$(node_comment n2)"
+
+# --- DCGM diag in the idle sweep ------------------------------------------------
+dc=(--set "dcgmi=$S/tests/fakes/fake_dcgmi.sh" --set dcgm_health_level=1)
+rc=0; PREFLIGHT_FAKE_DCGMI=fail "$C/bin/healthcheck" --node n1 "${dc[@]}" >"$OUT/hc-n1-dcgm.out" 2>&1 || rc=$?
+cat "$OUT/hc-n1-dcgm.out"
+check "a failed DCGM test fails the health check" test $rc = 1
+check "n1 drained naming the GPU, DCGM's test and its warning" \
+  grep -q '^preflight: gpu.dcgm GPU3: dcgmi diag -r 1: Custom/software FAIL: GPU 3 had uncorrectable memory errors' <<<"$(node_reason n1)"
+PREFLIGHT_FAKE_DCGMI=pass "$C/bin/healthcheck" --node n1 "${dc[@]}" >"$OUT/hc-n1-dcgm-pass.out" 2>&1
+wait_idle n1
+check "a passing DCGM diag resumes n1" test "$(node_state n1)" = idle
+"$C/bin/healthcheck" --node n1 --set dcgmi=/nonexistent/dcgmi --set dcgm_health_level=1 >"$OUT/hc-n1-nodcgm.out" 2>&1
+check "no dcgmi: skipped with why, not pass" contains "$OUT/hc-n1-nodcgm.out" \
+  'skipped gpu.dcgm node: skipped: /nonexistent/dcgmi not found \(DCGM is not installed on this node\)'
 
 # --- an admin's drain stays -----------------------------------------------
 scontrol update nodename=n3 state=drain reason="admin: reseat GPU tray"
