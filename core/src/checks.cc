@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <exception>
 
+#include "preflight/bandwidth.h"
 #include "preflight/dcgm.h"
 #include "preflight/fleet.h"
 #include "preflight/health_checks.h"
@@ -122,6 +123,8 @@ const std::vector<CheckDescriptor>& AllChecks() {
        Level::kQuick, CheckFleetVersions},
       {"gpu.dcgm", "DCGM's dcgmi diag -r dcgm_level at full level (dcgm_health_level in the health check)", Level::kQuick,
        CheckDcgm, 0, [](const Config& c) { return c.dcgm_timeout_ms + 10000u; }},
+      {"gpu.bandwidth", "H2D, D2H and P2P copy bandwidth per GPU against its profile (full level; CUDA dlopen'ed)",
+       Level::kFull, CheckBandwidth, 0, [](const Config& c) { return std::max(c.probe_timeout_ms, 120000u); }},
       {"topo.pairing", "GPU-NIC placement matches the pinned topo_expect", Level::kQuick, CheckPairing},
       {"topo.rails", "every compute rail (NIC next to a GPU, or named in topo_rails) is up", Level::kQuick,
        CheckRailsUp},

@@ -266,6 +266,21 @@ Expected<std::vector<std::string>> ParseFleetFields(const std::string& s) {
   return l;
 }
 
+Expected<double> ParseFraction(const std::string& s) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || !(v > 0) || v > 1) return Status::InvalidArgument("bad fraction '" + s + "' (expected 0 < f <= 1, e.g. 0.6)");
+  return v;
+}
+std::string FractionText(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
+Expected<std::string> ParseBwProfile(const std::string& s) {
+  return OneOf(s, {"auto", "H100", "H200", "B200", "A100", "L40S"});
+}
+
 Expected<uint64_t> ParseDcgmLevel(const std::string& s) {
   auto n = ParseCount(s);
   if (!n || *n > 4) return Status::InvalidArgument("bad DCGM level '" + s + "' (expected 0 to 4)");
@@ -414,6 +429,14 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_PARSED(fleet_fail_fields, ParseFleetFields, ListText)},
       {"fleet_max_age", "duration", "Other nodes' version records older than this are not compared (0: any age)",
        PF_PARSED(fleet_max_age_ms, ParseDurationMs, DurationText)},
+      {"cuda_runtime", "path", "CUDA runtime the bandwidth tier dlopens (absent: gpu.bandwidth is skipped, saying so)",
+       PF_PATH(cuda_runtime)},
+      {"bw_profile", "string", "Bandwidth profile for gpu.bandwidth: auto (from the GPU name), H100, H200, B200, A100, L40S",
+       PF_PARSED(bw_profile, ParseBwProfile, Same)},
+      {"bw_min_fraction", "fraction", "Fraction of the profile's per-direction peak each H2D, D2H and P2P copy must reach",
+       PF_PARSED(bw_min_fraction, ParseFraction, FractionText)},
+      {"bw_bytes", "size", "Bytes per copy in gpu.bandwidth",
+       PF_PARSED(bw_bytes, ParseSize, SizeText)},
       {"dcgmi", "path", "DCGM's dcgmi, run by gpu.dcgm where installed (absent: the check is skipped, saying so)",
        PF_PATH(dcgmi)},
       {"dcgm_level", "count", "dcgmi diag -r level at the full check level (1 quick .. 4 long; 0: never)",

@@ -118,6 +118,13 @@ struct Config {
   // are not compared (0: any age).
   std::vector<std::string> fleet_fail_fields = {"driver", "hca_fw"};
   uint32_t fleet_max_age_ms = 7u * 24 * 3600 * 1000;
+  // gpu.bandwidth (bandwidth.h), full level: CUDA runtime to dlopen, the
+  // profile (auto: from the GPU name), the fraction of its per-direction
+  // peak each copy must reach, and the bytes per copy.
+  std::string cuda_runtime = "libcudart.so.12";
+  std::string bw_profile = "auto";
+  double bw_min_fraction = 0.6;
+  uint64_t bw_bytes = 256ull << 20;
   // gpu.dcgm (dcgm.h): dcgmi binary, diag level at full (0: never), in the
   // health check (0: not run there), and the bound on one diag.
   std::string dcgmi = "dcgmi";
