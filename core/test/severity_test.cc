@@ -59,6 +59,22 @@ TEST(Severity, UserOwnedFailNeverDrains) {
   EXPECT_EQ(WarnComment(r), "preflight warn: [user] gpu.xid GPU1: temperature 91C > 85C");
 }
 
+TEST(Severity, WarningsReachTheMetricAndTheResultFile) {
+  Report r;
+  r.node = "n2";
+  r.tool = "health";
+  r.checks = {Finding("ib.counters", Verdict::kWarn), Finding("gpu.xid", Verdict::kWarn, Owner::kUser),
+              Finding("gpu.ecc", Verdict::kPass)};
+  std::string p = ReportPrometheus(r);
+  EXPECT_NE(p.find("preflight_warnings{node=\"n2\",tool=\"health\",owner=\"node\"} 1"), std::string::npos) << p;
+  EXPECT_NE(p.find("preflight_warnings{node=\"n2\",tool=\"health\",owner=\"user\"} 1"), std::string::npos) << p;
+  std::string j = ReportJson(r);
+  EXPECT_NE(j.find("\"owner\": \"user\""), std::string::npos) << j;
+  EXPECT_EQ(r.Overall(), Verdict::kWarn);
+  EXPECT_EQ(WarnComment(r),
+            "preflight warn: [node] ib.counters GPU1: temperature 91C > 85C; [user] gpu.xid GPU1: temperature 91C > 85C");
+}
+
 std::vector<CheckResult> FailingCheck(const CheckEnv&) { return {Finding("fake.hot", Verdict::kFail)}; }
 std::vector<CheckResult> UserFault(const CheckEnv&) { return {Finding("fake.user", Verdict::kFail, Owner::kUser)}; }
 
