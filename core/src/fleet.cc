@@ -175,6 +175,13 @@ std::vector<CheckResult> CheckFleetVersions(const CheckEnv& env) {
     return {r};
   }
 
+  // Prolog and epilog only record (a shared state_dir may hold thousands of
+  // records; reading them all would slow every job start); the health
+  // check's idle sweep compares.
+  if (env.phase != Phase::kHealth) {
+    r.message = "recorded in " + path + " (compared by the health check, preflight fleet and --nccl-check)" + nvml_note;
+    return {r};
+  }
   // The other fresh records of this hardware in state_dir.
   std::vector<NodeVersions> peers = {v};
   double oldest = v.at - cfg.fleet_max_age_ms / 1000.0;

@@ -115,6 +115,20 @@ TEST(FleetCheck, OddDriverFailsOddVbiosWarns) {
   EXPECT_EQ(n.Run("vbios 3 96.00.61.00.01")[0].verdict, Verdict::kFail);
 }
 
+TEST(FleetCheck, PrologOnlyRecords) {
+  Node n;
+  n.Run();
+  n.Peer("n2", "535.00.fake");
+  n.Peer("n3", "535.00.fake");
+  FsRoot fs(n.cfg.fsroot);
+  CheckEnv env{n.cfg, fs, n.job, Phase::kProlog, Level::kQuick};
+  auto rs = RunChecks(env, {CheckDescriptor{"fleet.versions", "", Level::kQuick, CheckFleetVersions}});
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_EQ(rs[0].verdict, Verdict::kPass) << "n1 is odd, but the prolog does not compare";
+  EXPECT_NE(rs[0].message.find("compared by the health check"), std::string::npos);
+  EXPECT_EQ(n.Run()[0].verdict, Verdict::kFail) << "the health check does";
+}
+
 TEST(FleetCheck, StaleRecordsAreNotCompared) {
   Node n;
   n.Run();

@@ -6,8 +6,10 @@
 // runs NCCL at the speed of the odd one or hangs it; a VBIOS or kernel that
 // differs is a rollout left half done. The check fleet.versions (quick, every
 // prolog, epilog and health check) writes <state_dir>/nodes/<node>.versions.json
-// and, where state_dir holds other nodes' records (a state_dir shared by the
-// partition), compares this node against the fresh ones (fleet_max_age) of
+// and, in the health check only (the prolog must stay fast when a shared
+// state_dir holds thousands of records), where state_dir holds other nodes'
+// records (a state_dir shared by the partition), compares this node against
+// the fresh ones (fleet_max_age) of
 // the same hardware (GPU model and HCA model): differing from a strict
 // majority on a field in fleet_fail_fields fails (drains), on another field
 // warns. `preflight fleet` compares records for an admin (a partition's:
