@@ -335,10 +335,10 @@ int FleetCmd(const std::vector<std::string>& args, const CommonCli& cli) {
     Log(LogLevel::kError, "fleet", "no version records", "under " + cfg->state_dir + "/nodes (the node checks write them)");
     return 2;
   }
-  std::printf("%-12s %-18s %-18s %-14s %-22s %s\n", "NODE", "DRIVER", "VBIOS", "HCA_FW", "KERNEL", "GPU");
+  std::printf("%-12s %-18s %-18s %-18s %-14s %-22s %s\n", "NODE", "DRIVER", "VBIOS", "INFOROM", "HCA_FW", "KERNEL", "GPU");
   for (const auto& v : nodes)
-    std::printf("%-12s %-18s %-18s %-14s %-22s %s\n", v.node.c_str(), v.driver.c_str(), v.vbios.c_str(), v.hca_fw.c_str(),
-                v.kernel.c_str(), v.gpu_model.c_str());
+    std::printf("%-12s %-18s %-18s %-18s %-14s %-22s %s\n", v.node.c_str(), v.driver.c_str(), v.vbios.c_str(),
+                v.inforom.c_str(), v.hca_fw.c_str(), v.kernel.c_str(), v.gpu_model.c_str());
   for (const auto& m : missing) std::printf("no record: %s\n", m.c_str());
   FleetComparison c = CompareVersions(nodes);
   std::fputs(c.text.c_str(), stdout);
@@ -358,7 +358,7 @@ const Command kCommands[] = {
     {"options", "options                         the job options the SPANK plugin adds", OptionsCmd},
     {"topo", "topo [--xml F [--fsroot D]] [--gpus L] [--json]  GPU-NIC table and a task's env;\n"
              "  topo --compare FILE...          compare nodes' rails records, name the odd node", TopoCmd},
-    {"fleet", "fleet [HOSTLIST|FILE]...          nodes' driver/VBIOS/HCA firmware/kernel records; name the odd node", FleetCmd},
+    {"fleet", "fleet [HOSTLIST|FILE]...          nodes' driver/VBIOS/InfoROM/HCA firmware/kernel records; name the odd node", FleetCmd},
     {"cache", "cache ls|gc|rm KEY|SRC [node=N]  list, trim or remove --stage cached datasets", CacheCmd},
     {"slurm", "slurm job J|steps J|nodes LIST  slurmctld's records as JSON (what root-run code reads)", SlurmRecordsCmd},
 };

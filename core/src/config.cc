@@ -261,8 +261,8 @@ Expected<std::vector<std::string>> ParseFleetFields(const std::string& s) {
   auto l = ParseList(s);
   if (!l) return l;
   for (const auto& f : *l)
-    if (f != "driver" && f != "vbios" && f != "hca_fw" && f != "kernel")
-      return Status::InvalidArgument("unknown field '" + f + "' (expected driver, vbios, hca_fw, kernel)");
+    if (f != "driver" && f != "vbios" && f != "inforom" && f != "hca_fw" && f != "kernel")
+      return Status::InvalidArgument("unknown field '" + f + "' (expected driver, vbios, inforom, hca_fw, kernel)");
   return l;
 }
 
@@ -425,7 +425,7 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_PARSED(ib_counter_warn, ParseCounterLimits, CounterLimitsText)},
       {"ib_counter_fail", "list", "Port error counters (NAME:MAX) whose rise between two checks above MAX fails the node (ib.counters)",
        PF_PARSED(ib_counter_fail, ParseCounterLimits, CounterLimitsText)},
-      {"fleet_fail_fields", "list", "Version fields (driver, vbios, hca_fw, kernel) whose difference from the majority of the node's hardware fails it; others warn (fleet.versions)",
+      {"fleet_fail_fields", "list", "Version fields (driver, vbios, inforom, hca_fw, kernel) whose difference from the majority of the node's hardware fails it; others warn (fleet.versions)",
        PF_PARSED(fleet_fail_fields, ParseFleetFields, ListText)},
       {"fleet_max_age", "duration", "Other nodes' version records older than this are not compared (0: any age)",
        PF_PARSED(fleet_max_age_ms, ParseDurationMs, DurationText)},

@@ -14,12 +14,12 @@ namespace preflight {
 using nlohmann::json;
 
 std::map<std::string, std::string> NodeVersions::Fields() const {
-  return {{"driver", driver}, {"vbios", vbios}, {"hca_fw", hca_fw}, {"kernel", kernel}};
+  return {{"driver", driver}, {"vbios", vbios}, {"inforom", inforom}, {"hca_fw", hca_fw}, {"kernel", kernel}};
 }
 
 std::string VersionsJson(const NodeVersions& v) {
   json j = {{"node", v.node},       {"at", v.at},         {"driver", v.driver}, {"gpu_model", v.gpu_model},
-            {"vbios", v.vbios},     {"hca_model", v.hca_model}, {"hca_fw", v.hca_fw}, {"kernel", v.kernel}};
+            {"vbios", v.vbios},     {"inforom", v.inforom},   {"hca_model", v.hca_model}, {"hca_fw", v.hca_fw}, {"kernel", v.kernel}};
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -33,6 +33,7 @@ Expected<NodeVersions> ParseVersionsJson(const std::string& line) {
     v.driver = j.value("driver", "");
     v.gpu_model = j.value("gpu_model", "");
     v.vbios = j.value("vbios", "");
+    v.inforom = j.value("inforom", "");
     v.hca_model = j.value("hca_model", "");
     v.hca_fw = j.value("hca_fw", "");
     v.kernel = j.value("kernel", "");
@@ -102,7 +103,7 @@ FleetComparison CompareVersions(const std::vector<NodeVersions>& nodes) {
       }
     }
   }
-  if (c.consistent) c.text = std::to_string(nodes.size()) + " nodes agree on driver, VBIOS, HCA firmware and kernel\n";
+  if (c.consistent) c.text = std::to_string(nodes.size()) + " nodes agree on driver, VBIOS, InfoROM, HCA firmware and kernel\n";
   return c;
 }
 
@@ -131,7 +132,7 @@ std::vector<CheckResult> CheckFleetVersions(const CheckEnv& env) {
       char buf[96] = "";
       if (api.SystemGetDriverVersion != nullptr && api.SystemGetDriverVersion(buf, sizeof buf) == NVML_SUCCESS) v.driver = buf;
       unsigned n = 0;
-      std::set<std::string> names, vbios;
+      std::set<std::string> names, vbios, inforom;
       if (api.DeviceGetCount(&n) == NVML_SUCCESS) {
         for (unsigned i = 0; i < n; ++i) {
           nvmlDevice_t d = nullptr;
@@ -140,10 +141,14 @@ std::vector<CheckResult> CheckFleetVersions(const CheckEnv& env) {
           if (api.DeviceGetName != nullptr && api.DeviceGetName(d, buf, sizeof buf) == NVML_SUCCESS) names.insert(buf);
           if (api.DeviceGetVbiosVersion != nullptr && api.DeviceGetVbiosVersion(d, buf, sizeof buf) == NVML_SUCCESS)
             vbios.insert(buf);
+          if (api.DeviceGetInforomImageVersion != nullptr &&
+              api.DeviceGetInforomImageVersion(d, buf, sizeof buf) == NVML_SUCCESS)
+            inforom.insert(buf);
         }
       }
       v.gpu_model = Join(names);
       v.vbios = Join(vbios);
+      v.inforom = Join(inforom);
       api.Shutdown();
     } else {
       nvml_note = "; no GPU versions (nvmlInit_v2 failed)";
@@ -167,7 +172,8 @@ std::vector<CheckResult> CheckFleetVersions(const CheckEnv& env) {
   std::string path = VersionsPath(cfg, v.node);
   Status w = MakeDirs(cfg.state_dir + "/nodes", 0755);
   if (w.ok()) w = WriteFileAtomic(path, VersionsJson(v) + "\n", 0644);
-  r.value = "driver " + ShowValue(v.driver) + ", VBIOS " + ShowValue(v.vbios) + ", HCA fw " + ShowValue(v.hca_fw) +
+  r.value = "driver " + ShowValue(v.driver) + ", VBIOS " + ShowValue(v.vbios) + ", InfoROM " + ShowValue(v.inforom) +
+            ", HCA fw " + ShowValue(v.hca_fw) +
             ", kernel " + ShowValue(v.kernel);
   if (!w.ok()) {
     r.verdict = Verdict::kFail;

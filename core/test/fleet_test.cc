@@ -92,7 +92,8 @@ TEST(FleetCheck, RecordsVersionsAndPassesAlone) {
   auto rs = n.Run();
   ASSERT_EQ(rs.size(), 1u);
   EXPECT_EQ(rs[0].verdict, Verdict::kPass);
-  EXPECT_EQ(rs[0].value, "driver 550.00.fake, VBIOS 96.00.74.00.11, HCA fw 28.39.1002, kernel 6.1.0-fixture");
+  EXPECT_EQ(rs[0].value,
+            "driver 550.00.fake, VBIOS 96.00.74.00.11, InfoROM G520.0200.00.05, HCA fw 28.39.1002, kernel 6.1.0-fixture");
   auto rec = ParseVersionsJson(*ReadWholeFile(VersionsPath(n.cfg, "n1")));
   ASSERT_TRUE(rec.ok());
   EXPECT_EQ(rec->gpu_model, "NVIDIA H100 80GB HBM3 (fake)");
@@ -111,6 +112,9 @@ TEST(FleetCheck, OddDriverFailsOddVbiosWarns) {
   rs = n.Run("vbios 3 96.00.61.00.01");  // one GPU flashed differently: vbios is not in fleet_fail_fields
   EXPECT_EQ(rs[0].verdict, Verdict::kWarn);
   EXPECT_NE(rs[0].message.find("vbios 96.00.61.00.01,96.00.74.00.11 differs"), std::string::npos) << rs[0].message;
+  rs = n.Run("inforom 0 G520.0200.00.03");  // GPU firmware: warns too by default
+  EXPECT_EQ(rs[0].verdict, Verdict::kWarn);
+  EXPECT_NE(rs[0].message.find("inforom G520.0200.00.03,G520.0200.00.05 differs"), std::string::npos) << rs[0].message;
   n.cfg.fleet_fail_fields = {"vbios"};
   EXPECT_EQ(n.Run("vbios 3 96.00.61.00.01")[0].verdict, Verdict::kFail);
 }

@@ -30,6 +30,7 @@
  *   util GPU PCT                GPU utilisation in percent (default 100: busy)
  *   driver VERSION              nvmlSystemGetDriverVersion (default 550.00.fake)
  *   vbios GPU VERSION           nvmlDeviceGetVbiosVersion (default 96.00.74.00.11)
+ *   inforom GPU VERSION         nvmlDeviceGetInforomImageVersion (default G520.0200.00.05)
  *   hang CALL [GPU]             CALL (e.g. nvmlDeviceGetTemperature) never returns
  *   crash CALL [GPU]            CALL raises SIGSEGV
  * Xid events are not faked here: preflight reads them from the kernel log
@@ -52,6 +53,7 @@ struct nvmlDevice_st {
   unsigned retired, temp, width, gen, nvlink_down_mask;
   unsigned util;
   char vbios[32];
+  char inforom[32];
 };
 
 static struct nvmlDevice_st g_dev[MAXG];
@@ -79,6 +81,7 @@ static void reset(void) {
     g_dev[i].gen = 5;
     g_dev[i].persistence = 1;
     snprintf(g_dev[i].vbios, sizeof g_dev[i].vbios, "%s", "96.00.74.00.11");
+    snprintf(g_dev[i].inforom, sizeof g_dev[i].inforom, "%s", "G520.0200.00.05");
   }
 }
 
@@ -111,6 +114,7 @@ SETTER(f_nonvl, d->no_nvlink = 1)
 SETTER(f_pers, d->persistence = strcmp(a, "on") == 0)
 SETTER(f_cm, d->compute = atoi(a))
 SETTER(f_vbios, snprintf(d->vbios, sizeof d->vbios, "%s", a))
+SETTER(f_inforom, snprintf(d->inforom, sizeof d->inforom, "%s", a))
 
 static void parse_line(char* line) {
   char* hash = strchr(line, '#');
@@ -123,7 +127,7 @@ static void parse_line(char* line) {
       {"retired_pages", f_ret}, {"pending_retirement", f_pend}, {"remap_failure", f_rfail},
       {"remap_pending", f_rpend}, {"temp", f_temp}, {"throttle", f_thr}, {"pcie_width", f_width},
       {"pcie_gen", f_gen}, {"nvlink_down", f_nvl}, {"no_nvlink", f_nonvl}, {"persistence", f_pers},
-      {"compute_mode", f_cm}, {"util", f_util}, {"vbios", f_vbios}};
+      {"compute_mode", f_cm}, {"util", f_util}, {"vbios", f_vbios}, {"inforom", f_inforom}};
   if (strcmp(k, "driver") == 0 && n >= 2) { snprintf(g_driver, sizeof g_driver, "%s", g); return; }
   if (strcmp(k, "gpus") == 0 && n >= 2) { g_count = (unsigned)atoi(g) > MAXG ? MAXG : (unsigned)atoi(g); return; }
   if (strcmp(k, "init_error") == 0 && n >= 2) { g_init_error = atoi(g); return; }
@@ -241,6 +245,11 @@ EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned 
 EXPORT nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t device, char* v, unsigned int len) {
   DEV_GUARD("nvmlDeviceGetVbiosVersion");
   snprintf(v, len, "%s", device->vbios);
+  return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetInforomImageVersion(nvmlDevice_t device, char* v, unsigned int len) {
+  DEV_GUARD("nvmlDeviceGetInforomImageVersion");
+  snprintf(v, len, "%s", device->inforom);
   return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t t,

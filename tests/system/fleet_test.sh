@@ -24,7 +24,7 @@ check "every node recorded its versions" test -s "$C/state/nodes/n1.versions.jso
 rc=0; fleet 'n[1-3]' >"$OUT/fleet-ok.out" 2>&1 || rc=$?
 cat "$OUT/fleet-ok.out"
 check "preflight fleet: the three nodes agree (exit 0)" test $rc = 0
-check "preflight fleet shows each node's driver and HCA firmware" contains "$OUT/fleet-ok.out" '^n2 +550\.00\.fake +96\.00\.74\.00\.11 +16\.35\.2000'
+check "preflight fleet shows each node's driver and HCA firmware" contains "$OUT/fleet-ok.out" '^n2 +550\.00\.fake +96\.00\.74\.00\.11 +G520\.0200\.00\.05 +16\.35\.2000'
 
 # --- n2 on another driver ------------------------------------------------------
 printf 'gpus 4\ndriver 535.00.fake\n' >"$C/nodes/n2/nvml.faults"

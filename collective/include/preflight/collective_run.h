@@ -92,7 +92,7 @@ struct RailsOutcome {
 };
 RailsOutcome RailsAcross(const Config& cfg, const Allocation& a);
 
-// The same for the nodes' version records (fleet.h: driver, VBIOS, HCA
+// The same for the nodes' version records (fleet.h: driver, VBIOS, InfoROM, HCA
 // firmware, kernel): "preflight: versions: n2: driver ..., the other 3
 // nodes have ..." in the job output. Names only (a user step).
 struct VersionsOutcome {

@@ -1,4 +1,4 @@
-// Fleet consistency: each node's driver, VBIOS, GPU model, HCA model and
+// Fleet consistency: each node's driver, VBIOS, InfoROM, GPU model, HCA model and
 // firmware, and kernel, recorded by the node checks, so nodes can be compared
 // (issue 13, item 6).
 //
@@ -36,16 +36,17 @@ struct NodeVersions {
   std::string driver;      // NVML driver version ("" no NVML)
   std::string gpu_model;   // distinct GPU names, sorted, ","-joined
   std::string vbios;       // distinct VBIOS versions, sorted, ","-joined
+  std::string inforom;     // distinct InfoROM image (GPU firmware) versions
   std::string hca_model;   // distinct HCA board_id values
   std::string hca_fw;      // distinct HCA fw_ver values
   std::string kernel;      // /proc/sys/kernel/osrelease
-  // The compared fields, by name: driver, vbios, hca_fw, kernel (gpu_model
+  // The compared fields, by name: driver, vbios, inforom, hca_fw, kernel (gpu_model
   // and hca_model pick who is compared with whom).
   std::map<std::string, std::string> Fields() const;
   std::string HardwareClass() const { return gpu_model + "|" + hca_model; }
 };
 
-inline const std::vector<std::string> kFleetFields = {"driver", "vbios", "hca_fw", "kernel"};
+inline const std::vector<std::string> kFleetFields = {"driver", "vbios", "inforom", "hca_fw", "kernel"};
 
 std::string VersionsJson(const NodeVersions& v);                    // one line
 Expected<NodeVersions> ParseVersionsJson(const std::string& line);  // one line
