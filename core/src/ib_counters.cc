@@ -52,7 +52,8 @@ bool ParseCounter(const std::string& text, uint64_t* v) {
 
 CheckResult JudgeIbCounters(const std::string& device, const std::vector<CounterDelta>& deltas,
                             const std::vector<std::pair<std::string, uint64_t>>& warn,
-                            const std::vector<std::pair<std::string, uint64_t>>& fail, double interval_s) {
+                            const std::vector<std::pair<std::string, uint64_t>>& fail, double interval_s,
+                            bool windowed) {
   CheckResult r;
   r.check = "ib.counters";
   r.device = device;
@@ -75,7 +76,8 @@ CheckResult JudgeIbCounters(const std::string& device, const std::vector<Counter
     }
   }
   char iv[48];
-  std::snprintf(iv, sizeof iv, " in %.0f s since the last check", interval_s);
+  std::snprintf(iv, sizeof iv, windowed ? " in the last %.0f s (ib_counter_window)" : " in %.0f s since the last check",
+                interval_s);
   r.value = moved.empty() ? "no error counter rose" : moved;
   if (!fails.empty()) {
     r.verdict = Verdict::kFail;
@@ -131,6 +133,15 @@ std::vector<CheckResult> CheckIbCounters(const CheckEnv& env) {
   now.boot = boot_id;
   now.at = static_cast<double>(std::time(nullptr));
   double interval = prev.at > 0 ? now.at - prev.at : 0;
+  // Rises are counted from the base taken at the start of the window: a
+  // check every minute must not hide a cable that gains a few errors each
+  // time. The window's last check judges it whole, then takes a new base.
+  // ib_counter_window 0: a new base at every check (rises per check).
+  double window_s = c.ib_counter_window_ms / 1000.0;
+  bool rebase = c.ib_counter_window_ms == 0 || prev.at == 0 || interval >= window_s;
+  State base;  // what is written: the new base, or the kept one
+  base.boot = boot_id;
+  base.at = rebase ? now.at : prev.at;
 
   std::vector<std::string> hcas = c.ib_hcas.empty() ? *found : c.ib_hcas;
   for (const auto& hca : hcas) {
@@ -158,6 +169,7 @@ std::vector<CheckResult> CheckIbCounters(const CheckEnv& env) {
         auto it = prev.v.find(key);
         d.baseline = it == prev.v.end() || it->second > d.now;
         if (!d.baseline) d.before = it->second;
+        base.v[key] = rebase || d.baseline ? d.now : it->second;
         deltas.push_back(d);
       }
       CheckResult r;
@@ -174,14 +186,14 @@ std::vector<CheckResult> CheckIbCounters(const CheckEnv& env) {
         r.verdict = Verdict::kSkip;
         r.message = "skipped: none of the thresholded counters exist under " + env.fs.HostPath(pb);
       } else {
-        r = JudgeIbCounters(dev, deltas, c.ib_counter_warn, c.ib_counter_fail, interval);
+        r = JudgeIbCounters(dev, deltas, c.ib_counter_warn, c.ib_counter_fail, interval, c.ib_counter_window_ms != 0);
       }
       r.seconds = MonotonicSeconds() - t0;
       if (!ProbeEmit(r)) out.push_back(r);
     }
   }
-  std::string text = "boot " + boot_id + "\nat " + std::to_string(static_cast<long long>(now.at)) + "\n";
-  for (const auto& kv : now.v) text += kv.first + " " + U(kv.second) + "\n";
+  std::string text = "boot " + boot_id + "\nat " + std::to_string(static_cast<long long>(base.at)) + "\n";
+  for (const auto& kv : base.v) text += kv.first + " " + U(kv.second) + "\n";
   Status w = MakeDirs(c.state_dir + "/nodes", 0755);
   if (w.ok()) w = WriteFileAtomic(state_path, text, 0644);
   if (!w.ok()) {

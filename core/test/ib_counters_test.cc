@@ -54,6 +54,7 @@ const CheckResult* Port(const std::vector<CheckResult>& rs, const std::string& d
 
 TEST(IbCounters, FirstCheckIsABaselineThenARiseAboveTheFailFigureFails) {
   Node n;
+  n.cfg.ib_counter_window_ms = 0;  // per check
   n.Set("mlx5_0", "counters", "symbol_error", 5000);  // old errors before preflight looked
   auto rs = n.Run();
   ASSERT_EQ(rs.size(), 2u);
@@ -72,6 +73,27 @@ TEST(IbCounters, FirstCheckIsABaselineThenARiseAboveTheFailFigureFails) {
 
   rs = n.Run();  // no further rise: the port passes again
   EXPECT_EQ(Port(rs, "mlx5_0 port 1")->verdict, Verdict::kPass);
+}
+
+TEST(IbCounters, RisesAddUpOverTheWindowThenANewWindowStarts) {
+  Node n;  // ib_counter_window 1h (default)
+  n.Run();
+  n.Set("mlx5_0", "counters", "symbol_error", 60);
+  EXPECT_EQ(Port(n.Run(), "mlx5_0 port 1")->verdict, Verdict::kWarn);  // +60: > 10 warns, <= 100
+  n.Set("mlx5_0", "counters", "symbol_error", 120);                    // +60 again: +120 in the window
+  auto prs = n.Run();
+  const CheckResult* p = Port(prs, "mlx5_0 port 1");
+  EXPECT_EQ(p->verdict, Verdict::kFail);
+  EXPECT_NE(p->message.find("symbol_error rose by 120 (0 -> 120) > 100 in the last"), std::string::npos) << p->message;
+  EXPECT_NE(p->message.find("(ib_counter_window)"), std::string::npos);
+  // Age the window: the next check judges it whole, then takes a new base.
+  std::string st = n.cfg.state_dir + "/nodes/n1.ibcounters";
+  n.cfg.ib_counter_window_ms = 3600 * 1000;
+  std::string text = *ReadWholeFile(st);
+  text.replace(text.find("\nat ") + 4, text.find('\n', text.find("\nat ") + 1) - text.find("\nat ") - 4, "1");
+  ASSERT_TRUE(WriteFileAtomic(st, text).ok());
+  EXPECT_EQ(Port(n.Run(), "mlx5_0 port 1")->verdict, Verdict::kFail);
+  EXPECT_EQ(Port(n.Run(), "mlx5_0 port 1")->verdict, Verdict::kPass) << "a new window";
 }
 
 TEST(IbCounters, SmallRiseWarnsAndHwCountersAreRead) {
@@ -106,7 +128,8 @@ TEST(IbCounters, SwitchedToWarnBySiteDoesNotFail) {
   n.cfg.check_modes["ib.counters"] = CheckMode::kWarn;
   n.Run();
   n.Set("mlx5_0", "counters", "link_error_recovery", 1000);
-  const CheckResult* p = Port(n.Run(), "mlx5_0 port 1");
+  auto prs = n.Run();
+  const CheckResult* p = Port(prs, "mlx5_0 port 1");
   EXPECT_EQ(p->verdict, Verdict::kWarn);
   EXPECT_NE(p->message.find("check_ib_counters = warn"), std::string::npos);
 }

@@ -132,21 +132,28 @@ check "health check exits 1 when a counter rises past ib_counter_fail" test $rc 
 check "n2 drained for the counter" grep -q drain <<<"$(node_state n2)"
 check "n2 reason names HCA, port, counter, rise and figure" \
   grep -q '^preflight: ib.counters mlx5_1 port 1: symbol_error rose by 500 (0 -> 500) > 100' <<<"$(node_reason n2)"
+rc=0; "$C/bin/healthcheck" --node n2 >/dev/null 2>&1 || rc=$?
+check "within ib_counter_window (1h) the rise still counts: n2 stays drained" test $rc = 1
+sed -i 's/^at .*/at 1/' "$C/state/nodes/n2.ibcounters"  # the window has passed
+"$C/bin/healthcheck" --node n2 >/dev/null 2>&1 || true   # judges the closing window, takes a new base
 "$C/bin/healthcheck" --node n2 >"$OUT/hc-n2-counters-clear.out" 2>&1
 wait_idle n2
-check "no further rise: the health check resumes n2" test "$(node_state n2)" = idle
+check "a new window without a rise: the health check resumes n2" test "$(node_state n2)" = idle
+# Per-check rises from here (ib_counter_window=0), to show warn and the switch one check each.
+w0=(--set ib_counter_window=0)
+"$C/bin/healthcheck" --node n2 "${w0[@]}" >/dev/null 2>&1
 counter n2 mlx5_1 port_xmit_discards 150
-rc=0; "$C/bin/healthcheck" --node n2 >"$OUT/hc-n2-discards.out" 2>&1 || rc=$?
+rc=0; "$C/bin/healthcheck" --node n2 "${w0[@]}" >"$OUT/hc-n2-discards.out" 2>&1 || rc=$?
 check "a rise past ib_counter_warn only does not fail" test $rc = 0
 check "n2 stays in service on a warning" test "$(node_state n2)" = idle
 check "n2's Comment names the warning" \
   grep -q '^preflight warn: \[node\] ib.counters mlx5_1 port 1: port_xmit_discards rose by 150' <<<"$(node_comment n2)"
 counter n2 mlx5_1 symbol_error 2000
-rc=0; "$C/bin/healthcheck" --node n2 --set check_ib_counters=warn >"$OUT/hc-n2-switch.out" 2>&1 || rc=$?
+rc=0; "$C/bin/healthcheck" --node n2 "${w0[@]}" --set check_ib_counters=warn >"$OUT/hc-n2-switch.out" 2>&1 || rc=$?
 check "check_ib_counters=warn: a fail-sized rise only warns" test $rc = 0
 check "the output says which key silenced it" contains "$OUT/hc-n2-switch.out" 'check_ib_counters = warn'
 check "n2 still in service" test "$(node_state n2)" = idle
-"$C/bin/healthcheck" --node n2 >/dev/null 2>&1
+"$C/bin/healthcheck" --node n2 "${w0[@]}" >/dev/null 2>&1
 check "the next clean check clears n2's Comment" test -z "$(node_comment n2)"
 
 # --- DCGM diag in the idle sweep ------------------------------------------------

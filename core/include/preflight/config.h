@@ -110,6 +110,8 @@ struct Config {
       {"port_rcv_remote_physical_errors", 100}, {"port_rcv_switch_relay_errors", 100},
       {"port_xmit_discards", 100}, {"port_xmit_constraint_errors", 100}, {"port_rcv_constraint_errors", 100},
       {"local_link_integrity_errors", 10}, {"excessive_buffer_overrun_errors", 10}, {"VL15_dropped", 100}};
+  // Rises are counted over a window of this length (0: since the previous check).
+  uint32_t ib_counter_window_ms = 3600 * 1000;
   std::vector<std::pair<std::string, uint64_t>> ib_counter_fail = {
       {"symbol_error", 100}, {"link_error_recovery", 100}, {"port_rcv_errors", 100},
       {"local_link_integrity_errors", 100}, {"excessive_buffer_overrun_errors", 100}};

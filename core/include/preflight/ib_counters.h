@@ -2,14 +2,17 @@
 //
 // Per port, the counters under /sys/class/infiniband/<hca>/ports/<n>/counters
 // and .../hw_counters (mlx5) that the site thresholds (ib_counter_warn,
-// ib_counter_fail: "name:max" lists) are read and compared with the values
-// of the previous check, kept per boot in <state_dir>/nodes/<node>.ibcounters
+// ib_counter_fail: "name:max" lists) are read and compared with a base taken
+// at the start of the current window (ib_counter_window, default 1h; 0: the
+// previous check's values), kept per boot in <state_dir>/nodes/<node>.ibcounters
 // (counters restart at boot; the first check of a boot is a baseline and
 // blames nothing). A rise above a warn figure warns, above a fail figure
 // fails (drains), naming HCA, port, counter, the rise and the figure. A
-// counter that went down (cleared with perfquery -R) is re-baselined.
+// counter that went down (cleared with perfquery -R) is re-baselined. The
+// window makes the figures independent of how often checks run (a prolog
+// per job start): a cable gaining a few errors per check still adds up.
 //
-// Thresholds are per check interval, like infiniband-diags' ibcheckerrs
+// Thresholds are per window, like infiniband-diags' ibcheckerrs per run
 // (which holds absolute counters against the same figures); the default
 // warn figures are ibcheckerrs' defaults. link_downed (a flap) is ib.flapping's
 // (health_checks.cc), not repeated here.
@@ -39,6 +42,7 @@ struct CounterDelta {
 };
 CheckResult JudgeIbCounters(const std::string& device, const std::vector<CounterDelta>& deltas,
                             const std::vector<std::pair<std::string, uint64_t>>& warn,
-                            const std::vector<std::pair<std::string, uint64_t>>& fail, double interval_s);
+                            const std::vector<std::pair<std::string, uint64_t>>& fail, double interval_s,
+                            bool windowed = false);
 
 }  // namespace preflight
