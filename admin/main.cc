@@ -16,6 +16,9 @@
 #include "preflight/cli.h"
 #include "preflight/log.h"
 #include "preflight/fileutil.h"
+#include "preflight/fleet.h"
+#include "preflight/fsroot.h"
+#include "preflight/hostlist.h"
 #include "preflight/job.h"
 #include "preflight/options.h"
 #include "preflight/placement.h"
@@ -24,6 +27,7 @@
 #include "preflight/topo.h"
 #include "preflight/topo_load.h"
 #include "preflight/stage_job.h"
+#include "preflight/state_paths.h"
 #include "slurm_records.h"
 
 namespace {
@@ -289,6 +293,61 @@ int CacheCmd(const std::vector<std::string>& args_in, const CommonCli& cli) {
 }
 
 // preflight slurm job|steps|nodes ARG: slurmctld's records as JSON (slurmapi/).
+// preflight fleet [HOSTLIST|FILE]...: the nodes' version records
+// (fleet.versions: <state_dir>/nodes/<node>.versions.json) side by side, and
+// each node that differs from the majority of its hardware named. An
+// argument with a '/' is a record file; any other a hostlist (n[1-4]) whose
+// records are read from state_dir (shared, or gathered); none: every record
+// there. Exit 1 when they differ, 2 on errors.
+int FleetCmd(const std::vector<std::string>& args, const CommonCli& cli) {
+  auto cfg = LoadCliConfig(cli, "");
+  if (!cfg) {
+    Log(LogLevel::kError, "fleet", "site config", cfg.status().message());
+    return 2;
+  }
+  std::vector<std::string> files, missing;
+  for (const auto& a : args) {
+    if (a.find('/') != std::string::npos) { files.push_back(a); continue; }
+    auto hosts = ExpandHostlist(a);
+    if (!hosts) {
+      Log(LogLevel::kError, "fleet", a, hosts.status().message());
+      return 2;
+    }
+    for (const auto& h : *hosts) files.push_back(VersionsPath(*cfg, h));
+  }
+  if (args.empty()) {
+    auto ents = FsRoot("/").ListDir(state::NodesDir(*cfg));
+    if (ents)
+      for (const auto& e : *ents)
+        if (e.size() > 14 && e.compare(e.size() - 14, 14, state::kVersions) == 0) files.push_back(state::NodesDir(*cfg) + "/" + e);
+    std::sort(files.begin(), files.end());
+  }
+  std::vector<NodeVersions> nodes;
+  for (const auto& f : files) {
+    auto t = ReadWholeFile(f);
+    if (!t) { missing.push_back(f); continue; }
+    std::string line = t->substr(0, t->find('\n'));
+    auto v = ParseVersionsJson(line);
+    if (!v) {
+      Log(LogLevel::kError, "fleet", f, v.status().message());
+      return 2;
+    }
+    nodes.push_back(*v);
+  }
+  if (nodes.empty()) {
+    Log(LogLevel::kError, "fleet", "no version records", "under " + state::NodesDir(*cfg) + " (the node checks write them)");
+    return 2;
+  }
+  std::printf("%-12s %-18s %-18s %-18s %-14s %-22s %s\n", "NODE", "DRIVER", "VBIOS", "INFOROM", "HCA_FW", "KERNEL", "GPU");
+  for (const auto& v : nodes)
+    std::printf("%-12s %-18s %-18s %-18s %-14s %-22s %s\n", v.node.c_str(), v.driver.c_str(), v.vbios.c_str(),
+                v.inforom.c_str(), v.hca_fw.c_str(), v.kernel.c_str(), v.gpu_model.c_str());
+  for (const auto& m : missing) std::printf("no record: %s\n", m.c_str());
+  FleetComparison c = CompareVersions(nodes);
+  std::fputs(c.text.c_str(), stdout);
+  return c.consistent ? 0 : 1;
+}
+
 int SlurmRecordsCmd(const std::vector<std::string>& args, const CommonCli&) { return admin::SlurmCmd(args); }
 
 struct Command {
@@ -302,6 +361,7 @@ const Command kCommands[] = {
     {"options", "options                         the job options the SPANK plugin adds", OptionsCmd},
     {"topo", "topo [--xml F [--fsroot D]] [--gpus L] [--json]  GPU-NIC table and a task's env;\n"
              "  topo --compare FILE...          compare nodes' rails records, name the odd node", TopoCmd},
+    {"fleet", "fleet [HOSTLIST|FILE]...          nodes' driver/VBIOS/InfoROM/HCA firmware/kernel records; name the odd node", FleetCmd},
     {"cache", "cache ls|gc|rm KEY|SRC [node=N]  list, trim or remove --stage cached datasets", CacheCmd},
     {"slurm", "slurm job J|steps J|nodes LIST  slurmctld's records as JSON (what root-run code reads)", SlurmRecordsCmd},
 };

@@ -14,9 +14,14 @@
 #include <cstdlib>
 #include <exception>
 
+#include "preflight/bandwidth.h"
+#include "preflight/dcgm.h"
+#include "preflight/fleet.h"
 #include "preflight/health_checks.h"
+#include "preflight/ib_counters.h"
 #include "preflight/pairing_check.h"
 #include "preflight/rails_check.h"
+#include "preflight/severity.h"
 
 namespace preflight {
 
@@ -103,6 +108,14 @@ const std::vector<CheckDescriptor>& AllChecks() {
       {"gpu.xid", "Xid events in the kernel log since the last check", Level::kQuick, CheckXid},
       {"ib", "HCAs present, ports ACTIVE/LinkUp, rate, link layer, flapping, RoCE netdev", Level::kQuick,
        CheckInterconnect},
+      {"ib.counters", "port error counters (symbol_error, link_error_recovery, ...) rising between checks", Level::kQuick,
+       CheckIbCounters},
+      {"fleet.versions", "driver, VBIOS, HCA firmware and kernel recorded, and the same as this hardware's other nodes",
+       Level::kQuick, CheckFleetVersions},
+      {"gpu.dcgm", "DCGM's dcgmi diag -r dcgm_level at full level (dcgm_health_level in the health check)", Level::kQuick,
+       CheckDcgm, 0, [](const Config& c) { return c.dcgm_timeout_ms + 10000u; }},
+      {"gpu.bandwidth", "H2D, D2H and P2P copy bandwidth per GPU against its profile (full level; CUDA dlopen'ed)",
+       Level::kFull, CheckBandwidth, 0, [](const Config& c) { return std::max(c.probe_timeout_ms, 120000u); }},
       {"topo.pairing", "GPU-NIC placement matches the pinned topo_expect", Level::kQuick, CheckPairing},
       {"topo.rails", "every compute rail (NIC next to a GPU, or named in topo_rails) is up", Level::kQuick,
        CheckRailsUp},
@@ -111,6 +124,11 @@ const std::vector<CheckDescriptor>& AllChecks() {
 }
 
 namespace {
+
+unsigned Budget(const CheckDescriptor& d, const Config& cfg) {
+  if (d.budget != nullptr) return d.budget(cfg);
+  return d.timeout_ms != 0 ? d.timeout_ms : cfg.probe_timeout_ms;
+}
 
 // The write end of the pipe in a check's child; -1 in the parent.
 int g_probe_fd = -1;
@@ -165,7 +183,7 @@ std::string Serialize(const CheckResult& r) {
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.9g", r.seconds);
   return "R\t" + Escape(r.check) + "\t" + Escape(r.device) + "\t" + Escape(r.value) + "\t" +
-         Escape(r.threshold) + "\t" + VerdictName(r.verdict) + "\t" + Escape(r.message) + "\t" + secs + "\n";
+         Escape(r.threshold) + "\t" + VerdictName(r.verdict) + "\t" + Escape(r.message) + "\t" + secs + "\t" + OwnerName(r.owner) + "\n";
 }
 
 Verdict VerdictFromName(const std::string& s) {
@@ -194,7 +212,7 @@ void ParseLines(Child& c, bool final) {
     std::string line = nl == std::string::npos ? c.buf : c.buf.substr(0, nl);
     c.buf.erase(0, nl == std::string::npos ? c.buf.size() : nl + 1);
     auto f = SplitTabs(line);
-    if (f[0] == "R" && f.size() == 8) {
+    if (f[0] == "R" && f.size() == 9) {
       CheckResult r;
       r.check = f[1];
       r.device = f[2];
@@ -203,6 +221,7 @@ void ParseLines(Child& c, bool final) {
       r.verdict = VerdictFromName(f[5]);
       r.message = f[6];
       r.seconds = std::atof(f[7].c_str());
+      r.owner = f[8] == "user" ? Owner::kUser : Owner::kNode;
       c.results.push_back(std::move(r));
     } else if (f[0] == "P" && f.size() == 4) {
       c.step_check = f[1];
@@ -285,9 +304,18 @@ std::vector<CheckResult> RunChecks(const CheckEnv& env, const std::vector<CheckD
   std::fflush(nullptr);  // nothing buffered may be written twice
   for (const auto& d : checks) {
     if (env.level < d.min_level) continue;
+    std::string by;
+    if (ModeFor(env.cfg.check_modes, d.name, &by) == CheckMode::kOff) {
+      CheckResult r;
+      r.check = d.name;
+      r.verdict = Verdict::kSkip;
+      r.message = "skipped: off by " + by;
+      all.push_back(r);
+      continue;
+    }
     Child c;
     c.d = &d;
-    unsigned budget = d.timeout_ms != 0 ? d.timeout_ms : env.cfg.probe_timeout_ms;
+    unsigned budget = Budget(d, env.cfg);
     c.started = MonotonicSeconds();
     c.deadline = c.started + budget / 1000.0;
     // A probe that cannot even start fails its check, naming the call.
@@ -386,10 +414,12 @@ std::vector<CheckResult> RunChecks(const CheckEnv& env, const std::vector<CheckD
     bool clean = !c.timed_out && WIFEXITED(st) && WEXITSTATUS(st) == 0;
     for (auto& r : c.results) all.push_back(std::move(r));
     if (!clean) {
-      unsigned budget = c.d->timeout_ms != 0 ? c.d->timeout_ms : env.cfg.probe_timeout_ms;
+      unsigned budget = Budget(*c.d, env.cfg);
       all.push_back(HarnessFailure(c, budget));
     }
   }
+  // The site's check_<name> switches, and "the job's own fault never drains".
+  ApplySeverityPolicy(env.cfg.check_modes, all);
   return all;
 }
 

@@ -14,6 +14,7 @@
 
 #include "preflight/fileutil.h"
 #include "preflight/nvml.h"
+#include "preflight/state_paths.h"
 
 namespace preflight {
 namespace {
@@ -506,161 +507,6 @@ std::vector<CheckResult> CheckGpus(const CheckEnv& env) {
   return std::move(sink.out);
 }
 
-// --- Xid events ------------------------------------------------------------
-//
-// Mechanism: the kernel log. The driver logs every Xid as
-// "NVRM: Xid (PCI:0000:1b:00): 79, ..." and /dev/kmsg gives each record a
-// sequence number that only grows within a boot. NVML's event API
-// (nvmlDeviceRegisterEvents + nvmlEventSetWait) only reports events that
-// happen while a process is registered, so a short-lived prolog would miss
-// everything that happened between jobs; the kernel log keeps them. We store
-// the last sequence number seen (and the boot id, since numbering restarts
-// at boot) under state_dir, and report the Xids after it. A finding stays
-// open, so the node stays failed, until a reboot or until the admin removes
-// <state_dir>/nodes/<node>.xid (which also re-baselines: the next check
-// records where the log ends and reports nothing older). The first check of
-// a boot is that baseline: Xids logged before preflight first looked are not
-// blamed on the next job.
-
-std::vector<XidEvent> ParseKmsgXids(const std::string& records, uint64_t after, uint64_t* last_seq) {
-  std::vector<XidEvent> out;
-  std::istringstream in(records);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == ' ') continue;  // continuation (KEY=value) lines
-    size_t semi = line.find(';');
-    size_t c1 = line.find(',');
-    if (semi == std::string::npos || c1 == std::string::npos || c1 > semi) continue;
-    char* end = nullptr;
-    uint64_t seq = std::strtoull(line.c_str() + c1 + 1, &end, 10);
-    if (end == line.c_str() + c1 + 1) continue;
-    if (last_seq != nullptr && seq > *last_seq) *last_seq = seq;
-    if (seq <= after) continue;
-    std::string msg = line.substr(semi + 1);
-    size_t x = msg.find("NVRM: Xid (PCI:");
-    if (x == std::string::npos) continue;
-    size_t close = msg.find(')', x);
-    if (close == std::string::npos) continue;
-    XidEvent e;
-    e.seq = seq;
-    e.pci = msg.substr(x + 15, close - (x + 15));
-    size_t num = msg.find_first_of("0123456789", close);
-    if (num == std::string::npos) continue;
-    e.xid = std::atoi(msg.c_str() + num);
-    e.text = msg.substr(x);
-    out.push_back(e);
-  }
-  return out;
-}
-
-namespace {
-
-// /dev/kmsg hands out one record per read(2) and EAGAIN at the end when
-// non-blocking; a fixture's regular file gives lines and then EOF.
-Expected<std::string> ReadKmsg(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno(errno, path);
-  std::string all;
-  char buf[8192];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n > 0) {
-      all.append(buf, static_cast<size_t>(n));
-      if (all.back() != '\n') all += '\n';
-      continue;
-    }
-    if (n < 0 && (errno == EINTR || errno == EPIPE)) continue;  // EPIPE: records overwritten
-    if (n < 0 && errno != EAGAIN) {
-      int e = errno;
-      ::close(fd);
-      return Status::FromErrno(e, "read " + path);
-    }
-    break;
-  }
-  ::close(fd);
-  return all;
-}
-
-struct XidState {
-  std::string boot;
-  bool have_seq = false;
-  uint64_t seq = 0;
-  std::vector<std::string> open;  // "seq xid pci text"
-};
-
-XidState LoadXidState(const std::string& path) {
-  XidState s;
-  auto t = ReadWholeFile(path);
-  if (!t) return s;
-  std::istringstream in(*t);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("boot ", 0) == 0) s.boot = line.substr(5);
-    else if (line.rfind("seq ", 0) == 0) { s.seq = std::strtoull(line.c_str() + 4, nullptr, 10); s.have_seq = true; }
-    else if (line.rfind("open ", 0) == 0) s.open.push_back(line.substr(5));
-  }
-  return s;
-}
-
-}  // namespace
-
-std::vector<CheckResult> CheckXid(const CheckEnv& env) {
-  CheckResult r = Make("gpu.xid", "node");
-  if (env.job.node.empty()) return {Skip(r, "no node name to keep Xid state under")};
-  std::string kmsg = env.fs.HostPath("/dev/kmsg");
-  ProbeStep("gpu.xid", "node", "read " + kmsg);
-  auto text = ReadKmsg(kmsg);
-  if (!text) return {Skip(r, "no kernel log: " + text.status().message())};
-  auto boot = env.fs.ReadFile("/proc/sys/kernel/random/boot_id");
-  std::string boot_id = boot ? *boot : "unknown";
-
-  std::string state_path = env.cfg.state_dir + "/nodes/" + env.job.node + ".xid";
-  XidState st = LoadXidState(state_path);
-  bool baseline = st.boot != boot_id || !st.have_seq;
-  if (baseline) st = XidState{boot_id, false, 0, {}};
-  uint64_t last = st.seq;
-  auto events = ParseKmsgXids(*text, baseline ? UINT64_MAX : st.seq, &last);
-  int ignored = 0;
-  for (const auto& e : events) {
-    bool ign = std::find(env.cfg.xid_ignore.begin(), env.cfg.xid_ignore.end(), std::to_string(e.xid)) !=
-               env.cfg.xid_ignore.end();
-    if (ign) { ++ignored; continue; }
-    std::string t = e.text;
-    std::replace(t.begin(), t.end(), '\n', ' ');
-    st.open.push_back(std::to_string(e.seq) + " " + std::to_string(e.xid) + " " + e.pci + " " + t);
-  }
-  std::string out = "boot " + boot_id + "\nseq " + std::to_string(last) + "\n";
-  for (const auto& o : st.open) out += "open " + o + "\n";
-  Status w = MakeDirs(env.cfg.state_dir + "/nodes", 0755);
-  if (w.ok()) w = WriteFileAtomic(state_path, out, 0644);
-
-  r.threshold = "no Xid outside xid_ignore since last check";
-  if (!st.open.empty()) {
-    r.verdict = Verdict::kFail;
-    r.value = std::to_string(st.open.size()) + " Xid";
-    // "SEQ XID PCI TEXT" -> "Xid 79 on PCI 0000:1b:00"
-    std::string msg;
-    for (size_t i = 0; i < st.open.size() && i < 3; ++i) {
-      std::istringstream f(st.open[i]);
-      std::string seq, xid, pci;
-      f >> seq >> xid >> pci;
-      if (i == 0) r.device = "PCI " + pci;
-      msg += (msg.empty() ? "" : "; ") + std::string("Xid ") + xid + " on PCI " + pci;
-    }
-    if (st.open.size() > 3) msg += "; ...";
-    r.message = msg + " (clear: reboot or remove " + state_path + ")";
-  } else {
-    r.value = "0 Xid";
-    r.message = baseline ? "first check this boot: kernel log baseline at seq " + std::to_string(last)
-                         : "no new Xid" + (ignored ? " (" + std::to_string(ignored) + " ignored by xid_ignore)" : std::string());
-  }
-  if (!w.ok()) {
-    r.verdict = Verdict::kFail;
-    r.message = "cannot keep Xid state: " + w.message();
-  }
-  return {r};
-}
-
 // --- InfiniBand / RoCE ports ---------------------------------------------
 
 namespace {
@@ -703,7 +549,7 @@ std::vector<CheckResult> CheckInterconnect(const CheckEnv& env) {
   }
 
   // Previous link_downed counters, to tell a flapping link from a stable one.
-  std::string state_path = c.state_dir + "/nodes/" + env.job.node + ".ib";
+  std::string state_path = state::NodeFile(c, env.job.node, state::kIb);
   std::map<std::string, uint64_t> prev, now;
   if (auto t = ReadWholeFile(state_path)) {
     std::istringstream in(*t);
@@ -848,7 +694,7 @@ std::vector<CheckResult> CheckInterconnect(const CheckEnv& env) {
   if (!now.empty() && !env.job.node.empty()) {
     std::string out;
     for (const auto& kv : now) out += kv.first + " " + U(kv.second) + "\n";
-    Status w = MakeDirs(c.state_dir + "/nodes", 0755);
+    Status w = MakeDirs(state::NodesDir(c), 0755);
     if (w.ok()) w = WriteFileAtomic(state_path, out, 0644);
     if (!w.ok()) {
       CheckResult r = Make("ib.flapping", "node");

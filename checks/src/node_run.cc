@@ -33,22 +33,27 @@ NodeRunOutcome RunNode(const Config& cfg, const JobContext& job, Phase phase, bo
 
   out.failed = r.Overall() == Verdict::kFail;
   if (out.failed) out.drain_reason = DrainReason(r);
+  out.warnings = WarnComment(r);
 
   char head[256];
-  int npass = 0, nskip = 0, nfail = 0;
+  int npass = 0, nskip = 0, nfail = 0, nwarn = 0;
   for (const auto& c : r.checks) {
     if (c.verdict == Verdict::kFail) ++nfail;
     else if (c.verdict == Verdict::kSkip) ++nskip;
+    else if (c.verdict == Verdict::kWarn) ++nwarn;
     else ++npass;
   }
-  std::snprintf(head, sizeof head, "preflight: %s %s on %s: level %s, %d passed, %d skipped, %d failed (%.3f s)\n",
+  std::snprintf(head, sizeof head,
+                "preflight: %s %s on %s: level %s, %d passed, %d skipped, %d failed, %d warned (%.3f s)\n",
                 r.tool.c_str(), out.failed ? "FAILED" : "ok", r.node.c_str(), r.level.c_str(), npass, nskip,
-                nfail, r.seconds);
+                nfail, nwarn, r.seconds);
   out.summary = head;
   for (const auto& c : r.checks) {
     if (c.verdict == Verdict::kPass) continue;
-    out.summary += std::string("preflight:   ") + VerdictName(c.verdict) + " " + Describe(c);
-    if (!c.threshold.empty() && c.verdict == Verdict::kFail) out.summary += " (need " + c.threshold + ")";
+    out.summary += std::string("preflight:   ") + VerdictName(c.verdict) +
+                   (c.owner == Owner::kUser ? "[user]" : "") + " " + Describe(c);
+    if (!c.threshold.empty() && (c.verdict == Verdict::kFail || c.verdict == Verdict::kWarn))
+      out.summary += " (need " + c.threshold + ")";
     out.summary += "\n";
   }
   return out;

@@ -51,6 +51,8 @@ Expected<NvmlApi> Open(const std::string& library) {
   Resolve(h, "nvmlSystemGetDriverVersion", a.SystemGetDriverVersion);
   Resolve(h, "nvmlDeviceGetMinorNumber", a.DeviceGetMinorNumber);
   Resolve(h, "nvmlDeviceGetName", a.DeviceGetName);
+  Resolve(h, "nvmlDeviceGetVbiosVersion", a.DeviceGetVbiosVersion);
+  Resolve(h, "nvmlDeviceGetInforomImageVersion", a.DeviceGetInforomImageVersion);
   Resolve(h, "nvmlDeviceGetTotalEccErrors", a.DeviceGetTotalEccErrors);
   Resolve(h, "nvmlDeviceGetRetiredPages", a.DeviceGetRetiredPages);
   Resolve(h, "nvmlDeviceGetRetiredPagesPendingStatus", a.DeviceGetRetiredPagesPendingStatus);

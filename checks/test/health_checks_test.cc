@@ -333,7 +333,7 @@ TEST(Xid, ParsesKmsgRecordsSkippingContinuationsAndOldOnes) {
   EXPECT_EQ(ParseKmsgXids(log, 0, nullptr).size(), 2u);
 }
 
-TEST(Xid, NewXidAfterBaselineFailsAndStaysOpenIgnoredOnesDoNot) {
+TEST(Xid, NewXidAfterBaselineFailsAndStaysOpenUserOnesOnlyWarn) {
   Env e;
   ASSERT_EQ(std::system(("cp -a " + kFixtures + "/healthy-8 " + e.tmp + "/root").c_str()), 0);
   e.cfg.fsroot = e.tmp + "/root";
@@ -346,14 +346,16 @@ TEST(Xid, NewXidAfterBaselineFailsAndStaysOpenIgnoredOnesDoNot) {
   std::ofstream(e.tmp + "/root/dev/kmsg", std::ios::app)
       << "4,3,300,-;NVRM: Xid (PCI:0000:1b:00): 13, Graphics Exception\n";
   rs = e.Run(nullptr, d);
-  EXPECT_EQ(rs[0].verdict, Verdict::kPass) << rs[0].message;  // 13 is in xid_ignore
+  EXPECT_EQ(rs[0].verdict, Verdict::kWarn) << rs[0].message;  // 13 is the application's (xid.h): no drain
+  EXPECT_EQ(rs[0].owner, Owner::kUser);
 
   std::ofstream(e.tmp + "/root/dev/kmsg", std::ios::app)
       << "3,4,400,-;NVRM: Xid (PCI:0000:1b:00): 79, pid=1, GPU has fallen off the bus.\n";
   rs = e.Run(nullptr, d);
   EXPECT_EQ(rs[0].verdict, Verdict::kFail);
-  EXPECT_EQ(rs[0].device, "PCI 0000:1b:00");
-  EXPECT_EQ(rs[0].message.rfind("Xid 79 on PCI 0000:1b:00", 0), 0u) << rs[0].message;
+  EXPECT_EQ(rs[0].device, "PCI 0000:1b:00");  // no GPU at 1b in the fixture's /proc/driver/nvidia
+  EXPECT_EQ(rs[0].message.rfind("Xid 79 (GPU has fallen off the bus, NVIDIA: RESTART_BM): drain_reset; Xid 13", 0), 0u)
+      << rs[0].message;
   rs = e.Run(nullptr, d);
   EXPECT_EQ(rs[0].verdict, Verdict::kFail) << "an Xid finding stays until cleared";
 

@@ -149,6 +149,47 @@ RailsOutcome RailsAcross(const Config& cfg, const Allocation& a) {
   return o;
 }
 
+VersionsOutcome VersionsAcross(const Config& cfg, const Allocation& a) {
+  VersionsOutcome o;
+  const std::string head = "preflight: versions: ";
+  // As RailsAcross: one task per node prints the record its own checks wrote.
+  auto argv = Srun(cfg, a.nodes, 1, false);
+  argv.insert(argv.end(), {"/bin/sh", "-c",
+                           std::string("cat \"$0/$SLURMD_NODENAME") + state::kVersions +
+                               "\" 2>/dev/null || echo \"no-record $SLURMD_NODENAME\"",
+                           state::NodesDir(cfg)});
+  auto r = RunAs(argv, LaunchEnv(a.env, false), a.uid, a.gid, a.groups, cfg.probe_timeout_ms);
+  if (!r) {
+    o.text = head + "cannot read the nodes' versions: " + r.status().message() + "\n";
+    return o;
+  }
+  std::vector<NodeVersions> nodes;
+  std::string missing;
+  size_t b = 0;
+  const std::string& out = r->second;
+  while (b < out.size()) {
+    size_t e = out.find('\n', b);
+    if (e == std::string::npos) e = out.size();
+    std::string line = out.substr(b, e - b);
+    b = e + 1;
+    if (line.rfind("no-record ", 0) == 0) missing += (missing.empty() ? "" : ",") + line.substr(10);
+    if (line.empty() || line[0] != '{') continue;
+    auto n = ParseVersionsJson(line);
+    if (n) nodes.push_back(*n);
+  }
+  std::sort(nodes.begin(), nodes.end(), [](const NodeVersions& x, const NodeVersions& y) { return x.node < y.node; });
+  if (!missing.empty()) o.text += head + "no versions record on " + missing + " (its node checks have not run)\n";
+  if (nodes.size() < 2) return o;
+  o.comparison = CompareVersions(nodes);
+  size_t p = 0;
+  while (p < o.comparison.text.size()) {
+    size_t e = o.comparison.text.find('\n', p);
+    o.text += head + o.comparison.text.substr(p, e - p) + "\n";
+    p = e == std::string::npos ? o.comparison.text.size() : e + 1;
+  }
+  return o;
+}
+
 AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Level level) {
   AllocationOutcome o;
   const int k = std::max(1, a.ranks_per_node);
@@ -162,6 +203,7 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
   };
 
   if (a.nodes.size() >= 2) o.text += RailsAcross(cfg, a).text;
+  if (a.nodes.size() >= 2) o.text += VersionsAcross(cfg, a).text;
   double t0 = MonotonicSeconds();
   auto all = user_step(a.nodes, "allocation");
   if (!all) {

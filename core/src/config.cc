@@ -1,7 +1,9 @@
 #include "preflight/config.h"
 
+#include "preflight/severity.h"
 #include "preflight/topo_expect.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cctype>
 #include <cstdio>
@@ -9,10 +11,28 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <utility>
 
 namespace preflight {
 
 const char* NcclOnFailureName(NcclOnFailure f) { return f == NcclOnFailure::kFail ? "fail" : "requeue"; }
+
+const char* XidActionName(XidAction a) {
+  switch (a) {
+    case XidAction::kDrainReset: return "drain_reset";
+    case XidAction::kDrain: return "drain";
+    case XidAction::kWarn: return "warn";
+    case XidAction::kUser: return "user";
+    case XidAction::kIgnore: return "ignore";
+  }
+  return "drain";
+}
+
+bool ParseXidAction(const std::string& s, XidAction* a) {
+  for (XidAction x : {XidAction::kDrainReset, XidAction::kDrain, XidAction::kWarn, XidAction::kUser, XidAction::kIgnore})
+    if (s == XidActionName(x)) { *a = x; return true; }
+  return false;
+}
 
 Expected<bool> ParseBool(const std::string& s) {
   if (s == "yes" || s == "true" || s == "on" || s == "1") return true;
@@ -206,6 +226,90 @@ Expected<std::string> ParseComputeMode(const std::string& s) {
   return OneOf(s, {"any", "default", "exclusive_process", "prohibited"});
 }
 Expected<std::string> ParseLinkLayer(const std::string& s) { return OneOf(s, {"any", "InfiniBand", "Ethernet"}); }
+// "symbol_error:10,port_xmit_discards:100": counter names as sysfs spells them.
+using CounterLimits = std::vector<std::pair<std::string, uint64_t>>;
+Expected<CounterLimits> ParseCounterLimits(const std::string& s) {
+  CounterLimits out;
+  if (s.empty()) return out;
+  auto l = ParseList(s);
+  if (!l) return l.status();
+  for (const auto& item : *l) {
+    size_t colon = item.find(':');
+    std::string name = item.substr(0, colon);
+    bool ok = colon != std::string::npos && !name.empty() &&
+              std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    if (!ok) return Status::InvalidArgument("bad counter limit '" + item + "' (expected NAME:MAX, e.g. symbol_error:10)");
+    auto n = ParseCount(item.substr(colon + 1));
+    if (!n) return Status::InvalidArgument("bad counter limit '" + item + "': " + n.status().message());
+    for (const auto& kv : out)
+      if (kv.first == name) return Status::InvalidArgument("counter '" + name + "' given twice");
+    out.emplace_back(name, *n);
+  }
+  return out;
+}
+std::string CounterLimitsText(const CounterLimits& l) {
+  std::string o;
+  for (const auto& kv : l) o += (o.empty() ? "" : ",") + kv.first + ":" + std::to_string(kv.second);
+  return o;
+}
+
+using XidActions = std::vector<std::pair<int, XidAction>>;
+Expected<XidActions> ParseXidActions(const std::string& s) {
+  XidActions out;
+  if (s.empty()) return out;
+  auto l = ParseList(s);
+  if (!l) return l.status();
+  for (const auto& item : *l) {
+    size_t colon = item.find(':');
+    auto n = ParseCount(item.substr(0, colon));
+    XidAction a;
+    if (colon == std::string::npos || !n || *n > 100000 || !ParseXidAction(item.substr(colon + 1), &a))
+      return Status::InvalidArgument("bad Xid action '" + item +
+                                     "' (expected XID:ACTION, ACTION one of drain_reset, drain, warn, user, ignore)");
+    for (const auto& kv : out)
+      if (kv.first == static_cast<int>(*n)) return Status::InvalidArgument("Xid " + std::to_string(*n) + " given twice");
+    out.emplace_back(static_cast<int>(*n), a);
+  }
+  return out;
+}
+std::string XidActionsText(const XidActions& l) {
+  std::string o;
+  for (const auto& kv : l) o += (o.empty() ? "" : ",") + std::to_string(kv.first) + ":" + XidActionName(kv.second);
+  return o;
+}
+
+Expected<std::vector<std::string>> ParseFleetFields(const std::string& s) {
+  std::vector<std::string> out;
+  if (s.empty()) return out;
+  auto l = ParseList(s);
+  if (!l) return l;
+  for (const auto& f : *l)
+    if (f != "driver" && f != "vbios" && f != "inforom" && f != "hca_fw" && f != "kernel")
+      return Status::InvalidArgument("unknown field '" + f + "' (expected driver, vbios, inforom, hca_fw, kernel)");
+  return l;
+}
+
+Expected<double> ParseFraction(const std::string& s) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || !(v > 0) || v > 1) return Status::InvalidArgument("bad fraction '" + s + "' (expected 0 < f <= 1, e.g. 0.6)");
+  return v;
+}
+std::string FractionText(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", v);
+  return b;
+}
+Expected<std::string> ParseBwProfile(const std::string& s) {
+  return OneOf(s, {"auto", "H100", "H200", "B200", "A100", "L40S"});
+}
+
+Expected<uint64_t> ParseDcgmLevel(const std::string& s) {
+  auto n = ParseCount(s);
+  if (!n || *n > 4) return Status::InvalidArgument("bad DCGM level '" + s + "' (expected 0 to 4)");
+  return n;
+}
+
 Expected<std::string> ParseStageVerify(const std::string& s) {
   if (s == "files" || s == "dirs") return s;
   return Status::InvalidArgument("bad stage_verify '" + s + "' (expected files or dirs)");
@@ -226,10 +330,48 @@ Expected<std::string> ParsePairingKey(const std::string& s) {
   return s;
 }
 
+// check_<name> = on|warn|off, one key per switchable check (severity.h).
+// The table holds plain function pointers, so each key gets its own
+// instantiation, indexed into SwitchableChecks().
+Expected<CheckMode> ParseCheckMode(const std::string& s) {
+  if (s == "on") return CheckMode::kOn;
+  if (s == "warn") return CheckMode::kWarn;
+  if (s == "off") return CheckMode::kOff;
+  return Status::InvalidArgument("bad value '" + s + "' (expected on, warn or off)");
+}
+template <size_t I>
+std::string GetCheckMode(const Config& c) {
+  auto it = c.check_modes.find(SwitchableChecks()[I]);
+  return CheckModeName(it == c.check_modes.end() ? CheckMode::kOn : it->second);
+}
+template <size_t I>
+Status SetCheckMode(Config& c, const std::string& v) {
+  auto m = ParseCheckMode(v);
+  if (!m) return m.status();
+  c.check_modes[SwitchableChecks()[I]] = *m;
+  return Status::Ok();
+}
+constexpr size_t kMaxSwitches = 64;
+template <size_t... I>
+void AddCheckModeKeys(std::vector<ConfigKey>& keys, std::index_sequence<I...>) {
+  static std::vector<std::string> names;  // the keys' name storage
+  const auto& checks = SwitchableChecks();
+  names.reserve(kMaxSwitches);
+  const ConfigKey all[] = {ConfigKey{nullptr, "mode", nullptr, &GetCheckMode<I>, &SetCheckMode<I>}...};
+  for (size_t i = 0; i < checks.size() && i < kMaxSwitches; ++i) {
+    names.push_back(CheckKeyName(checks[i]));
+    ConfigKey k = all[i];
+    k.name = names.back().c_str();
+    k.help = "Switch for this check: on (its fails drain), warn (its fails only warn), off (not run)";
+    keys.push_back(k);
+  }
+}
+
 }  // namespace
 
 const std::vector<ConfigKey>& ConfigKeys() {
-  static const std::vector<ConfigKey> kKeys = {
+  static const std::vector<ConfigKey> kKeys = [] {
+    std::vector<ConfigKey> keys = {
       {"state_dir", "path", "Directory for per-job result files and node state (root-owned)",
        PF_PATH(state_dir)},
       {"textfile_dir", "path", "node_exporter textfile collector directory; empty disables metrics",
@@ -290,14 +432,44 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_PARSED(gpu_persistence, ParsePersistence, Same)},
       {"gpu_compute_mode", "string", "Compute mode the site expects: any, default, exclusive_process, prohibited",
        PF_PARSED(gpu_compute_mode, ParseComputeMode, Same)},
-      {"xid_ignore", "list", "Xid codes that do not fail a node (application faults)",
+      {"xid_ignore", "list", "Xid codes never recorded (same as XID:ignore in xid_actions)",
        PF_PARSED(xid_ignore, ParseXidList, ListText)},
+      {"xid_actions", "list", "Per-Xid action overriding NVIDIA's catalogue: XID:ACTION, ACTION drain_reset, drain, warn, user or ignore",
+       PF_PARSED(xid_actions, ParseXidActions, XidActionsText)},
+      {"xid_window", "duration", "How long a drain, warn or user Xid finding stays open after the event (0: until reboot)",
+       PF_PARSED(xid_window_ms, ParseDurationMs, DurationText)},
       {"ib_hcas", "list", "HCAs that must be present and up (e.g. mlx5_0,mlx5_1; empty: every HCA found)",
        PF_PARSED(ib_hcas, ParseList, ListText)},
       {"ib_rate", "count", "Lowest port rate in Gb/s (0: not checked)",
        PF_PARSED(ib_rate, ParseCount, CountText)},
       {"ib_link_layer", "string", "Link layer every port must have: any, InfiniBand, Ethernet",
        PF_PARSED(ib_link_layer, ParseLinkLayer, Same)},
+      {"ib_counter_warn", "list", "Port error counters (NAME:MAX) whose rise within ib_counter_window above MAX warns (ib.counters)",
+       PF_PARSED(ib_counter_warn, ParseCounterLimits, CounterLimitsText)},
+      {"ib_counter_fail", "list", "Port error counters (NAME:MAX) whose rise within ib_counter_window above MAX fails the node (ib.counters)",
+       PF_PARSED(ib_counter_fail, ParseCounterLimits, CounterLimitsText)},
+      {"fleet_fail_fields", "list", "Version fields (driver, vbios, inforom, hca_fw, kernel) whose difference from the majority of the node's hardware fails it; others warn (fleet.versions)",
+       PF_PARSED(fleet_fail_fields, ParseFleetFields, ListText)},
+      {"fleet_max_age", "duration", "Other nodes' version records older than this are not compared (0: any age)",
+       PF_PARSED(fleet_max_age_ms, ParseDurationMs, DurationText)},
+      {"cuda_runtime", "path", "CUDA runtime the bandwidth tier dlopens (absent: gpu.bandwidth is skipped, saying so)",
+       PF_PATH(cuda_runtime)},
+      {"bw_profile", "string", "Bandwidth profile for gpu.bandwidth: auto (from the GPU name), H100, H200, B200, A100, L40S",
+       PF_PARSED(bw_profile, ParseBwProfile, Same)},
+      {"bw_min_fraction", "fraction", "Fraction of the profile's per-direction peak each H2D, D2H and P2P copy must reach",
+       PF_PARSED(bw_min_fraction, ParseFraction, FractionText)},
+      {"bw_bytes", "size", "Bytes per copy in gpu.bandwidth",
+       PF_PARSED(bw_bytes, ParseSize, SizeText)},
+      {"dcgmi", "path", "DCGM's dcgmi, run by gpu.dcgm where installed (absent: the check is skipped, saying so)",
+       PF_PATH(dcgmi)},
+      {"dcgm_level", "count", "dcgmi diag -r level at the full check level (1 quick .. 4 long; 0: never)",
+       PF_PARSED(dcgm_level, ParseDcgmLevel, CountText)},
+      {"dcgm_health_level", "count", "dcgmi diag -r level in the health check's idle sweep (0: not run there)",
+       PF_PARSED(dcgm_health_level, ParseDcgmLevel, CountText)},
+      {"dcgm_timeout", "duration", "Upper bound for one dcgmi diag run (no answer: the check fails)",
+       PF_PARSED(dcgm_timeout_ms, ParseDurationMs, DurationText)},
+      {"ib_counter_window", "duration", "Window over which ib.counters counts a counter's rise (0: since the previous check)",
+       PF_PARSED(ib_counter_window_ms, ParseDurationMs, DurationText)},
       // preflight-run keys (man preflight-run(1)); patterns are POSIX EREs (glibc: \b works).
       {"run_requeue", "bool", "preflight-run may requeue the job (preemption, retryable failures)",
        PF_PARSED(run.requeue, ParseBool, BoolText)},
@@ -369,7 +541,10 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_PARSED(stage_timeout_ms, ParseDurationMs, DurationText)},
       {"stage_verify", "string", "Cache reuse check: files (every file's size, mtime, mode and access) or dirs (directories only)",
        PF_PARSED(stage_verify, ParseStageVerify, Same)},
-  };
+    };
+    AddCheckModeKeys(keys, std::make_index_sequence<kMaxSwitches>());
+    return keys;
+  }();
   return kKeys;
 }
 

@@ -31,6 +31,8 @@ const char* VerdictName(Verdict v) {
   return "fail";
 }
 
+const char* OwnerName(Owner o) { return o == Owner::kUser ? "user" : "node"; }
+
 std::string Describe(const CheckResult& r) {
   std::string s = r.check;
   if (!r.device.empty()) s += " " + r.device;
@@ -62,6 +64,7 @@ std::string ReportJson(const Report& r) {
         .Field("value", c.value)
         .Field("threshold", c.threshold)
         .Field("verdict", VerdictName(c.verdict))
+        .Field("owner", OwnerName(c.owner))
         .Field("message", c.message)
         .Field("seconds", c.seconds)
         .EndObject();
@@ -105,9 +108,19 @@ std::string ReportPrometheus(const Report& r) {
   for (const auto& c : r.checks) {
     o += "preflight_check_ok{" + base + ",check=\"" + PromLabel(c.check) + "\",device=\"" +
          PromLabel(c.device) + "\",verdict=\"" + VerdictName(c.verdict) + "\",value=\"" +
-         PromLabel(c.value) + "\",threshold=\"" + PromLabel(c.threshold) + "\"} " +
+         PromLabel(c.value) + "\",threshold=\"" + PromLabel(c.threshold) + "\",owner=\"" + OwnerName(c.owner) + "\"} " +
          (c.verdict == Verdict::kFail ? "0" : "1") + "\n";
   }
+  // warn: reported, never drained (severity.h); one series per node and tool.
+  int warns = 0, user = 0;
+  for (const auto& c : r.checks) {
+    warns += c.verdict == Verdict::kWarn;
+    user += c.verdict == Verdict::kWarn && c.owner == Owner::kUser;
+  }
+  o += "# HELP preflight_warnings Findings of the last run that warn (no drain), by owner.\n";
+  o += "# TYPE preflight_warnings gauge\n";
+  o += "preflight_warnings{" + base + ",owner=\"node\"} " + std::to_string(warns - user) + "\n";
+  o += "preflight_warnings{" + base + ",owner=\"user\"} " + std::to_string(user) + "\n";
   o += "# HELP preflight_check_seconds Time each check took.\n";
   o += "# TYPE preflight_check_seconds gauge\n";
   for (const auto& c : r.checks) {
@@ -133,6 +146,16 @@ std::string DrainReason(const Report& r, size_t max) {
     first = false;
   }
   if (first) s += r.tool + " failed";
+  if (s.size() > max) s = s.substr(0, max - 3) + "...";
+  return s;
+}
+
+std::string WarnComment(const Report& r, size_t max) {
+  std::string s;
+  for (const auto& c : r.checks) {
+    if (c.verdict != Verdict::kWarn) continue;
+    s += (s.empty() ? kWarnPrefix : "; ") + std::string("[") + OwnerName(c.owner) + "] " + Describe(c);
+  }
   if (s.size() > max) s = s.substr(0, max - 3) + "...";
   return s;
 }

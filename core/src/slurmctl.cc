@@ -227,6 +227,10 @@ Status ResumeNode(const Config& cfg, const std::string& node) {
   return Scontrol(cfg, {"update", "NodeName=" + node, "State=RESUME"}).status();
 }
 
+Status SetNodeComment(const Config& cfg, const std::string& node, const std::string& comment) {
+  return Scontrol(cfg, {"update", "NodeName=" + node, "Comment=" + comment}).status();
+}
+
 Status FinishDrain(const Config& cfg, const std::string& node, const std::string& reason, unsigned wait_ms) {
   double deadline = MonotonicSeconds() + wait_ms / 1000.0;
   while (MonotonicSeconds() < deadline) {

@@ -47,7 +47,7 @@ TEST(Report, PrometheusTextfile) {
   std::string p = ReportPrometheus(Sample());
   EXPECT_NE(p.find("# TYPE preflight_check_ok gauge"), std::string::npos);
   EXPECT_NE(p.find("preflight_check_ok{node=\"n2\",tool=\"prolog\",check=\"scratch.free\",device=\"/scratch\","
-                   "verdict=\"fail\",value=\"10.0M\",threshold=\">= 1.0G\"} 0"),
+                   "verdict=\"fail\",value=\"10.0M\",threshold=\">= 1.0G\",owner=\"node\"} 0"),
             std::string::npos)
       << p;
   EXPECT_NE(p.find("preflight_run_ok{node=\"n2\",tool=\"prolog\"} 0"), std::string::npos);

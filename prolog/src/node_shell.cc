@@ -147,6 +147,19 @@ int Main(int argc, char** argv, Phase phase) {
   }
 
   if (phase == Phase::kHealth) {
+    // warn findings go to the node's Comment (no drain). preflight clears
+    // only a comment it set, which it remembers in state_dir.
+    std::string mark = state::NodeFile(*cfg, node, state::kComment);
+    if (!out.warnings.empty()) {
+      Status c = SetNodeComment(*cfg, node, out.warnings);
+      if (!c.ok()) Log(LogLevel::kError, prog, "node comment " + node, c.message());
+      else if (!(c = WriteFileAtomic(mark, out.warnings + "\n", 0644)).ok())
+        Log(LogLevel::kError, prog, "comment record", c.message());
+    } else if (::access(mark.c_str(), F_OK) == 0) {
+      Status c = SetNodeComment(*cfg, node, "");
+      if (!c.ok()) Log(LogLevel::kError, prog, "node comment " + node, c.message());
+      else ::unlink(mark.c_str());
+    }
     auto st = QueryNode(*cfg, node);
     if (!st) {
       Log(LogLevel::kError, prog, "node state", st.status().message());

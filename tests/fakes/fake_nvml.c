@@ -28,6 +28,9 @@
  *   persistence GPU on|off
  *   compute_mode GPU N          nvmlComputeMode_t value
  *   util GPU PCT                GPU utilisation in percent (default 100: busy)
+ *   driver VERSION              nvmlSystemGetDriverVersion (default 550.00.fake)
+ *   vbios GPU VERSION           nvmlDeviceGetVbiosVersion (default 96.00.74.00.11)
+ *   inforom GPU VERSION         nvmlDeviceGetInforomImageVersion (default G520.0200.00.05)
  *   hang CALL [GPU]             CALL (e.g. nvmlDeviceGetTemperature) never returns
  *   crash CALL [GPU]            CALL raises SIGSEGV
  * Xid events are not faked here: preflight reads them from the kernel log
@@ -49,6 +52,8 @@ struct nvmlDevice_st {
   unsigned long long ecc_vol, ecc_agg, throttle;
   unsigned retired, temp, width, gen, nvlink_down_mask;
   unsigned util;
+  char vbios[32];
+  char inforom[32];
 };
 
 static struct nvmlDevice_st g_dev[MAXG];
@@ -60,11 +65,13 @@ static int g_nhang;
 static char g_crash[16][64];
 static int g_crash_gpu[16];
 static int g_ncrash;
+static char g_driver[64];
 
 static void reset(void) {
   g_count = 8;
   g_init_error = 0;
   g_nhang = g_ncrash = 0;
+  snprintf(g_driver, sizeof g_driver, "%s", "550.00.fake");
   for (int i = 0; i < MAXG; ++i) {
     memset(&g_dev[i], 0, sizeof g_dev[i]);
     g_dev[i].index = i;
@@ -73,6 +80,8 @@ static void reset(void) {
     g_dev[i].width = 16;
     g_dev[i].gen = 5;
     g_dev[i].persistence = 1;
+    snprintf(g_dev[i].vbios, sizeof g_dev[i].vbios, "%s", "96.00.74.00.11");
+    snprintf(g_dev[i].inforom, sizeof g_dev[i].inforom, "%s", "G520.0200.00.05");
   }
 }
 
@@ -104,6 +113,8 @@ SETTER(f_nvl, d->nvlink_down_mask |= 1u << (strtoul(a, 0, 0) % 32))
 SETTER(f_nonvl, d->no_nvlink = 1)
 SETTER(f_pers, d->persistence = strcmp(a, "on") == 0)
 SETTER(f_cm, d->compute = atoi(a))
+SETTER(f_vbios, snprintf(d->vbios, sizeof d->vbios, "%s", a))
+SETTER(f_inforom, snprintf(d->inforom, sizeof d->inforom, "%s", a))
 
 static void parse_line(char* line) {
   char* hash = strchr(line, '#');
@@ -116,7 +127,8 @@ static void parse_line(char* line) {
       {"retired_pages", f_ret}, {"pending_retirement", f_pend}, {"remap_failure", f_rfail},
       {"remap_pending", f_rpend}, {"temp", f_temp}, {"throttle", f_thr}, {"pcie_width", f_width},
       {"pcie_gen", f_gen}, {"nvlink_down", f_nvl}, {"no_nvlink", f_nonvl}, {"persistence", f_pers},
-      {"compute_mode", f_cm}, {"util", f_util}};
+      {"compute_mode", f_cm}, {"util", f_util}, {"vbios", f_vbios}, {"inforom", f_inforom}};
+  if (strcmp(k, "driver") == 0 && n >= 2) { snprintf(g_driver, sizeof g_driver, "%s", g); return; }
   if (strcmp(k, "gpus") == 0 && n >= 2) { g_count = (unsigned)atoi(g) > MAXG ? MAXG : (unsigned)atoi(g); return; }
   if (strcmp(k, "init_error") == 0 && n >= 2) { g_init_error = atoi(g); return; }
   if ((strcmp(k, "hang") == 0 || strcmp(k, "crash") == 0) && n >= 2) {
@@ -191,7 +203,8 @@ EXPORT const char* nvmlErrorString(nvmlReturn_t r) {
   }
 }
 EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char* v, unsigned int len) {
-  snprintf(v, len, "%s", "550.00.fake");
+  if (!g_inited) return NVML_ERROR_UNINITIALIZED;
+  snprintf(v, len, "%s", g_driver);
   return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* n) {
@@ -227,6 +240,16 @@ EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int* 
 EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int len) {
   DEV_GUARD("nvmlDeviceGetName");
   snprintf(name, len, "%s", "NVIDIA H100 80GB HBM3 (fake)");
+  return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t device, char* v, unsigned int len) {
+  DEV_GUARD("nvmlDeviceGetVbiosVersion");
+  snprintf(v, len, "%s", device->vbios);
+  return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetInforomImageVersion(nvmlDevice_t device, char* v, unsigned int len) {
+  DEV_GUARD("nvmlDeviceGetInforomImageVersion");
+  snprintf(v, len, "%s", device->inforom);
   return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t t,

@@ -5,11 +5,14 @@
 // followed by "total SECONDS". Built without Boost or Slurm by
 // tests/gpu/run_gpu_checks.sh, which compares the figures with nvidia-smi.
 //
-//   gpu-check LIBRARY EXPECTED_GPUS STATE_DIR [TIMEOUT_MS]
+//   gpu-check LIBRARY EXPECTED_GPUS STATE_DIR [TIMEOUT_MS [bandwidth]]
+// With "bandwidth": the full level's bandwidth tier (gpu.bandwidth: CUDA
+// runtime dlopen'ed, H2D/D2H per GPU, P2P per pair) instead.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "preflight/bandwidth.h"
 #include "preflight/checks.h"
 #include "preflight/health_checks.h"
 
@@ -27,8 +30,10 @@ int main(int argc, char** argv) {
   JobContext job;
   job.node = "gpu-check";
   FsRoot fs("/");
-  CheckEnv env{cfg, fs, job, Phase::kHealth, Level::kQuick};
+  bool bandwidth = argc > 5 && std::string(argv[5]) == "bandwidth";
+  CheckEnv env{cfg, fs, job, Phase::kHealth, bandwidth ? Level::kFull : Level::kQuick};
   std::vector<CheckDescriptor> ds = {{"gpu", "", Level::kQuick, CheckGpus}, {"gpu.xid", "", Level::kQuick, CheckXid}};
+  if (bandwidth) ds = {{"gpu.bandwidth", "", Level::kFull, CheckBandwidth}};
   double t0 = MonotonicSeconds();
   auto rs = RunChecks(env, ds);
   double dt = MonotonicSeconds() - t0;

@@ -28,7 +28,7 @@ cc=${CC:-gcc}
 # (libhwloc-dev; on a bare GPU machine carry its .deb and dpkg -x it).
 hwloc=$(pkg-config --cflags --libs hwloc 2>/dev/null || echo -lhwloc)
 inc=(-I"$src/core/include" -I"$src/topo/include" -I"$src/checks/include")
-srcs=("$src"/core/src/{clock,status,fsroot,fileutil,report,json,config,options,job,process,stage_spec,state_paths,topo_expect}.cc
+srcs=("$src"/core/src/{clock,status,fsroot,fileutil,report,json,config,options,job,process,severity,stage_spec,state_paths,topo_expect}.cc
       "$src"/topo/src/{topo,topo_load,placement,rails}.cc "$src"/checks/src/*.cc)
 $cxx -std=c++17 ${GPU_CHECK_OPT:--O2} -Wall "${inc[@]}" "${srcs[@]}" \
   "$src/tests/gpu/gpu_check_main.cc" $hwloc -ldl -o "$out/gpu-check" >"$out/build.log" 2>&1 || { cat "$out/build.log"; echo "FAIL: build"; exit 1; }
@@ -81,6 +81,21 @@ echo "health findings on this machine (information, not script failures):"
 awk -F'\t' '$5 == "fail" || $5 == "skipped" {print "  " $5 " " $1 " " $2 ": " $6}' "$r"
 total=$(awk -F'\t' '$1 == "total" {print $2}' "$r")
 echo "GPU + Xid checks on $n real GPU(s): $total s (target for the whole quick level: < 0.3 s on 8 GPUs)"
+
+# The bandwidth tier (gpu.bandwidth, full level): H2D/D2H per GPU, P2P per
+# pair, against the GPU's profile. Needs libcudart.so.12 on the machine; a
+# machine without it (this script's CPU selftest) shows the skip, not a failure.
+"$out/gpu-check" libnvidia-ml.so.1 "$n" "$out/state" 120000 bandwidth >"$out/bandwidth.tsv" 2>&1
+cat "$out/bandwidth.tsv"
+if grep -q $'^gpu.bandwidth\tnode\t.*\tskipped\tskipped: no CUDA runtime' "$out/bandwidth.tsv"; then
+  echo "bandwidth tier: skipped here (no CUDA runtime): $(grep $'^gpu.bandwidth' "$out/bandwidth.tsv" | cut -f6)"
+else
+  nb=$(grep -cE $'^gpu.bandwidth\tGPU[0-9]+ (h2d|d2h)\t' "$out/bandwidth.tsv" || true)
+  [ "$nb" = $((2 * n)) ] && ok "bandwidth tier measured H2D and D2H on all $n GPU(s)" || bad "bandwidth tier: $nb H2D/D2H results for $n GPU(s)"
+  grep -qE 'probe hung|probe crashed|copy failed' "$out/bandwidth.tsv" && bad "a bandwidth copy failed or hung" || ok "no bandwidth copy failed or hung"
+  echo "bandwidth figures (fail = below bw_min_fraction of the profile; information, not script failures):"
+  awk -F'\t' '$1 == "gpu.bandwidth" {print "  " $5 " " $2 ": " $6}' "$out/bandwidth.tsv"
+fi
 
 # A hung NVML call fails its check within the budget, on this machine too.
 PREFLIGHT_FAKE_NVML="gpus 2;hang nvmlDeviceGetTemperature 1" "$out/gpu-check" "$out/fake/libnvidia-ml.so.1" 2 "$out/fake-state" 500 >"$out/hang.tsv" 2>&1

@@ -189,12 +189,17 @@ CONF
 # files, and an NVML fault file emulating 4 healthy GPUs. Reset at every
 # start; tests edit them to inject faults. Only adds files.
 health_fixtures() {
-  local dir=$1 fix=$2/fixtures/sysfs/healthy-8 n g p
+  local dir=$1 fix=$2/fixtures/sysfs/healthy-8 n g p c
   [ -d "$fix" ] || die "$fix missing: configure the build with tests enabled"
   for n in "${NODES[@]}"; do
     mkdir -p "$dir/nodes/$n/root/dev"
     for p in "$dir/nodes/$n/root"/sys/class/infiniband/*/ports/*; do
       mkdir -p "$p/counters"; echo 0 >"$p/counters/link_downed"
+      for c in symbol_error link_error_recovery port_rcv_errors port_xmit_discards local_link_integrity_errors \
+        excessive_buffer_overrun_errors; do echo 0 >"$p/counters/$c"; done
+    done
+    for p in "$dir/nodes/$n/root"/sys/class/infiniband/*; do  # fleet.versions
+      echo "16.35.2000" >"$p/fw_ver"; echo "IBM_2190110032" >"$p/board_id"
     done
     cp -a "$fix/proc" "$dir/nodes/$n/root/"
     cp "$fix/dev/kmsg" "$dir/nodes/$n/root/dev/kmsg"

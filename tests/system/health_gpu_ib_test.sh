@@ -8,15 +8,27 @@
 #  - a downed HCA port on n2: the health check drains n2 and later resumes it;
 #  - a hung NVML call: the health check ends within its budget and drains
 #    with a reason naming the call;
+#  - error counters rising on an n2 port: above ib_counter_fail the health
+#    check drains n2 naming HCA, port, counter and figure, and resumes it
+#    once they stop rising; above ib_counter_warn only: a node Comment, no
+#    drain, cleared when clean; check_ib_counters=warn silences the drain;
+#  - Xid classes: 79 drains naming the GPU (drain_reset: stays until the
+#    admin clears it); 31 (the job's own fault) never drains, comments [user];
+#  - DCGM in the idle sweep (dcgm_health_level=1, the fake dcgmi printing
+#    tests/fixtures/dcgm outputs): a failed test drains naming GPU and test,
+#    a passing diag resumes; no dcgmi is "skipped: ... not found";
 #  - an admin's drain stays, whatever preflight finds.
 . "$(dirname "$0")/lib.sh"
 
 healthy() { echo "gpus 4" >"$C/nodes/$1/nvml.faults"; }
 port_state() { echo "$3" >"$C/nodes/$1/root/sys/class/infiniband/$2/ports/1/state"; }
+counter() { echo "$4" >"$C/nodes/$1/root/sys/class/infiniband/$2/ports/1/counters/$3"; }
+node_comment() { scontrol show node "$1" | sed -n 's/^ *Comment=//p'; }
 restore() {
   for n in n1 n2 n3; do healthy $n; done
   port_state n2 mlx5_3 "4: ACTIVE"
-  rm -f "$C/state/nodes/n3.xid"
+  for c in symbol_error port_xmit_discards; do counter n2 mlx5_1 $c 0; done
+  rm -f "$C/state/nodes/n3.xid" "$C/state/nodes/n2.ibcounters"
   resume_all  # a failure half-way must not leave drained nodes to the next test
 }
 trap restore EXIT
@@ -88,14 +100,75 @@ echo "3,900,900000,-;NVRM: Xid (PCI:0000:2a:00): 79, pid=4242, name=python, GPU 
   >>"$C/nodes/n3/root/dev/kmsg"
 rc=0; "$C/bin/healthcheck" --node n3 >"$OUT/hc-n3-xid.out" 2>&1 || rc=$?
 check "health check fails on a new Xid" test $rc = 1
-check "n3 drained naming the Xid and the GPU's PCI address" \
-  grep -q '^preflight: gpu.xid PCI 0000:2a:00: Xid 79 on PCI 0000:2a:00' <<<"$(node_reason n3)"
+check "n3 drained naming the GPU, the Xid, its catalogue bucket and action" \
+  grep -q '^preflight: gpu.xid GPU1 0000:2a:00.0: Xid 79 (GPU has fallen off the bus, NVIDIA: RESTART_BM): drain_reset' \
+  <<<"$(node_reason n3)"
 "$C/bin/healthcheck" --node n3 >/dev/null 2>&1 || true
 check "the Xid finding stays open on the next check" grep -q drain <<<"$(node_state n3)"
 rm "$C/state/nodes/n3.xid"  # the admin's acknowledgement (documented in preflight(7))
 "$C/bin/healthcheck" --node n3 >/dev/null 2>&1
 wait_idle n3
 check "after the admin clears the Xid state, n3 returns to service" test "$(node_state n3)" = idle
+
+# --- an Xid that is the job's own fault ------------------------------------
+echo "3,901,950000,-;NVRM: Xid (PCI:0000:3a:00): 31, pid=4243, name=python, Ch 00000008, intr 10000000. MMU Fault" \
+  >>"$C/nodes/n3/root/dev/kmsg"
+rc=0; "$C/bin/healthcheck" --node n3 >"$OUT/hc-n3-xid31.out" 2>&1 || rc=$?
+cat "$OUT/hc-n3-xid31.out"
+check "an application Xid does not fail the health check" test $rc = 0
+check "n3 is not drained for the job's own fault" test "$(node_state n3)" = idle
+check "the job output tags it as the user's" contains "$OUT/hc-n3-xid31.out" 'warn\[user\] gpu.xid GPU2 0000:3a:00.0: Xid 31'
+check "n3's Comment carries the user warning" grep -q '^preflight warn: \[user\] gpu.xid GPU2' <<<"$(node_comment n3)"
+rm "$C/state/nodes/n3.xid"
+"$C/bin/healthcheck" --node n3 >/dev/null 2>&1
+check "a clean health check clears the Comment it set" test -z "$(node_comment n3)"
+
+# --- port error counters on n2 ----------------------------------------------
+"$C/bin/healthcheck" --node n2 >/dev/null 2>&1  # baseline of this boot's counters
+counter n2 mlx5_1 symbol_error 500
+rc=0; "$C/bin/healthcheck" --node n2 >"$OUT/hc-n2-counters.out" 2>&1 || rc=$?
+cat "$OUT/hc-n2-counters.out"
+check "health check exits 1 when a counter rises past ib_counter_fail" test $rc = 1
+check "n2 drained for the counter" grep -q drain <<<"$(node_state n2)"
+check "n2 reason names HCA, port, counter, rise and figure" \
+  grep -q '^preflight: ib.counters mlx5_1 port 1: symbol_error rose by 500 (0 -> 500) > 100' <<<"$(node_reason n2)"
+rc=0; "$C/bin/healthcheck" --node n2 >/dev/null 2>&1 || rc=$?
+check "within ib_counter_window (1h) the rise still counts: n2 stays drained" test $rc = 1
+sed -i 's/^at .*/at 1/' "$C/state/nodes/n2.ibcounters"  # the window has passed
+"$C/bin/healthcheck" --node n2 >/dev/null 2>&1 || true   # judges the closing window, takes a new base
+"$C/bin/healthcheck" --node n2 >"$OUT/hc-n2-counters-clear.out" 2>&1
+wait_idle n2
+check "a new window without a rise: the health check resumes n2" test "$(node_state n2)" = idle
+# Per-check rises from here (ib_counter_window=0), to show warn and the switch one check each.
+w0=(--set ib_counter_window=0)
+"$C/bin/healthcheck" --node n2 "${w0[@]}" >/dev/null 2>&1
+counter n2 mlx5_1 port_xmit_discards 150
+rc=0; "$C/bin/healthcheck" --node n2 "${w0[@]}" >"$OUT/hc-n2-discards.out" 2>&1 || rc=$?
+check "a rise past ib_counter_warn only does not fail" test $rc = 0
+check "n2 stays in service on a warning" test "$(node_state n2)" = idle
+check "n2's Comment names the warning" \
+  grep -q '^preflight warn: \[node\] ib.counters mlx5_1 port 1: port_xmit_discards rose by 150' <<<"$(node_comment n2)"
+counter n2 mlx5_1 symbol_error 2000
+rc=0; "$C/bin/healthcheck" --node n2 "${w0[@]}" --set check_ib_counters=warn >"$OUT/hc-n2-switch.out" 2>&1 || rc=$?
+check "check_ib_counters=warn: a fail-sized rise only warns" test $rc = 0
+check "the output says which key silenced it" contains "$OUT/hc-n2-switch.out" 'check_ib_counters = warn'
+check "n2 still in service" test "$(node_state n2)" = idle
+"$C/bin/healthcheck" --node n2 "${w0[@]}" >/dev/null 2>&1
+check "the next clean check clears n2's Comment" test -z "$(node_comment n2)"
+
+# --- DCGM diag in the idle sweep ------------------------------------------------
+dc=(--set "dcgmi=$S/tests/fakes/fake_dcgmi.sh" --set dcgm_health_level=1)
+rc=0; PREFLIGHT_FAKE_DCGMI=fail "$C/bin/healthcheck" --node n1 "${dc[@]}" >"$OUT/hc-n1-dcgm.out" 2>&1 || rc=$?
+cat "$OUT/hc-n1-dcgm.out"
+check "a failed DCGM test fails the health check" test $rc = 1
+check "n1 drained naming the GPU, DCGM's test and its warning" \
+  grep -q '^preflight: gpu.dcgm GPU3: dcgmi diag -r 1: Custom/software FAIL: GPU 3 had uncorrectable memory errors' <<<"$(node_reason n1)"
+PREFLIGHT_FAKE_DCGMI=pass "$C/bin/healthcheck" --node n1 "${dc[@]}" >"$OUT/hc-n1-dcgm-pass.out" 2>&1
+wait_idle n1
+check "a passing DCGM diag resumes n1" test "$(node_state n1)" = idle
+"$C/bin/healthcheck" --node n1 --set dcgmi=/nonexistent/dcgmi --set dcgm_health_level=1 >"$OUT/hc-n1-nodcgm.out" 2>&1
+check "no dcgmi: skipped with why, not pass" contains "$OUT/hc-n1-nodcgm.out" \
+  'skipped gpu.dcgm node: skipped: /nonexistent/dcgmi not found \(DCGM is not installed on this node\)'
 
 # --- an admin's drain stays -----------------------------------------------
 scontrol update nodename=n3 state=drain reason="admin: reseat GPU tray"

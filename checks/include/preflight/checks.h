@@ -31,6 +31,8 @@ struct CheckDescriptor {
   Level min_level;  // runs when env.level >= min_level (health and epilog: quick)
   std::vector<CheckResult> (*run)(const CheckEnv& env);
   unsigned timeout_ms = 0;  // this check's budget; 0: the site's probe_timeout
+  // A budget from the site config (e.g. gpu.dcgm: dcgm_timeout plus slack); wins when set.
+  unsigned (*budget)(const Config& cfg) = nullptr;
 };
 
 const std::vector<CheckDescriptor>& AllChecks();

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "preflight/checks.h"
+#include "preflight/xid.h"  // gpu.xid, kept in its own file
 
 namespace preflight {
 
@@ -23,25 +24,9 @@ namespace preflight {
 // gpu.compute_mode.
 std::vector<CheckResult> CheckGpus(const CheckEnv& env);
 
-// gpu.xid: Xid events logged by the driver since the last check.
-std::vector<CheckResult> CheckXid(const CheckEnv& env);
-
 // ib.present, ib.port (state, phys_state), ib.rate, ib.link_layer,
 // ib.flapping (link_downed moving between checks), ib.netdev (RoCE).
 std::vector<CheckResult> CheckInterconnect(const CheckEnv& env);
-
-// One Xid record parsed from a kernel log line, e.g.
-// "NVRM: Xid (PCI:0000:1b:00): 79, pid=..., GPU has fallen off the bus."
-struct XidEvent {
-  uint64_t seq = 0;
-  std::string pci;   // "0000:1b:00"
-  int xid = 0;
-  std::string text;  // the whole message
-};
-// Parse /dev/kmsg-format records ("PRI,SEQ,USEC,FLAGS;MESSAGE"); lines that
-// are not Xid records, and continuation lines, are ignored. Records with
-// seq <= after are skipped. *last_seq gets the highest seq seen.
-std::vector<XidEvent> ParseKmsgXids(const std::string& records, uint64_t after, uint64_t* last_seq);
 
 // Names of the set bits of an NVML clock throttle/event reason mask,
 // e.g. 0x48 -> "hw_slowdown,hw_thermal".

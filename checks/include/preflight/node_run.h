@@ -19,6 +19,7 @@ struct NodeRunOutcome {
   bool failed = false;       // some check failed
   std::string drain_reason;  // set when failed
   std::string summary;       // one line per check worth showing, for the job's output
+  std::string warnings;      // the warn findings as a node comment ("" when none)
 };
 
 // Prolog: level from the job (or site default); off runs nothing.

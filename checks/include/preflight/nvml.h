@@ -26,6 +26,8 @@ struct NvmlApi {
   nvmlReturn_t (*SystemGetDriverVersion)(char*, unsigned int) = nullptr;
   nvmlReturn_t (*DeviceGetMinorNumber)(nvmlDevice_t, unsigned int*) = nullptr;
   nvmlReturn_t (*DeviceGetName)(nvmlDevice_t, char*, unsigned int) = nullptr;
+  nvmlReturn_t (*DeviceGetVbiosVersion)(nvmlDevice_t, char*, unsigned int) = nullptr;  // fleet.versions
+  nvmlReturn_t (*DeviceGetInforomImageVersion)(nvmlDevice_t, char*, unsigned int) = nullptr;  // fleet.versions
   nvmlReturn_t (*DeviceGetTotalEccErrors)(nvmlDevice_t, nvmlMemoryErrorType_t, nvmlEccCounterType_t,
                                           unsigned long long*) = nullptr;
   nvmlReturn_t (*DeviceGetRetiredPages)(nvmlDevice_t, nvmlPageRetirementCause_t, unsigned int*,

@@ -9,6 +9,7 @@
 
 #include "preflight/collective.h"
 #include "preflight/config.h"
+#include "preflight/fleet.h"
 #include "preflight/rails.h"
 #include "preflight/options.h"
 
@@ -90,6 +91,15 @@ struct RailsOutcome {
   std::string text;
 };
 RailsOutcome RailsAcross(const Config& cfg, const Allocation& a);
+
+// The same for the nodes' version records (fleet.h: driver, VBIOS, InfoROM, HCA
+// firmware, kernel): "preflight: versions: n2: driver ..., the other 3
+// nodes have ..." in the job output. Names only (a user step).
+struct VersionsOutcome {
+  FleetComparison comparison;
+  std::string text;
+};
+VersionsOutcome VersionsAcross(const Config& cfg, const Allocation& a);
 
 // Ring pairs (i, i+1 mod n) between n nodes, pair i failed or not: the
 // nodes in two failed pairs (n >= 3); with two nodes nobody can be singled out.

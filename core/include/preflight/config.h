@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -74,6 +75,14 @@ struct NcclConfig {
   std::string host_rate_file;
 };
 
+// What a node check does with an Xid (xid_actions; the catalogue is xid.h).
+enum class XidAction : int { kDrainReset, kDrain, kWarn, kUser, kIgnore };
+const char* XidActionName(XidAction a);  // "drain_reset", "drain", "warn", "user", "ignore"
+bool ParseXidAction(const std::string& s, XidAction* a);
+
+// A site's switch for one check (`check_<name> = on|warn|off`; severity.h).
+enum class CheckMode { kOn, kWarn, kOff };
+
 struct Config {
   // Where per-job results (JSON) and node state live. Root-owned.
   std::string state_dir = "/var/lib/preflight";
@@ -131,11 +140,48 @@ struct Config {
   uint64_t gpu_nvlinks = 0;               // 0: every link NVML reports must be up
   std::string gpu_persistence = "any";    // any, on, off
   std::string gpu_compute_mode = "any";   // any, default, exclusive_process, prohibited
-  std::vector<std::string> xid_ignore = {"13", "31", "43", "45"};
+  // Xid codes never recorded (v1 key; the catalogue in xid.cc now classes
+  // 13/31/43 as the user's and 45 as ignore, so the default is empty).
+  std::vector<std::string> xid_ignore;
+  // Per-Xid overrides of the catalogue's action ("79:drain_reset,13:ignore").
+  std::vector<std::pair<int, XidAction>> xid_actions;
+  // How long a drain, warn or user Xid finding stays open (0: until reboot).
+  uint32_t xid_window_ms = 24 * 3600 * 1000;
   // Interconnect checks (sysfs under fsroot).
   std::vector<std::string> ib_hcas;       // empty: every HCA found
   uint64_t ib_rate = 0;                   // minimum Gb/s; 0: not checked
   std::string ib_link_layer = "any";      // any, InfiniBand, Ethernet
+  // ib.counters (ib_counters.h): most a port error counter may rise between
+  // two checks before it warns / fails. Warn defaults: infiniband-diags'
+  // ibcheckerrs thresholds; fail: ten times those for the physical-layer ones.
+  std::vector<std::pair<std::string, uint64_t>> ib_counter_warn = {
+      {"symbol_error", 10}, {"link_error_recovery", 10}, {"port_rcv_errors", 10},
+      {"port_rcv_remote_physical_errors", 100}, {"port_rcv_switch_relay_errors", 100},
+      {"port_xmit_discards", 100}, {"port_xmit_constraint_errors", 100}, {"port_rcv_constraint_errors", 100},
+      {"local_link_integrity_errors", 10}, {"excessive_buffer_overrun_errors", 10}, {"VL15_dropped", 100}};
+  // Rises are counted over a window of this length (0: since the previous check).
+  uint32_t ib_counter_window_ms = 3600 * 1000;
+  std::vector<std::pair<std::string, uint64_t>> ib_counter_fail = {
+      {"symbol_error", 100}, {"link_error_recovery", 100}, {"port_rcv_errors", 100},
+      {"local_link_integrity_errors", 100}, {"excessive_buffer_overrun_errors", 100}};
+  // fleet.versions (fleet.h): fields whose difference from the majority of
+  // this hardware's nodes fails (others warn); records older than the age
+  // are not compared (0: any age).
+  std::vector<std::string> fleet_fail_fields = {"driver", "hca_fw"};
+  uint32_t fleet_max_age_ms = 7u * 24 * 3600 * 1000;
+  // gpu.bandwidth (bandwidth.h), full level: CUDA runtime to dlopen, the
+  // profile (auto: from the GPU name), the fraction of its per-direction
+  // peak each copy must reach, and the bytes per copy.
+  std::string cuda_runtime = "libcudart.so.12";
+  std::string bw_profile = "auto";
+  double bw_min_fraction = 0.6;
+  uint64_t bw_bytes = 256ull << 20;
+  // gpu.dcgm (dcgm.h): dcgmi binary, diag level at full (0: never), in the
+  // health check (0: not run there), and the bound on one diag.
+  std::string dcgmi = "dcgmi";
+  uint64_t dcgm_level = 1;
+  uint64_t dcgm_health_level = 0;
+  uint32_t dcgm_timeout_ms = 300000;
   RunConfig run;    // run_* keys
   NcclConfig nccl;  // nccl_* keys (the collective check)
   // Dataset staging (--stage): node-local folder holding job views
@@ -148,6 +194,9 @@ struct Config {
   // Cache reuse check: "files" (stat + access of every file as the job
   // user) or "dirs" (directories only, for the uid that built the copy).
   std::string stage_verify = "files";
+
+  // Per-check switches, by check name ("gpu.xid"); absent: on (severity.h).
+  std::map<std::string, CheckMode> check_modes;
 
   // Where the config was read from (empty: defaults only).
   std::string source;

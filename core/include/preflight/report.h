@@ -16,6 +16,10 @@ namespace preflight {
 enum class Verdict { kPass, kWarn, kSkip, kFail };
 const char* VerdictName(Verdict v);
 
+// Whose problem a finding is (severity.h): a user-owned finding never drains.
+enum class Owner { kNode, kUser };
+const char* OwnerName(Owner o);
+
 struct CheckResult {
   std::string check;      // e.g. "scratch", "gpu.ecc", "ib.port_state"
   std::string device;     // e.g. "GPU1 0000:1b:00.0", "mlx5_0 port 1", "/scratch"
@@ -24,6 +28,7 @@ struct CheckResult {
   Verdict verdict = Verdict::kPass;
   std::string message;    // one line a person can act on
   double seconds = 0;     // time the check took
+  Owner owner = Owner::kNode;
 };
 
 // "1.5G" style (binary units), for values and thresholds in results.
@@ -53,6 +58,11 @@ std::string ReportPrometheus(const Report& r);
 // characters.
 inline constexpr const char* kDrainPrefix = "preflight: ";
 std::string DrainReason(const Report& r, size_t max = 200);
+
+// The warn findings (severity.h) as one line for the node's Comment,
+// prefixed "preflight warn: ", each tagged with its owner; "" when none.
+inline constexpr const char* kWarnPrefix = "preflight warn: ";
+std::string WarnComment(const Report& r, size_t max = 200);
 
 // JSON to <state_dir>/jobs/<job>/<node>.<tool>.json (or
 // <state_dir>/nodes/<node>.<tool>.json with no job), Prometheus to

@@ -71,6 +71,8 @@ Expected<std::string> StepNode(const Config& cfg, const std::string& job, const 
 
 Status DrainNode(const Config& cfg, const std::string& node, const std::string& reason);
 Status ResumeNode(const Config& cfg, const std::string& node);
+// The node's Comment (shown by scontrol show node, sinfo -O comment); "" clears it.
+Status SetNodeComment(const Config& cfg, const std::string& node, const std::string& comment);
 
 // Wait (bounded by wait_ms) until Slurm has drained `node` after the failed
 // prolog, then replace its generic "Prolog error" with `reason`. If Slurm

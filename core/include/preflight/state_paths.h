@@ -7,6 +7,9 @@
 //     <node>.rails.json                 rails signature           prolog -> --nccl-check batch step
 //     <node>.xid                        kernel-log cursor (Xid)   health checks, per boot
 //     <node>.ib                         IB port memory (flaps)    health checks, per boot
+//     <node>.ibcounters                 IB error counter baseline health checks, per boot
+//     <node>.versions.json              driver/firmware versions  node checks -> healthcheck, --nccl-check, preflight fleet
+//     <node>.comment                    the node Comment preflight set healthcheck (clears only its own)
 //     <node>.<tool>.json                last report of a job-less run (healthcheck)
 //   <state_dir>/jobs/<job>/             per job, removed by the epilog (root 0755)
 //     <node>.gpus                       the job's GPUs on the node  prolog -> plugin (env)
@@ -34,6 +37,9 @@ inline constexpr const char* kTopo = ".topo";
 inline constexpr const char* kRails = ".rails.json";
 inline constexpr const char* kXid = ".xid";
 inline constexpr const char* kIb = ".ib";
+inline constexpr const char* kIbCounters = ".ibcounters";
+inline constexpr const char* kVersions = ".versions.json";
+inline constexpr const char* kComment = ".comment";  // the node Comment the health check set
 inline constexpr const char* kJobGpus = ".gpus";
 inline constexpr const char* kPrologText = ".prolog.txt";
 inline constexpr const char* kEnvRecord = ".env.jsonl";
