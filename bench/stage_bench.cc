@@ -6,6 +6,8 @@
 //   100k x 8 KiB cold:  rsync -a / preflight >= 3,  cp -a / preflight >= 1.5
 //   4 x 1 GiB cold:     cp / preflight >= 0.95
 //   warm (cache hit):   warm / cold <= 2%
+// and, for the warm check, its floor: a bare `find SRC -printf` walk as
+// the same user (one stat per entry, nothing compared), as warm / floor.
 // Run as root (it mounts a tmpfs and reads as `nobody`, as the prolog reads
 // as the job user). No ctest: timings are not assertions.
 //
@@ -83,7 +85,7 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-struct Result { double cp, rsync, cold, warm; };
+struct Result { double cp, rsync, cold, warm, floor; };
 
 Result Run(const Args& a, const std::string& src, bool with_rsync, const char* cp_cmd) {
   StageIdentity who;
@@ -99,7 +101,14 @@ Result Run(const Args& a, const std::string& src, bool with_rsync, const char* c
   o.dir = a.dir + "/cache";
   o.workers = a.workers ? a.workers : std::max(2u, std::thread::hardware_concurrency());
   o.verify_dirs_only = a.verify_dirs;
-  std::vector<double> cp, rs, cold, warm;
+  std::vector<double> cp, rs, cold, warm, floor_t;
+  // The floor of a warm check: every entry statted once as the reader.
+  std::string as_user = who.drop ? "setpriv --reuid=" + std::to_string(who.uid) + " --regid=" + std::to_string(who.gid) +
+                                       " --init-groups "
+                                 : "";
+  auto run_floor = [&] {
+    floor_t.push_back(Shell(as_user + "find '" + src + "' -printf '%y %m %s %T@ %C@ %i %U %G\\n' >/dev/null"));
+  };
   for (int r = 0; r < a.reps; ++r) {
     // Alternate who goes first so page-cache and allocator effects even out.
     auto run_cp = [&] {
@@ -127,10 +136,10 @@ Result Run(const Args& a, const std::string& src, bool with_rsync, const char* c
       if (!s.ok() || !d.hit) { std::fprintf(stderr, "stage_bench: warm stage missed: %s\n", s.message().c_str()); std::exit(1); }
       Clean(o.dir);
     };
-    if (r % 2 == 0) { run_pf(); run_cp(); run_rsync(); }
-    else { run_rsync(); run_cp(); run_pf(); }
+    if (r % 2 == 0) { run_pf(); run_cp(); run_rsync(); run_floor(); }
+    else { run_floor(); run_rsync(); run_cp(); run_pf(); }
   }
-  return {Median(cp), with_rsync ? Median(rs) : 0, Median(cold), Median(warm)};
+  return {Median(cp), with_rsync ? Median(rs) : 0, Median(cold), Median(warm), Median(floor_t)};
 }
 
 const char* GoalText(bool ok) { return ok ? "OK" : "BELOW GOAL"; }
@@ -181,6 +190,7 @@ int main(int argc, char** argv) {
   std::printf("  cp -a / preflight    = %.2fx  (goal >= 1.5x)  %s\n", s.cp / s.cold, GoalText(s.cp / s.cold >= 1.5));
   std::printf("  warm (cache hit) %.3f s = %.1f%% of cold  (goal <= 2%%)  %s\n", s.warm, 100 * s.warm / s.cold,
               GoalText(s.warm / s.cold <= 0.02));
+  std::printf("  floor (find -printf as the reader) %.3f s;  warm / floor = %.2fx\n", s.floor, s.warm / s.floor);
   }
 
   std::string large = a.dir + "/large";

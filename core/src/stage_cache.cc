@@ -16,6 +16,7 @@
 
 #include "preflight/fileutil.h"
 #include "preflight/report.h"
+#include "preflight/stage_manifest.h"
 
 namespace preflight {
 
@@ -194,8 +195,21 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
         while (std::getline(in, l)) dirs.push_back(l);
       }
     }
+    std::shared_ptr<CheckManifest> check;
+    if (!light && info["check"] == "1" && info["type"] == "d") {
+      auto m = CheckManifest::Load(keydir + "/" + cur + "/check");
+      if (m) check = *m;
+    }
+    bool same = false;
     std::string stored = info[light ? "digest_light" : "digest"];
-    if (!stored.empty()) {
+    if (check) {
+      // The per-directory check (stage_manifest.h): one listing and one
+      // statx per entry as the reader, directories in parallel.
+      WarmCheckResult wr;
+      s = CheckUnchanged(source, *check, who, o.workers, o.deadline, &wr, side);
+      if (!s.ok()) return s;
+      same = wr.same;
+    } else if (!stored.empty()) {
       std::string now;
       co.dirs_only = light;
       co.light_dirs = &dirs;
@@ -203,21 +217,22 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
       co.dirs_only = false;
       co.light_dirs = nullptr;
       if (!s.ok()) return s;
-      if (now == stored) {
-        out->hit = true;
-        out->version = cur;
-        out->bytes = InfoNum(info, "bytes");
-        out->files = InfoNum(info, "files");
-        out->real_source = info["real"];
-        out->is_dir = info["type"] != "f";
-        out->data_path = keydir + "/" + cur + "/data";
-        s = WriteFileAtomic(keydir + "/refs/" + job_id, cur + "\n", 0600);
-        if (!s.ok()) { *side = FaultSide::kNode; return s; }
-        Touch(keydir + "/last_used");
-        out->seconds = MonotonicSeconds() - t0;
-        *side = FaultSide::kNone;
-        return Status::Ok();
-      }
+      same = now == stored;
+    }
+    if (same) {
+      out->hit = true;
+      out->version = cur;
+      out->bytes = InfoNum(info, "bytes");
+      out->files = InfoNum(info, "files");
+      out->real_source = info["real"];
+      out->is_dir = info["type"] != "f";
+      out->data_path = keydir + "/" + cur + "/data";
+      s = WriteFileAtomic(keydir + "/refs/" + job_id, cur + "\n", 0600);
+      if (!s.ok()) { *side = FaultSide::kNode; return s; }
+      Touch(keydir + "/last_used");
+      out->seconds = MonotonicSeconds() - t0;
+      *side = FaultSide::kNone;
+      return Status::Ok();
     }
   }
 
@@ -228,7 +243,8 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
   if (tfd < 0) { int e = errno; RemoveTree(tmp); return Status::FromErrno(e, "open " + tmp); }
   CopyStats st;
   std::vector<std::string> manifest, light;
-  s = CopyTree(source, tfd, "data", co, &st, &manifest, side, &light);
+  CheckManifestBuilder check;
+  s = CopyTree(source, tfd, "data", co, &st, &manifest, side, &light, &check);
   if (s.ok() && ::syncfs(tfd) != 0) { int e = errno; *side = e == ENOSPC || e == EDQUOT ? FaultSide::kDestSpace : FaultSide::kNode; s = Status::FromErrno(e, "syncfs " + tmp); }
   ::close(tfd);
   if (s.ok()) {
@@ -244,12 +260,16 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
     for (const auto& l : light)
       if (l[0] == 'd') dirs.push_back(l.substr(l.find(' ', l.find(' ', 2) + 1) + 1));
     if (s.ok()) s = WriteFileAtomic(tmp + "/dirs", join(dirs), 0600);
+    bool is_dir = !manifest.empty() && manifest[0].compare(0, 6, "root d") == 0;
+    std::string check_bytes = is_dir ? check.Serialize() : "";
+    if (s.ok() && !check_bytes.empty()) s = WriteFileAtomic(tmp + "/check", check_bytes, 0600);
     if (s.ok()) {
       std::string info = "source=" + source + "\nreal=" + (manifest.empty() ? "" : manifest[0].substr(7)) +
                          "\nbytes=" + std::to_string(st.bytes) + "\nfiles=" + std::to_string(st.files) +
                          "\ndirs=" + std::to_string(st.dirs) + "\nseconds=" + std::to_string(st.seconds) +
                          "\nuid=" + std::to_string(reader) + "\ndigest=" + DigestOf(manifest) +
-                         "\ndigest_light=" + DigestOf(light) + "\ntype=" +
+                         "\ndigest_light=" + DigestOf(light) + "\ncheck=" + (check_bytes.empty() ? "0" : "1") +
+                         "\ntype=" +
                          (!manifest.empty() && manifest[0].compare(0, 6, "root f") == 0 ? "f" : "d") + "\n";
       s = WriteFileAtomic(tmp + "/info", info, 0600);
     }
