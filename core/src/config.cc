@@ -360,7 +360,7 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_PARSED(stage_workers, ParseCount, CountText)},
       {"stage_timeout", "duration", "Upper bound for staging all of a job's datasets on a node",
        PF_PARSED(stage_timeout_ms, ParseDurationMs, DurationText)},
-      {"stage_verify", "string", "Cache reuse check: files (every file's size, mtime, mode and access) or dirs (directories only)",
+      {"stage_verify", "string", "Cache reuse check: files (every entry's type, mode, size, inode, mtime, ctime and the user's read access) or dirs (directories only)",
        PF_PARSED(stage_verify, ParseStageVerify, Same)},
   };
   return kKeys;

@@ -17,12 +17,14 @@
 // <key> is a 64-bit FNV-1a hash of the source path as given (hex).
 //
 // Unchanged check (the "content check" a site chooses, stage_verify):
-// files (default): a fresh walk of
-// the source as the job user gives its manifest (every path, type, mode,
-// size and mtime, and the resolved source path), compared with the one
-// stored at build time. Equal: reuse. The walk also re-checks that this
-// user may read every file, so one user's copy is served to another only
-// if that user could read the source too. dirs: see verify_dirs_only.
+// files (default): the per-directory check of stage_manifest.h against
+// <version>/check (one listing and one statx per entry, as the job user,
+// directories in parallel; every entry's type, mode, size, inode, mtime
+// and ctime, and that this user may read every file), so one user's copy
+// is served to another only if that user could read the source too.
+// Versions built before `check` existed use the older full walk (digest
+// of path, type, mode, size, mtime; faccessat per file). dirs: see
+// verify_dirs_only.
 #pragma once
 
 #include <cstdint>
