@@ -150,6 +150,22 @@ void Tidy(const std::string& keydir) {
 
 }  // namespace
 
+Status CopySourceInto(const std::string& source, const CopyOptions& co, int dst_dir_fd, BuiltCopy* out,
+                      FaultSide* side) {
+  std::vector<std::string> light;
+  CheckManifestBuilder check;
+  Status s = CopyTree(source, dst_dir_fd, "data", co, &out->stats, &out->manifest, side, &light, &check);
+  if (!s.ok()) return s;
+  std::string dirs;  // the light check's list: "d MODE CTIME PATH" -> PATH
+  for (const auto& l : light)
+    if (l[0] == 'd') dirs += (dirs.empty() ? "" : "\n") + l.substr(l.find(' ', l.find(' ', 2) + 1) + 1);
+  out->dirs_text = dirs;
+  out->digest_light = DigestOf(light);
+  bool is_dir = !out->manifest.empty() && out->manifest[0].compare(0, 6, "root d") == 0;
+  out->check = is_dir ? check.Serialize() : "";
+  return Status::Ok();
+}
+
 Status StageDataset(const StageCacheOptions& o, const std::string& source, const StageIdentity& who,
                     const std::string& job_id, StagedDataset* out, FaultSide* side) {
   *side = FaultSide::kNode;
@@ -241,34 +257,30 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
   if (::mkdir(tmp.c_str(), 0700) != 0) return Status::FromErrno(errno, "mkdir " + tmp);
   int tfd = ::open(tmp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (tfd < 0) { int e = errno; RemoveTree(tmp); return Status::FromErrno(e, "open " + tmp); }
-  CopyStats st;
-  std::vector<std::string> manifest, light;
-  CheckManifestBuilder check;
-  s = CopyTree(source, tfd, "data", co, &st, &manifest, side, &light, &check);
+  BuiltCopy built;
+  if (o.copier) {
+    s = o.copier(tfd, &built, side);
+  } else {
+    s = CopySourceInto(source, co, tfd, &built, side);
+  }
+  const CopyStats& st = built.stats;
+  const std::vector<std::string>& manifest = built.manifest;
   if (s.ok() && ::syncfs(tfd) != 0) { int e = errno; *side = e == ENOSPC || e == EDQUOT ? FaultSide::kDestSpace : FaultSide::kNode; s = Status::FromErrno(e, "syncfs " + tmp); }
   ::close(tfd);
   if (s.ok()) {
-    auto join = [](const std::vector<std::string>& v) {
-      std::string m;
-      m.reserve(v.size() * 48);
-      for (const auto& l : v) m += l + "\n";
-      if (!m.empty()) m.pop_back();
-      return m;
-    };
-    s = WriteFileAtomic(tmp + "/manifest", join(manifest), 0600);
-    std::vector<std::string> dirs;  // the light check's list: "d MODE CTIME PATH" -> PATH
-    for (const auto& l : light)
-      if (l[0] == 'd') dirs.push_back(l.substr(l.find(' ', l.find(' ', 2) + 1) + 1));
-    if (s.ok()) s = WriteFileAtomic(tmp + "/dirs", join(dirs), 0600);
-    bool is_dir = !manifest.empty() && manifest[0].compare(0, 6, "root d") == 0;
-    std::string check_bytes = is_dir ? check.Serialize() : "";
-    if (s.ok() && !check_bytes.empty()) s = WriteFileAtomic(tmp + "/check", check_bytes, 0600);
+    std::string text;
+    text.reserve(manifest.size() * 48);
+    for (const auto& l : manifest) text += l + "\n";
+    if (!text.empty()) text.pop_back();
+    s = WriteFileAtomic(tmp + "/manifest", text, 0600);
+    if (s.ok()) s = WriteFileAtomic(tmp + "/dirs", built.dirs_text, 0600);
+    if (s.ok() && !built.check.empty()) s = WriteFileAtomic(tmp + "/check", built.check, 0600);
     if (s.ok()) {
       std::string info = "source=" + source + "\nreal=" + (manifest.empty() ? "" : manifest[0].substr(7)) +
                          "\nbytes=" + std::to_string(st.bytes) + "\nfiles=" + std::to_string(st.files) +
                          "\ndirs=" + std::to_string(st.dirs) + "\nseconds=" + std::to_string(st.seconds) +
                          "\nuid=" + std::to_string(reader) + "\ndigest=" + DigestOf(manifest) +
-                         "\ndigest_light=" + DigestOf(light) + "\ncheck=" + (check_bytes.empty() ? "0" : "1") +
+                         "\ndigest_light=" + built.digest_light + "\ncheck=" + (built.check.empty() ? "0" : "1") +
                          "\ntype=" +
                          (!manifest.empty() && manifest[0].compare(0, 6, "root f") == 0 ? "f" : "d") + "\n";
       s = WriteFileAtomic(tmp + "/info", info, 0600);

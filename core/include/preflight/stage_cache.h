@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,22 @@
 #include "preflight/status.h"
 
 namespace preflight {
+
+// What a build leaves besides <tmp>/data: the files the reuse checks read.
+struct BuiltCopy {
+  CopyStats stats;
+  std::vector<std::string> manifest;  // stage_copy.h's manifest lines
+  std::string dirs_text;              // the light check's directory list
+  std::string digest_light;           // DigestOf(light manifest)
+  std::string check;                  // stage_manifest.h bytes; "" for a file source
+};
+// Builds `dst_dir_fd`/data. The default reads the source as the job user
+// (CopySourceInto); stage_peer.h receives it from a peer instead.
+using StageCopier = std::function<Status(int dst_dir_fd, BuiltCopy* out, FaultSide* side)>;
+
+// The default copier: CopyTree of `source` with `co`, and its manifests.
+Status CopySourceInto(const std::string& source, const CopyOptions& co, int dst_dir_fd, BuiltCopy* out,
+                      FaultSide* side);
 
 struct StageCacheOptions {
   std::string dir;           // the cache root
@@ -46,6 +63,8 @@ struct StageCacheOptions {
   // the reader is the uid that built the copy; any other reader still gets
   // the full walk, since only it checks that reader's access to each file.
   bool verify_dirs_only = false;
+  // On a miss, how the copy is built; empty: CopySourceInto.
+  StageCopier copier;
 };
 
 struct StagedDataset {
