@@ -334,6 +334,8 @@ class PeerServer {
       if (::poll(&pf, 1, 100) <= 0) continue;
       int fd = ::accept4(lfd_, nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0) continue;
+      int one = 1;  // small frames (file heads, hashes) must not wait for delayed ACKs
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       std::lock_guard<std::mutex> l(mu_);
       handlers_.emplace_back([this, fd] { Handle(fd); });
     }
