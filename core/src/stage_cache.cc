@@ -156,6 +156,7 @@ Status CopySourceInto(const std::string& source, const CopyOptions& co, int dst_
   CheckManifestBuilder check;
   Status s = CopyTree(source, dst_dir_fd, "data", co, &out->stats, &out->manifest, side, &light, &check);
   if (!s.ok()) return s;
+  out->source_bytes = out->stats.bytes;
   std::string dirs;  // the light check's list: "d MODE CTIME PATH" -> PATH
   for (const auto& l : light)
     if (l[0] == 'd') dirs += (dirs.empty() ? "" : "\n") + l.substr(l.find(' ', l.find(' ', 2) + 1) + 1);
@@ -300,6 +301,9 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
   Tidy(keydir);
   out->version = ver;
   out->hit = false;
+  out->source_bytes = built.source_bytes;
+  out->peer_bytes = built.peer_bytes;
+  out->note = built.note;
   out->bytes = st.bytes;
   out->files = st.files;
   out->real_source = manifest.empty() ? "" : manifest[0].substr(7);

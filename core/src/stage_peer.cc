@@ -683,6 +683,9 @@ Status StageWithPeers(const StageCacheOptions& o, const std::string& source, con
       Status r = rx.Receive(dfd, b, &got);
       if (r.ok()) {
         rep->peer_bytes = got;
+        b->peer_bytes = got;
+        b->note = "received from peer " + p.nodes[PeerParent(p.self, p.fanout)].host + ":" +
+                  std::to_string(p.nodes[PeerParent(p.self, p.fanout)].port);
         return r;
       }
       RemoveTreeAt(dfd, "data", "data");
@@ -692,6 +695,7 @@ Status StageWithPeers(const StageCacheOptions& o, const std::string& source, con
     }
     Status s = CopySourceInto(source, co, dfd, b, sd);
     if (s.ok()) rep->source_bytes = b->stats.bytes;
+    if (rep->fell_back) b->note = "read the source: " + rep->fallback_reason;
     return s;
   };
   Status s = StageDataset(mine, source, who, p.job_id, out, side);

@@ -136,6 +136,13 @@ struct Config {
   // Cache reuse check: "files" (stat + access of every file as the job
   // user) or "dirs" (directories only, for the uid that built the copy).
   std::string stage_verify = "files";
+  // Peer fan-out (stage_peer.h): a multi-node job's prologs share one read
+  // of each source. Node i of the job's node list serves on
+  // stage_peer_port + i at stage_peer_host ("%n": the node's name).
+  bool stage_peers = false;
+  uint64_t stage_peer_port = 6830;
+  std::string stage_peer_host = "%n";
+  std::string stage_munge_socket;  // empty: libmunge's default
 
   // Where the config was read from (empty: defaults only).
   std::string source;

@@ -44,6 +44,9 @@ struct BuiltCopy {
   std::string dirs_text;              // the light check's directory list
   std::string digest_light;           // DigestOf(light manifest)
   std::string check;                  // stage_manifest.h bytes; "" for a file source
+  uint64_t source_bytes = 0;          // file bytes read from the source for it
+  uint64_t peer_bytes = 0;            // ... and received from a peer (stage_peer.h)
+  std::string note;                   // how it was built, when not simply copied
 };
 // Builds `dst_dir_fd`/data. The default reads the source as the job user
 // (CopySourceInto); stage_peer.h receives it from a peer instead.
@@ -78,6 +81,9 @@ struct StagedDataset {
   uint64_t bytes = 0;
   uint64_t files = 0;
   double seconds = 0;
+  uint64_t source_bytes = 0;  // read from the source for this call (0 on a hit)
+  uint64_t peer_bytes = 0;    // received from a peer instead
+  std::string note;           // BuiltCopy::note
 };
 
 std::string StageCacheKey(const std::string& source);
