@@ -563,14 +563,15 @@ class Receiver {
     if (deadline_ > 0) until = std::min(until, deadline_);
     fd_ = Connect(ep, until);
     if (fd_ < 0) { why_ = "parent " + ep.host + ":" + std::to_string(ep.port) + " unreachable: " + std::strerror(errno); return false; }
-    char ok = 0;
-    if (!WriteFull(fd_, kMagic, sizeof kMagic) || !SendFrame(fd_, *cred) || !ReadFull(fd_, &ok, 1, until + 10, 0)) {
+    char ok = 0;  // a parent answers at once: munge decodes in milliseconds
+    double answer_by = MonotonicSeconds() + std::max(wait, 1.0);
+    if (!WriteFull(fd_, kMagic, sizeof kMagic) || !SendFrame(fd_, *cred) || !ReadFull(fd_, &ok, 1, answer_by, 0)) {
       why_ = "parent hello: " + std::string(std::strerror(errno));
       return false;
     }
     if (ok != 'A') {
       std::string reason;
-      RecvFrame(fd_, &reason, until + 10, 0);
+      RecvFrame(fd_, &reason, answer_by, 0);
       why_ = "parent refused us: " + reason;
       return false;
     }
@@ -666,9 +667,13 @@ Status StageWithPeers(const StageCacheOptions& o, const std::string& source, con
   std::string payload = PeerPayload(p.job_id, StageCacheKey(source));
   std::vector<size_t> children = PeerChildren(p.self, p.nodes.size(), p.fanout);
   PeerServer server(p, payload);
+  bool serving = false;
   if (!children.empty()) {
+    // Not serving (the port taken, e.g. by another job's prolog) is no
+    // fault of this node: its children fall back to the source.
     Status s = server.Start();
-    if (!s.ok()) { *side = FaultSide::kNode; return s; }
+    serving = s.ok();
+    if (!serving) rep->serve_error = s.message();
   }
   CopyOptions co;
   co.workers = o.workers;
@@ -706,7 +711,7 @@ Status StageWithPeers(const StageCacheOptions& o, const std::string& source, con
   } else {
     server.SetFailed();
   }
-  if (!children.empty()) {
+  if (serving) {
     server.WaitChildren(children.size(), o.deadline);
     server.Stop();
     rep->refused = server.refused;

@@ -397,5 +397,37 @@ TEST(PeerFanOut, ForgedPeersGetNoDataAndTheRealChildDoes) {
   CloseAll(nodes);
 }
 
+// A parent that can't listen (its port taken, say by another job's
+// prolog) is not a failure: it stages, and its child reads the source.
+TEST(PeerFanOut, AParentThatCannotServeStillStagesAndItsChildFallsBack) {
+  if (!CanRunMunged()) GTEST_SKIP() << "skipped: needs root and munged";
+  TempDir t;
+  Munged m(t.path() + "/munge");
+  ASSERT_TRUE(m.ok());
+  std::string src = t.path() + "/src";
+  uint64_t bytes = MakeDataset(src);
+  auto nodes = MakeNodes(t.path(), 2, "930", m.socket());
+  // Node 0 must bind its own port, which a stranger holds: that stranger
+  // accepts nothing for this job.
+  ::close(nodes[0]->lfd);
+  uint16_t taken = 0;
+  int stranger = Listen(&taken);
+  ASSERT_GE(stranger, 0);
+  for (auto& n : nodes) n->peer.nodes[0].port = taken;
+  nodes[0]->lfd = -1;
+  nodes[0]->peer.listen_fd = -1;
+  nodes[1]->peer.wait_parent = 1;
+  RunAll(nodes, src);
+  ::close(stranger);
+  ASSERT_TRUE(nodes[0]->status.ok()) << nodes[0]->status.message();
+  EXPECT_FALSE(nodes[0]->rep.serve_error.empty());
+  ASSERT_TRUE(nodes[1]->status.ok()) << nodes[1]->status.message();
+  EXPECT_TRUE(nodes[1]->rep.fell_back);
+  EXPECT_EQ(nodes[1]->fs.read.load(), bytes);
+  std::string why;
+  EXPECT_TRUE(SameTree(src, nodes[1]->out.data_path, &why)) << why;
+  CloseAll(nodes);
+}
+
 }  // namespace
 }  // namespace preflight

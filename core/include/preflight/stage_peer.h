@@ -67,6 +67,7 @@ struct PeerReport {
   std::string fallback_reason;
   unsigned refused = 0;       // peers refused (bad or foreign credential)
   unsigned served = 0;        // children served a copy
+  std::string serve_error;    // why this node could not serve (its children read the source)
 };
 
 // Tree shape. PeerParent(0) is SIZE_MAX.
