@@ -258,11 +258,57 @@ bool ParseLine(const std::string& l, MLine* m) {
   return !m->path.empty() && m->path[0] != '/' && !HasDotDot(m->path);
 }
 
+// ---- relaying while receiving ----------------------------------------------
+// Children that connected before this node's own stream began get that
+// stream forwarded byte for byte as it arrives (they check every file's
+// hash themselves), so a chain of nodes copies at once, not hop by hop.
+// Children that come later, or whose relay broke, get the published copy.
+struct Relay {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int> fds;  // joined children
+  bool started = false;  // the first byte arrived: no more joins
+  int result = 0;        // 0 running, 1 complete, 2 broken
+
+  bool Join(int fd) {
+    std::lock_guard<std::mutex> l(mu);
+    if (started) return false;
+    fds.push_back(fd);
+    return true;
+  }
+  // Blocks until the relay that took `fd` ends; true if complete and `fd`
+  // was not dropped.
+  bool Wait(int fd) {
+    std::unique_lock<std::mutex> l(mu);
+    cv.wait(l, [&] { return result != 0; });
+    return result == 1 && std::find(fds.begin(), fds.end(), fd) != fds.end();
+  }
+  void Start() {
+    std::lock_guard<std::mutex> l(mu);
+    started = true;
+  }
+  // Forwards to every joined child; a child that can't keep up is dropped.
+  void Forward(const void* p, size_t n) {
+    std::lock_guard<std::mutex> l(mu);
+    for (auto it = fds.begin(); it != fds.end();) {
+      if (WriteFull(*it, p, n)) ++it;
+      else it = fds.erase(it);
+    }
+  }
+  void End(bool ok) {
+    std::lock_guard<std::mutex> l(mu);
+    started = true;
+    if (result == 0) result = ok ? 1 : 2;
+    cv.notify_all();
+  }
+};
+
 // ---- serving a published copy ---------------------------------------------
 
 class PeerServer {
  public:
-  PeerServer(const PeerOptions& p, std::string payload) : p_(p), payload_(std::move(payload)) {}
+  PeerServer(const PeerOptions& p, std::string payload, Relay* relay)
+      : p_(p), payload_(std::move(payload)), relay_(relay) {}
   ~PeerServer() { Stop(); }
 
   Status Start() {
@@ -324,7 +370,7 @@ class PeerServer {
     lfd_ = -1;
   }
 
-  std::atomic<unsigned> refused{0}, served{0};
+  std::atomic<unsigned> refused{0}, served{0}, relayed{0};
   std::atomic<uint64_t> served_bytes{0};
 
  private:
@@ -341,12 +387,12 @@ class PeerServer {
     }
   }
 
-  void Finish(bool counted) {
+  // done: this child needs nothing more from us (it may still come back
+  // after a broken relay: not done).
+  void Finish(bool done) {
     std::lock_guard<std::mutex> l(mu_);
-    if (counted) {
-      ++done_;
-      --active_;
-    }
+    if (done) ++done_;
+    --active_;
     cv_.notify_all();
   }
 
@@ -376,6 +422,13 @@ class PeerServer {
     if (!WriteFull(fd, "A", 1) || !ReadFull(fd, &want, 1, hello_by, 0) || want != 'N') {
       ::close(fd);
       Finish(true);  // 'H': the child has its own copy
+      return;
+    }
+    if (relay_ && relay_->Join(fd)) {
+      bool ok = relay_->Wait(fd);
+      if (ok) { ++served; ++relayed; }
+      ::close(fd);
+      Finish(ok);  // broken: the child reconnects for the published copy
       return;
     }
     std::string vdir;
@@ -449,6 +502,7 @@ class PeerServer {
 
   const PeerOptions& p_;
   std::string payload_;
+  Relay* relay_;
   int lfd_ = -1;
   bool owned_ = false;
   std::atomic<bool> stop_{false};
@@ -473,8 +527,9 @@ int OpenDirBeneath(int root, const std::string& rel) {
 
 class Receiver {
  public:
-  Receiver(const PeerOptions& p, const std::string& payload, double deadline)
-      : p_(p), payload_(payload), deadline_(deadline) {}
+  Receiver(const PeerOptions& p, const std::string& payload, double deadline, Relay* relay)
+      : p_(p), payload_(payload), deadline_(deadline), relay_(relay) {}
+  bool streamed() const { return streamed_; }
   ~Receiver() {
     if (fd_ >= 0) ::close(fd_);
     if (parent_fd_ >= 0) ::close(parent_fd_);
@@ -492,9 +547,12 @@ class Receiver {
     if (!WriteFull(fd_, "N", 1)) return Status::Unavailable("parent: " + std::string(std::strerror(errno)));
     double idle = std::max(p_.wait_parent, 1.0);  // a silent parent counts as dead after this
     std::string manifest, stats;
-    if (!RecvFrame(fd_, &manifest, deadline_, 3600) || !RecvFrame(fd_, &out->dirs_text, deadline_, idle) ||
-        !RecvFrame(fd_, &out->digest_light, deadline_, idle) || !RecvFrame(fd_, &out->check, deadline_, idle) ||
-        !RecvFrame(fd_, &stats, deadline_, idle))
+    // The parent may still be staging: wait for its first byte, then relay.
+    if (!WaitFd(fd_, POLLIN, deadline_, 3600)) return Status::Unavailable("parent: " + std::string(std::strerror(errno)));
+    streamed_ = true;
+    if (relay_) relay_->Start();
+    if (!Frame(&manifest, idle) || !Frame(&out->dirs_text, idle) || !Frame(&out->digest_light, idle) ||
+        !Frame(&out->check, idle) || !Frame(&stats, idle))
       return Status::Unavailable("parent: manifest: " + std::string(std::strerror(errno)));
     unsigned long long b = 0, f = 0, d = 0;
     std::sscanf(stats.c_str(), "%llu %llu %llu", &b, &f, &d);
@@ -578,6 +636,20 @@ class Receiver {
     return true;
   }
 
+  // Stream reads, forwarded to the relayed children as they arrive.
+  bool Read(void* p, size_t n, double idle) {
+    if (!ReadFull(fd_, p, n, deadline_, idle)) return false;
+    if (relay_) relay_->Forward(p, n);
+    return true;
+  }
+  bool Frame(std::string* s, double idle) {
+    uint32_t n;
+    if (!Read(&n, sizeof n, idle)) return false;
+    if (n > kMaxFrame) { errno = EPROTO; return false; }
+    s->resize(n);
+    return Read(s->data(), n, idle);
+  }
+
   int ParentFd(int droot, const std::string& dir) {
     if (parent_fd_ >= 0 && dir == parent_dir_) return parent_fd_;
     if (parent_fd_ >= 0) ::close(parent_fd_);
@@ -590,7 +662,7 @@ class Receiver {
                   unsigned mtime_nsec, std::vector<char>& buf, uint64_t* bytes, bool set_time) {
     double idle = std::max(p_.wait_parent, 1.0);
     FileHead head;
-    if (!ReadFull(fd_, &head, sizeof head, deadline_, idle)) return Status::Unavailable("parent: " + std::string(std::strerror(errno)));
+    if (!Read(&head, sizeof head, idle)) return Status::Unavailable("parent: " + std::string(std::strerror(errno)));
     uint64_t size = head.size;
     if (!set_time) {  // a single-file source: the parent's copy carries the source's mtime
       mtime_sec = head.mtime_sec;
@@ -603,7 +675,7 @@ class Receiver {
     uint64_t h = 0, done = 0;
     while (done < size) {
       size_t want = static_cast<size_t>(std::min<uint64_t>(kChunk, size - done));
-      if (!ReadFull(fd_, buf.data(), want, deadline_, idle)) {
+      if (!Read(buf.data(), want, idle)) {
         int e = errno;
         ::close(out);
         return Status::Unavailable("parent: died or stalled sending " + name + ": " + std::strerror(e));
@@ -613,7 +685,7 @@ class Receiver {
       done += want;
     }
     uint64_t theirs;
-    if (!ReadFull(fd_, &theirs, sizeof theirs, deadline_, idle)) { ::close(out); return Status::Unavailable("parent: hash of " + name); }
+    if (!Read(&theirs, sizeof theirs, idle)) { ::close(out); return Status::Unavailable("parent: hash of " + name); }
     if (theirs != h) { ::close(out); return Status::IOError("parent: " + name + ": bytes differ from what the parent sent (hash)"); }
     {
       struct timespec ts[2] = {{mtime_sec, static_cast<long>(mtime_nsec)}, {mtime_sec, static_cast<long>(mtime_nsec)}};
@@ -638,6 +710,8 @@ class Receiver {
   const PeerOptions& p_;
   std::string payload_;
   double deadline_;
+  Relay* relay_;
+  bool streamed_ = false;
   int fd_ = -1;
   int parent_fd_ = -1;
   std::string parent_dir_;
@@ -666,7 +740,8 @@ Status StageWithPeers(const StageCacheOptions& o, const std::string& source, con
   if (p.self >= p.nodes.size()) { *side = FaultSide::kNode; return Status::InvalidArgument("peer: node index out of range"); }
   std::string payload = PeerPayload(p.job_id, StageCacheKey(source));
   std::vector<size_t> children = PeerChildren(p.self, p.nodes.size(), p.fanout);
-  PeerServer server(p, payload);
+  Relay relay;
+  PeerServer server(p, payload, p.self > 0 ? &relay : nullptr);
   bool serving = false;
   if (!children.empty()) {
     // Not serving (the port taken, e.g. by another job's prolog) is no
@@ -681,11 +756,23 @@ Status StageWithPeers(const StageCacheOptions& o, const std::string& source, con
   co.fs = o.fs;
   co.who = who;
   StageCacheOptions mine = o;
-  Receiver rx(p, payload, o.deadline);
+  Receiver rx(p, payload, o.deadline, &relay);
   mine.copier = [&](int dfd, BuiltCopy* b, FaultSide* sd) -> Status {
     if (p.self > 0) {
       uint64_t got = 0;
       Status r = rx.Receive(dfd, b, &got);
+      relay.End(r.ok());
+      if (!r.ok() && rx.streamed()) {
+        // Broken mid-stream: the parent may be alive (its own relay broke);
+        // ask once more, briefly, for its published copy.
+        RemoveTreeAt(dfd, "data", "data");
+        *b = BuiltCopy();
+        PeerOptions again = p;
+        again.wait_parent = 1;
+        Receiver rx2(again, payload, o.deadline, nullptr);
+        Status r2 = rx2.Receive(dfd, b, &got);
+        if (r2.ok()) r = r2;
+      }
       if (r.ok()) {
         rep->peer_bytes = got;
         b->peer_bytes = got;
@@ -711,11 +798,13 @@ Status StageWithPeers(const StageCacheOptions& o, const std::string& source, con
   } else {
     server.SetFailed();
   }
+  relay.End(false);  // no-op after a relay; frees children that joined a node that never received
   if (serving) {
     server.WaitChildren(children.size(), o.deadline);
     server.Stop();
     rep->refused = server.refused;
     rep->served = server.served;
+    rep->relayed = server.relayed;
     rep->served_bytes = server.served_bytes;
   }
   return s;

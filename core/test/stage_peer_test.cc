@@ -311,6 +311,46 @@ TEST(PeerFanOut, ThreeNodesReadTheSourceOnceAndEveryCopyIsIdentical) {
   CloseAll(nodes);
 }
 
+// Five nodes, two levels: node 1 relays to 3 and 4 while it receives.
+TEST(PeerFanOut, FiveNodesTwoLevelsRelayWhileReceiving) {
+  if (!CanRunMunged()) GTEST_SKIP() << "skipped: needs root and munged";
+  TempDir t;
+  Munged m(t.path() + "/munge");
+  ASSERT_TRUE(m.ok());
+  std::string src = t.path() + "/src";
+  uint64_t bytes = MakeDataset(src);
+  auto nodes = MakeNodes(t.path(), 5, "940", m.socket());
+  // Node 0 starts a second late, so 3 and 4 have surely joined node 1
+  // before node 1's stream begins (its parent answers later; it waits).
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    Node& n = *nodes[0];
+    n.status = StageWithPeers(n.cache, src, {}, n.peer, &n.out, &n.side, &n.rep);
+  });
+  RunAll(nodes, src, 1);
+  late.join();
+  uint64_t read_total = 0;
+  unsigned relayed = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    Node& n = *nodes[i];
+    ASSERT_TRUE(n.status.ok()) << "node " << i << ": " << n.status.message();
+    EXPECT_FALSE(n.rep.fell_back) << n.rep.fallback_reason;
+    std::string why;
+    EXPECT_TRUE(SameTree(src, n.out.data_path, &why)) << "node " << i << ": " << why;
+    read_total += n.fs.read;
+    relayed += n.rep.relayed;
+    if (i > 0) {
+      EXPECT_EQ(n.rep.peer_bytes, bytes) << "node " << i;
+    }
+  }
+  EXPECT_EQ(read_total, bytes);
+  EXPECT_EQ(nodes[1]->rep.served, 2u);
+  EXPECT_EQ(nodes[2]->rep.served, 0u);  // 5 nodes: 2's children would be 5 and 6
+  EXPECT_EQ(nodes[1]->rep.relayed, 2u);
+  EXPECT_EQ(relayed, 2u);
+  CloseAll(nodes);
+}
+
 TEST(PeerFanOut, KilledParentMakesChildrenReadTheSourceThemselves) {
   if (!CanRunMunged()) GTEST_SKIP() << "skipped: needs root and munged";
   TempDir t;
@@ -354,6 +394,50 @@ TEST(PeerFanOut, KilledParentMakesChildrenReadTheSourceThemselves) {
     EXPECT_EQ(versions, 1);
     EXPECT_EQ(tmps, 0);
   }
+  CloseAll(nodes);
+}
+
+// Node 0 dies while node 1 relays to 3 and 4: node 1 and 2 read the
+// source; 3 and 4 ask node 1 again and get its copy, reading nothing.
+TEST(PeerFanOut, ABrokenRelayIsRetriedFromTheRelayingNode) {
+  if (!CanRunMunged()) GTEST_SKIP() << "skipped: needs root and munged";
+  TempDir t;
+  Munged m(t.path() + "/munge");
+  ASSERT_TRUE(m.ok());
+  std::string src = t.path() + "/src";
+  uint64_t bytes = MakeDataset(src);
+  auto nodes = MakeNodes(t.path(), 5, "950", m.socket());
+  nodes[0]->peer.test_drop_after = 64 << 10;
+  nodes[0]->peer.test_die = true;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::sleep(1);  // 3 and 4 join node 1's relay first
+    Node& n = *nodes[0];
+    n.status = StageWithPeers(n.cache, src, {}, n.peer, &n.out, &n.side, &n.rep);
+    ::_exit(3);
+  }
+  ::close(nodes[0]->lfd);
+  nodes[0]->lfd = -1;
+  RunAll(nodes, src, 1);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+  for (size_t i = 1; i < nodes.size(); ++i) {
+    Node& n = *nodes[i];
+    ASSERT_TRUE(n.status.ok()) << "node " << i << ": " << n.status.message();
+    std::string why;
+    EXPECT_TRUE(SameTree(src, n.out.data_path, &why)) << "node " << i << ": " << why;
+  }
+  EXPECT_TRUE(nodes[1]->rep.fell_back);
+  EXPECT_TRUE(nodes[2]->rep.fell_back);
+  EXPECT_EQ(nodes[1]->fs.read.load(), bytes);
+  for (size_t i : {3, 4}) {
+    EXPECT_FALSE(nodes[i]->rep.fell_back) << "node " << i << ": " << nodes[i]->rep.fallback_reason;
+    EXPECT_EQ(nodes[i]->fs.read.load(), 0u) << "node " << i;
+    EXPECT_EQ(nodes[i]->rep.peer_bytes, bytes) << "node " << i;
+  }
+  EXPECT_EQ(nodes[1]->rep.served, 2u);
+  EXPECT_EQ(nodes[1]->rep.relayed, 0u);  // the relay broke; both got the published copy
   CloseAll(nodes);
 }
 

@@ -8,9 +8,11 @@
 // and receives the parent's published copy with its manifests; each file
 // is checked against the parent's manifest (size) and a per-file hash of
 // the bytes sent, written, given its mtime, and the build is published by
-// the cache as usual, only when every file arrived and matched. A node then
-// serves its own children from its published copy (store and forward: a
-// node forwards once it holds the whole copy, not while receiving).
+// the cache as usual, only when every file arrived and matched. Children
+// that connected before a node's own stream began get that stream relayed
+// byte for byte as it arrives (pipelined: a chain copies at once); later
+// ones, and any whose relay broke (they ask once more), get the node's
+// published copy. Node 0 serves from its published copy.
 //
 // Authentication: the child sends a munge credential whose payload names
 // this job and the dataset's cache key; the parent accepts it only if munge
@@ -67,6 +69,7 @@ struct PeerReport {
   std::string fallback_reason;
   unsigned refused = 0;       // peers refused (bad or foreign credential)
   unsigned served = 0;        // children served a copy
+  unsigned relayed = 0;       // ... of them while this node was still receiving
   std::string serve_error;    // why this node could not serve (its children read the source)
 };
 
