@@ -317,8 +317,10 @@ int main(int argc, char** argv) {
     }
     else std::perror("stage_bench: mount tmpfs (continuing on the underlying filesystem)");
   }
-  std::printf("stage_bench: %s on %s, %u CPUs, %d reps (median), workers %u, stage_verify %s, source read as %s\n", a.dir.c_str(),
-              mounted ? "tmpfs" : "the existing filesystem", std::thread::hardware_concurrency(), a.reps,
+  double load[1] = {0};
+  ::getloadavg(load, 1);  // other work on the machine moves the ratios: say how much there was
+  std::printf("stage_bench: %s on %s, %u CPUs (load %.2f), %d reps (median), workers %u, stage_verify %s, source read as %s\n", a.dir.c_str(),
+              mounted ? "tmpfs" : "the existing filesystem", std::thread::hardware_concurrency(), load[0], a.reps,
               a.workers ? a.workers : std::max(2u, std::thread::hardware_concurrency()), a.verify_dirs ? "dirs" : "files", ::geteuid() == 0 ? "nobody" : "self");
 
   if (!a.peers.empty()) return PeerBench(a);

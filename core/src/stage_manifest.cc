@@ -19,7 +19,6 @@
 #include <cstdio>
 #include <cstring>
 #include <thread>
-#include <unordered_map>
 
 #include "preflight/fileutil.h"
 #include "preflight/report.h"
@@ -55,14 +54,38 @@ void CheckManifestBuilder::Root(const std::string& real, uint32_t mode, uint64_t
                                 uint32_t ctime_nsec) {
   real_ = real;
   root_ = Item{'d', mode, 0, ino, 0, ctime_sec, 0, ctime_nsec, "", ""};
+  if (dirs_.empty()) {
+    dirs_.push_back({"", kNoEntry, {}});
+    dir_index_[""] = 0;
+  }
 }
 
 uint32_t CheckManifestBuilder::Add(char type, const std::string& path, uint32_t mode, uint64_t size, uint64_t ino,
                                    int64_t mtime_sec, uint32_t mtime_nsec, int64_t ctime_sec, uint32_t ctime_nsec,
                                    const std::string& link) {
+  if (dirs_.empty()) {
+    dirs_.push_back({"", kNoEntry, {}});
+    dir_index_[""] = 0;
+  }
+  size_t slash = path.rfind('/');
+  size_t plen = slash == std::string::npos ? 0 : slash;
+  uint32_t parent = last_dir_;
+  const std::string& lp = dirs_[parent].path;
+  if (lp.size() != plen || path.compare(0, plen, lp) != 0) {
+    auto it = dir_index_.find(path.substr(0, plen));
+    if (it == dir_index_.end()) broken_ = true;  // the walker lists a directory before its entries
+    else parent = last_dir_ = it->second;
+  }
+  uint32_t idx = static_cast<uint32_t>(items_.size());
   items_.push_back(Item{type, mode, type == 'f' ? size : 0, ino, type == 'f' ? mtime_sec : 0, ctime_sec,
-                        type == 'f' ? mtime_nsec : 0u, ctime_nsec, path, link});
-  return static_cast<uint32_t>(items_.size() - 1);
+                        type == 'f' ? mtime_nsec : 0u, ctime_nsec,
+                        slash == std::string::npos ? path : path.substr(slash + 1), link});
+  dirs_[parent].members.push_back(idx);
+  if (type == 'd') {
+    dir_index_[path] = static_cast<uint32_t>(dirs_.size());
+    dirs_.push_back({path, idx, {}});
+  }
+  return idx;
 }
 
 void CheckManifestBuilder::MarkAcl(uint32_t index) {
@@ -71,24 +94,8 @@ void CheckManifestBuilder::MarkAcl(uint32_t index) {
 }
 
 std::string CheckManifestBuilder::Serialize() const {
-  // Group entries by parent directory, each in its listing order.
-  struct Dir { std::string path; uint32_t self; std::vector<uint32_t> members; };
-  std::vector<Dir> dirs;
-  std::unordered_map<std::string, uint32_t> by_path;
-  dirs.push_back({"", kNoEntry, {}});
-  by_path[""] = 0;
-  for (uint32_t i = 0; i < items_.size(); ++i) {
-    const Item& it = items_[i];
-    size_t slash = it.path.rfind('/');
-    std::string parent = slash == std::string::npos ? "" : it.path.substr(0, slash);
-    auto p = by_path.find(parent);
-    if (p == by_path.end()) return "";  // the walker lists a directory before its entries
-    dirs[p->second].members.push_back(i);
-    if (it.type == 'd') {
-      by_path[it.path] = static_cast<uint32_t>(dirs.size());
-      dirs.push_back({it.path, i, {}});
-    }
-  }
+  if (real_.empty() || broken_ || dirs_.empty()) return "";  // nothing sound to check against
+  const std::vector<Dir>& dirs = dirs_;
   std::vector<uint8_t> acl(items_.size(), 0);
   {
     std::lock_guard<std::mutex> l(const_cast<std::mutex&>(mu_));
@@ -130,7 +137,7 @@ std::string CheckManifestBuilder::Serialize() const {
     for (uint32_t i : d.members) {
       const Item& it = items_[i];
       pos[i] = static_cast<uint32_t>(recs.size());
-      Rec r = rec_of(it, it.path.substr(it.path.rfind('/') == std::string::npos ? 0 : it.path.rfind('/') + 1));
+      Rec r = rec_of(it, it.name);
       r.flags = acl[i] ? kFlagAcl : 0;
       recs.push_back(r);
     }

@@ -31,6 +31,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "preflight/stage_copy.h"
@@ -59,11 +60,20 @@ class CheckManifestBuilder {
     uint64_t size, ino;
     int64_t mtime_sec, ctime_sec;
     uint32_t mtime_nsec, ctime_nsec;
-    std::string path, link;
+    std::string name, link;  // name: the last path component
+  };
+  struct Dir {
+    std::string path;
+    uint32_t self;                  // its item; UINT32_MAX for the root
+    std::vector<uint32_t> members;  // items, in listing order
   };
   std::string real_;
   Item root_{};
   std::vector<Item> items_;
+  std::vector<Dir> dirs_;
+  std::unordered_map<std::string, uint32_t> dir_index_;
+  uint32_t last_dir_ = 0;  // entries come directory by directory: the usual parent
+  bool broken_ = false;    // an entry before its directory
   std::mutex mu_;
   std::vector<uint32_t> acl_;
 };
