@@ -6,11 +6,20 @@
 //   100k x 8 KiB cold:  rsync -a / preflight >= 3,  cp -a / preflight >= 1.5
 //   4 x 1 GiB cold:     cp / preflight >= 0.95
 //   warm (cache hit):   warm / cold <= 2%
+// and, for the warm check, its floor: a bare `find SRC -printf` walk as
+// the same user (one stat per entry, nothing compared), as warm / floor.
 // Run as root (it mounts a tmpfs and reads as `nobody`, as the prolog reads
 // as the job user). No ctest: timings are not assertions.
 //
 //   stage_bench [--dir D] [--files N] [--file-size B] [--large N] [--large-size B]
 //               [--reps R] [--workers W] [--tmpfs-size S] [--verify files|dirs]
+//               [--peers 1,3,8 [--peer-files N] [--peer-file-size B]]
+//
+// --peers: peer fan-out (stage_peer.h) on emulated nodes in this process
+// (a cache folder each, TCP on 127.0.0.1, a private munged): bytes read
+// from the source and wall time for each node count, fan-out against every
+// node copying alone. On one host the source is local tmpfs, so the wall
+// time shows the protocol's cost, not a shared filesystem's relief.
 #include <fcntl.h>
 #include <pwd.h>
 #include <sys/mount.h>
@@ -30,6 +39,13 @@
 #include "preflight/process.h"
 #include "preflight/report.h"
 #include "preflight/stage_cache.h"
+#include "preflight/stage_peer.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <atomic>
 
 using namespace preflight;
 
@@ -47,6 +63,8 @@ struct Args {
   unsigned workers = 0;
   bool verify_dirs = false;  // --verify dirs: stage_verify = dirs
   std::string tmpfs_size = "12G";
+  std::string peers;  // "1,3,8": the peer fan-out bench
+  uint64_t peer_files = 64, peer_file_size = 4 << 20;
 };
 
 bool Fill(const std::string& path, uint64_t size, uint64_t seed) {
@@ -83,7 +101,7 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-struct Result { double cp, rsync, cold, warm; };
+struct Result { double cp, rsync, cold, warm, floor; };
 
 Result Run(const Args& a, const std::string& src, bool with_rsync, const char* cp_cmd) {
   StageIdentity who;
@@ -99,7 +117,14 @@ Result Run(const Args& a, const std::string& src, bool with_rsync, const char* c
   o.dir = a.dir + "/cache";
   o.workers = a.workers ? a.workers : std::max(2u, std::thread::hardware_concurrency());
   o.verify_dirs_only = a.verify_dirs;
-  std::vector<double> cp, rs, cold, warm;
+  std::vector<double> cp, rs, cold, warm, floor_t;
+  // The floor of a warm check: every entry statted once as the reader.
+  std::string as_user = who.drop ? "setpriv --reuid=" + std::to_string(who.uid) + " --regid=" + std::to_string(who.gid) +
+                                       " --init-groups "
+                                 : "";
+  auto run_floor = [&] {
+    floor_t.push_back(Shell(as_user + "find '" + src + "' -printf '%y %m %s %T@ %C@ %i %U %G\\n' >/dev/null"));
+  };
   for (int r = 0; r < a.reps; ++r) {
     // Alternate who goes first so page-cache and allocator effects even out.
     auto run_cp = [&] {
@@ -127,13 +152,139 @@ Result Run(const Args& a, const std::string& src, bool with_rsync, const char* c
       if (!s.ok() || !d.hit) { std::fprintf(stderr, "stage_bench: warm stage missed: %s\n", s.message().c_str()); std::exit(1); }
       Clean(o.dir);
     };
-    if (r % 2 == 0) { run_pf(); run_cp(); run_rsync(); }
-    else { run_rsync(); run_cp(); run_pf(); }
+    if (r % 2 == 0) { run_pf(); run_cp(); run_rsync(); run_floor(); }
+    else { run_floor(); run_rsync(); run_cp(); run_pf(); }
   }
-  return {Median(cp), with_rsync ? Median(rs) : 0, Median(cold), Median(warm)};
+  return {Median(cp), with_rsync ? Median(rs) : 0, Median(cold), Median(warm), Median(floor_t)};
 }
 
 const char* GoalText(bool ok) { return ok ? "OK" : "BELOW GOAL"; }
+
+class CountingFs : public StageFs {
+ public:
+  ssize_t Pread(int fd, void* buf, size_t n, off_t off) override {
+    ssize_t k = StageFs::Pread(fd, buf, n, off);
+    if (k > 0) read += static_cast<uint64_t>(k);
+    return k;
+  }
+  ssize_t CopyFileRange(int in, off_t* in_off, int out, size_t n) override {
+    ssize_t k = StageFs::CopyFileRange(in, in_off, out, n);
+    if (k > 0) read += static_cast<uint64_t>(k);
+    return k;
+  }
+  std::atomic<uint64_t> read{0};
+};
+
+StageIdentity Reader() {
+  StageIdentity who;
+  if (::geteuid() == 0)
+    if (struct passwd* pw = ::getpwnam("nobody")) who = {true, pw->pw_uid, pw->pw_gid, "nobody"};
+  return who;
+}
+
+int PeerBench(const Args& a) {
+  if (::geteuid() != 0) { std::fprintf(stderr, "stage_bench: --peers needs root (munged, reading as nobody)\n"); return 1; }
+  std::string src = a.dir + "/peer-src", mdir = a.dir + "/munge";
+  MakeDirs(src, 0755);
+  uint64_t bytes = 0;
+  for (uint64_t i = 0; i < a.peer_files; ++i) {
+    if (!Fill(src + "/p" + std::to_string(i), a.peer_file_size, 5000 + i)) { std::perror("stage_bench: fill"); return 1; }
+    bytes += a.peer_file_size;
+  }
+  MakeDirs(mdir, 0755);
+  { int fd = ::open((mdir + "/munge.key").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0400); std::string k(1024, 'b'); for (size_t i = 0; i < k.size(); ++i) k[i] = static_cast<char>(i * 131 + 7); if (fd < 0 || ::write(fd, k.data(), k.size()) != 1024) return 1; ::close(fd); }
+  std::string sock = mdir + "/munge.sock";
+  Shell("munged --force --socket=" + sock + " --key-file=" + mdir + "/munge.key --pid-file=" + mdir + "/munged.pid --log-file=" +
+        mdir + "/munged.log --seed-file=" + mdir + "/munged.seed");
+  StageIdentity who = Reader();
+  std::printf("\npeer fan-out: %llu files x %llu B = %s per node, emulated nodes on this host, fanout 2, source read as %s\n",
+              static_cast<unsigned long long>(a.peer_files), static_cast<unsigned long long>(a.peer_file_size),
+              HumanBytes(static_cast<double>(bytes)).c_str(), who.drop ? "nobody" : "self");
+  size_t i = 0;
+  int job = 1000;
+  while (i < a.peers.size()) {
+    size_t j = a.peers.find(',', i);
+    if (j == std::string::npos) j = a.peers.size();
+    size_t n = std::strtoull(a.peers.substr(i, j - i).c_str(), nullptr, 10);
+    i = j + 1;
+    if (n == 0) continue;
+    std::vector<std::unique_ptr<CountingFs>> fs;
+    std::vector<StageCacheOptions> caches(n);
+    for (size_t k = 0; k < n; ++k) {
+      fs.push_back(std::make_unique<CountingFs>());
+      caches[k].dir = a.dir + "/peer-node" + std::to_string(k);
+      caches[k].workers = a.workers ? a.workers : 2;
+      caches[k].fs = fs.back().get();
+    }
+    auto clean = [&] { for (auto& c : caches) Clean(c.dir); for (auto& f : fs) f->read = 0; };
+    // Every node alone.
+    clean();
+    std::atomic<int> failed{0};
+    double t0 = MonotonicSeconds();
+    {
+      std::vector<std::thread> ts;
+      for (size_t k = 0; k < n; ++k)
+        ts.emplace_back([&, k] {
+          StagedDataset d;
+          FaultSide side;
+          if (!StageDataset(caches[k], src, who, std::to_string(job), &d, &side).ok()) ++failed;
+        });
+      for (auto& t : ts) t.join();
+    }
+    double alone = MonotonicSeconds() - t0;
+    uint64_t alone_read = 0;
+    for (auto& f : fs) alone_read += f->read;
+    // Fan-out.
+    clean();
+    ++job;
+    std::vector<PeerEndpoint> eps;
+    std::vector<int> lfds;
+    for (size_t k = 0; k < n; ++k) {
+      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      struct sockaddr_in sa {};
+      sa.sin_family = AF_INET;
+      sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      socklen_t len = sizeof sa;
+      if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd, 16) != 0 ||
+          ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) { std::perror("stage_bench: listen"); return 1; }
+      lfds.push_back(fd);
+      eps.push_back({"127.0.0.1", ntohs(sa.sin_port)});
+    }
+    std::vector<PeerReport> reps(n);
+    unsigned fell_back = 0;
+    t0 = MonotonicSeconds();
+    {
+      std::vector<std::thread> ts;
+      for (size_t k = 0; k < n; ++k)
+        ts.emplace_back([&, k] {
+          PeerOptions p;
+          p.job_id = std::to_string(job);
+          p.nodes = eps;
+          p.self = k;
+          p.munge_socket = sock;
+          p.listen_fd = lfds[k];
+          StagedDataset d;
+          FaultSide side;
+          if (!StageWithPeers(caches[k], src, who, p, &d, &side, &reps[k]).ok()) ++failed;
+        });
+      for (auto& t : ts) t.join();
+    }
+    double fan = MonotonicSeconds() - t0;
+    for (int fd : lfds) ::close(fd);
+    uint64_t fan_read = 0;
+    for (auto& f : fs) fan_read += f->read;
+    for (auto& r : reps) fell_back += r.fell_back;
+    clean();
+    ++job;
+    std::printf("  %zu node(s): source read alone %s (%.2fx dataset) in %.3f s;  fan-out %s (%.2fx) in %.3f s%s%s\n", n,
+                HumanBytes(static_cast<double>(alone_read)).c_str(), static_cast<double>(alone_read) / bytes, alone,
+                HumanBytes(static_cast<double>(fan_read)).c_str(), static_cast<double>(fan_read) / bytes, fan,
+                fell_back ? "  (some nodes fell back)" : "", failed ? "  FAILED" : "");
+  }
+  Clean(src);
+  if (auto pid = ReadWholeFile(mdir + "/munged.pid")) ::kill(std::atoi(pid->c_str()), SIGTERM);
+  return 0;
+}
 
 }  // namespace
 
@@ -150,6 +301,9 @@ int main(int argc, char** argv) {
     else if (k == "--workers") a.workers = static_cast<unsigned>(std::atoi(v.c_str()));
     else if (k == "--tmpfs-size") a.tmpfs_size = v;
     else if (k == "--verify") a.verify_dirs = v == "dirs";
+    else if (k == "--peers") a.peers = v;
+    else if (k == "--peer-files") a.peer_files = std::strtoull(v.c_str(), nullptr, 10);
+    else if (k == "--peer-file-size") a.peer_file_size = *ParseSize(v);
     else { std::fprintf(stderr, "stage_bench: unknown option %s\n", k.c_str()); return 2; }
   }
   MakeDirs(a.dir, 0755);
@@ -162,9 +316,13 @@ int main(int argc, char** argv) {
     }
     else std::perror("stage_bench: mount tmpfs (continuing on the underlying filesystem)");
   }
-  std::printf("stage_bench: %s on %s, %u CPUs, %d reps (median), workers %u, stage_verify %s, source read as %s\n", a.dir.c_str(),
-              mounted ? "tmpfs" : "the existing filesystem", std::thread::hardware_concurrency(), a.reps,
+  double load[1] = {0};
+  ::getloadavg(load, 1);  // other work on the machine moves the ratios: say how much there was
+  std::printf("stage_bench: %s on %s, %u CPUs (load %.2f), %d reps (median), workers %u, stage_verify %s, source read as %s\n", a.dir.c_str(),
+              mounted ? "tmpfs" : "the existing filesystem", std::thread::hardware_concurrency(), load[0], a.reps,
               a.workers ? a.workers : std::max(2u, std::thread::hardware_concurrency()), a.verify_dirs ? "dirs" : "files", ::geteuid() == 0 ? "nobody" : "self");
+
+  if (!a.peers.empty()) return PeerBench(a);
 
   std::string small = a.dir + "/small";
   if (a.files > 0) {
@@ -181,6 +339,7 @@ int main(int argc, char** argv) {
   std::printf("  cp -a / preflight    = %.2fx  (goal >= 1.5x)  %s\n", s.cp / s.cold, GoalText(s.cp / s.cold >= 1.5));
   std::printf("  warm (cache hit) %.3f s = %.1f%% of cold  (goal <= 2%%)  %s\n", s.warm, 100 * s.warm / s.cold,
               GoalText(s.warm / s.cold <= 0.02));
+  std::printf("  floor (find -printf as the reader) %.3f s;  warm / floor = %.2fx\n", s.floor, s.warm / s.floor);
   }
 
   std::string large = a.dir + "/large";

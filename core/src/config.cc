@@ -539,8 +539,16 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_PARSED(stage_workers, ParseCount, CountText)},
       {"stage_timeout", "duration", "Upper bound for staging all of a job's datasets on a node",
        PF_PARSED(stage_timeout_ms, ParseDurationMs, DurationText)},
-      {"stage_verify", "string", "Cache reuse check: files (every file's size, mtime, mode and access) or dirs (directories only)",
+      {"stage_verify", "string", "Cache reuse check: files (every entry's type, mode, size, inode, mtime, ctime and the user's read access) or dirs (directories only)",
        PF_PARSED(stage_verify, ParseStageVerify, Same)},
+      {"stage_peers", "bool", "A multi-node job's prologs share one read of each source (peer fan-out, munge-authenticated)",
+       PF_PARSED(stage_peers, ParseBool, BoolText)},
+      {"stage_peer_port", "count", "Peer fan-out: node i of the job's node list serves on this TCP port + i",
+       PF_PARSED(stage_peer_port, ParseCount, CountText)},
+      {"stage_peer_host", "string", "Peer fan-out: a job node's address; %n stands for its node name",
+       PF_STRING(stage_peer_host)},
+      {"stage_munge_socket", "path", "Peer fan-out: munged's socket; empty: libmunge's default",
+       PF_PATH(stage_munge_socket)},
     };
     AddCheckModeKeys(keys, std::make_index_sequence<kMaxSwitches>());
     return keys;

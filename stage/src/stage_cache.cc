@@ -16,6 +16,7 @@
 
 #include "preflight/fileutil.h"
 #include "preflight/report.h"
+#include "preflight/stage_manifest.h"
 
 namespace preflight {
 
@@ -149,6 +150,23 @@ void Tidy(const std::string& keydir) {
 
 }  // namespace
 
+Status CopySourceInto(const std::string& source, const CopyOptions& co, int dst_dir_fd, BuiltCopy* out,
+                      FaultSide* side) {
+  std::vector<std::string> light;
+  CheckManifestBuilder check;
+  Status s = CopyTree(source, dst_dir_fd, "data", co, &out->stats, &out->manifest, side, &light, &check);
+  if (!s.ok()) return s;
+  out->source_bytes = out->stats.bytes;
+  std::string dirs;  // the light check's list: "d MODE CTIME PATH" -> PATH
+  for (const auto& l : light)
+    if (l[0] == 'd') dirs += (dirs.empty() ? "" : "\n") + l.substr(l.find(' ', l.find(' ', 2) + 1) + 1);
+  out->dirs_text = dirs;
+  out->digest_light = DigestOf(light);
+  bool is_dir = !out->manifest.empty() && out->manifest[0].compare(0, 6, "root d") == 0;
+  out->check = is_dir ? check.Serialize() : "";
+  return Status::Ok();
+}
+
 Status StageDataset(const StageCacheOptions& o, const std::string& source, const StageIdentity& who,
                     const std::string& job_id, StagedDataset* out, FaultSide* side) {
   *side = FaultSide::kNode;
@@ -194,8 +212,21 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
         while (std::getline(in, l)) dirs.push_back(l);
       }
     }
+    std::shared_ptr<CheckManifest> check;
+    if (!light && info["check"] == "1" && info["type"] == "d") {
+      auto m = CheckManifest::Load(keydir + "/" + cur + "/check");
+      if (m) check = *m;
+    }
+    bool same = false;
     std::string stored = info[light ? "digest_light" : "digest"];
-    if (!stored.empty()) {
+    if (check) {
+      // The per-directory check (stage_manifest.h): one listing and one
+      // statx per entry as the reader, directories in parallel.
+      WarmCheckResult wr;
+      s = CheckUnchanged(source, *check, who, o.workers, o.deadline, &wr, side);
+      if (!s.ok()) return s;
+      same = wr.same;
+    } else if (!stored.empty()) {
       std::string now;
       co.dirs_only = light;
       co.light_dirs = &dirs;
@@ -203,21 +234,22 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
       co.dirs_only = false;
       co.light_dirs = nullptr;
       if (!s.ok()) return s;
-      if (now == stored) {
-        out->hit = true;
-        out->version = cur;
-        out->bytes = InfoNum(info, "bytes");
-        out->files = InfoNum(info, "files");
-        out->real_source = info["real"];
-        out->is_dir = info["type"] != "f";
-        out->data_path = keydir + "/" + cur + "/data";
-        s = WriteFileAtomic(keydir + "/refs/" + job_id, cur + "\n", 0600);
-        if (!s.ok()) { *side = FaultSide::kNode; return s; }
-        Touch(keydir + "/last_used");
-        out->seconds = MonotonicSeconds() - t0;
-        *side = FaultSide::kNone;
-        return Status::Ok();
-      }
+      same = now == stored;
+    }
+    if (same) {
+      out->hit = true;
+      out->version = cur;
+      out->bytes = InfoNum(info, "bytes");
+      out->files = InfoNum(info, "files");
+      out->real_source = info["real"];
+      out->is_dir = info["type"] != "f";
+      out->data_path = keydir + "/" + cur + "/data";
+      s = WriteFileAtomic(keydir + "/refs/" + job_id, cur + "\n", 0600);
+      if (!s.ok()) { *side = FaultSide::kNode; return s; }
+      Touch(keydir + "/last_used");
+      out->seconds = MonotonicSeconds() - t0;
+      *side = FaultSide::kNone;
+      return Status::Ok();
     }
   }
 
@@ -226,30 +258,31 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
   if (::mkdir(tmp.c_str(), 0700) != 0) return Status::FromErrno(errno, "mkdir " + tmp);
   int tfd = ::open(tmp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (tfd < 0) { int e = errno; RemoveTree(tmp); return Status::FromErrno(e, "open " + tmp); }
-  CopyStats st;
-  std::vector<std::string> manifest, light;
-  s = CopyTree(source, tfd, "data", co, &st, &manifest, side, &light);
+  BuiltCopy built;
+  if (o.copier) {
+    s = o.copier(tfd, &built, side);
+  } else {
+    s = CopySourceInto(source, co, tfd, &built, side);
+  }
+  const CopyStats& st = built.stats;
+  const std::vector<std::string>& manifest = built.manifest;
   if (s.ok() && ::syncfs(tfd) != 0) { int e = errno; *side = e == ENOSPC || e == EDQUOT ? FaultSide::kDestSpace : FaultSide::kNode; s = Status::FromErrno(e, "syncfs " + tmp); }
   ::close(tfd);
   if (s.ok()) {
-    auto join = [](const std::vector<std::string>& v) {
-      std::string m;
-      m.reserve(v.size() * 48);
-      for (const auto& l : v) m += l + "\n";
-      if (!m.empty()) m.pop_back();
-      return m;
-    };
-    s = WriteFileAtomic(tmp + "/manifest", join(manifest), 0600);
-    std::vector<std::string> dirs;  // the light check's list: "d MODE CTIME PATH" -> PATH
-    for (const auto& l : light)
-      if (l[0] == 'd') dirs.push_back(l.substr(l.find(' ', l.find(' ', 2) + 1) + 1));
-    if (s.ok()) s = WriteFileAtomic(tmp + "/dirs", join(dirs), 0600);
+    std::string text;
+    text.reserve(manifest.size() * 48);
+    for (const auto& l : manifest) text += l + "\n";
+    if (!text.empty()) text.pop_back();
+    s = WriteFileAtomic(tmp + "/manifest", text, 0600);
+    if (s.ok()) s = WriteFileAtomic(tmp + "/dirs", built.dirs_text, 0600);
+    if (s.ok() && !built.check.empty()) s = WriteFileAtomic(tmp + "/check", built.check, 0600);
     if (s.ok()) {
       std::string info = "source=" + source + "\nreal=" + (manifest.empty() ? "" : manifest[0].substr(7)) +
                          "\nbytes=" + std::to_string(st.bytes) + "\nfiles=" + std::to_string(st.files) +
                          "\ndirs=" + std::to_string(st.dirs) + "\nseconds=" + std::to_string(st.seconds) +
                          "\nuid=" + std::to_string(reader) + "\ndigest=" + DigestOf(manifest) +
-                         "\ndigest_light=" + DigestOf(light) + "\ntype=" +
+                         "\ndigest_light=" + built.digest_light + "\ncheck=" + (built.check.empty() ? "0" : "1") +
+                         "\ntype=" +
                          (!manifest.empty() && manifest[0].compare(0, 6, "root f") == 0 ? "f" : "d") + "\n";
       s = WriteFileAtomic(tmp + "/info", info, 0600);
     }
@@ -268,6 +301,9 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
   Tidy(keydir);
   out->version = ver;
   out->hit = false;
+  out->source_bytes = built.source_bytes;
+  out->peer_bytes = built.peer_bytes;
+  out->note = built.note;
   out->bytes = st.bytes;
   out->files = st.files;
   out->real_source = manifest.empty() ? "" : manifest[0].substr(7);

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include <thread>
 
 #include "preflight/report.h"
+#include "preflight/stage_manifest.h"
 
 namespace preflight {
 
@@ -115,6 +117,7 @@ struct Wire {
   int64_t ctime_sec;
   uint32_t ctime_nsec;
   uint32_t pad2;
+  uint64_t ino;
 };
 constexpr size_t kMsgBytes = 60 * 1024;
 constexpr size_t kMaxFdsPerMsg = 128;  // below SCM_MAX_FD (253)
@@ -129,6 +132,7 @@ struct Record {
   uint32_t mtime_nsec;
   int64_t ctime_sec = 0;
   uint32_t ctime_nsec = 0;
+  uint64_t ino = 0;
   std::string path;
   std::string link;
   int fd = -1;
@@ -180,6 +184,7 @@ class Sender {
       w.mtime_nsec = static_cast<uint32_t>(st->st_mtim.tv_nsec);
       w.ctime_sec = st->st_ctim.tv_sec;
       w.ctime_nsec = static_cast<uint32_t>(st->st_ctim.tv_nsec);
+      w.ino = st->st_ino;
     }
     const char* p = reinterpret_cast<const char*>(&w);
     buf_.insert(buf_.end(), p, p + sizeof w);
@@ -352,7 +357,9 @@ struct Walker {
         if (len < 0) { ok = Fail(root + "/" + path, errno); break; }
         std::string target(buf, static_cast<size_t>(len));
         if (!CheckLink(rel, path, target)) { ok = false; break; }
-        if (!Emit(kEntry, 'l', nullptr, path, target, -1)) { ok = Fail("sending to the stager", errno); break; }
+        // The copy records the link's inode and ctime for the warm check.
+        bool have = mode == WalkMode::kCopy && ::fstatat(dirfd, n, &st, AT_SYMLINK_NOFOLLOW) == 0;
+        if (!Emit(kEntry, 'l', have ? &st : nullptr, path, target, -1)) { ok = Fail("sending to the stager", errno); break; }
       } else {
         error = root + "/" + path + ": not a regular file, directory or symlink (fifo, socket or device); refused";
         ok = false;
@@ -406,7 +413,9 @@ struct Walker {
 
 // Drop to the job user: groups first, then gid, then uid (after setreuid we
 // could no longer change groups). Verified: getting root back must fail.
-bool DropPrivileges(const StageIdentity& who, std::string* error) {
+}  // namespace
+
+bool DropToStageUser(const StageIdentity& who, std::string* error) {
   std::vector<gid_t> groups(64);
   int n = static_cast<int>(groups.size());
   if (!who.user.empty()) {
@@ -425,6 +434,8 @@ bool DropPrivileges(const StageIdentity& who, std::string* error) {
   return true;
 }
 
+namespace {
+
 [[noreturn]] void ChildMain(int sock, const std::string& src, const StageIdentity& who, WalkMode mode,
                             bool local_digest, const std::vector<std::string>* light_dirs) {
   // Only the socket and stdio survive: the parent's lock and cache fds must
@@ -436,7 +447,7 @@ bool DropPrivileges(const StageIdentity& who, std::string* error) {
   ::syscall(SYS_close_range, 4u, ~0u, 0u);
   Sender out(sock);
   std::string error;
-  if (who.drop && !DropPrivileges(who, &error)) {
+  if (who.drop && !DropToStageUser(who, &error)) {
     error = "cannot read as user " + std::to_string(who.uid) + ": " + error;
   } else {
     ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -551,6 +562,7 @@ Status Receive(Child* c, double deadline, const std::string& src, FaultSide* sid
       r.mtime_nsec = w.mtime_nsec;
       r.ctime_sec = w.ctime_sec;
       r.ctime_nsec = w.ctime_nsec;
+      r.ino = w.ino;
       r.path.assign(buf.data() + off, w.path_len);
       off += w.path_len;
       r.link.assign(buf.data() + off, w.link_len);
@@ -593,11 +605,14 @@ struct Task {
   uint32_t mode;
   int64_t mtime_sec;
   uint32_t mtime_nsec;
+  int64_t ctime_sec = 0;
+  uint32_t ctime_nsec = 0;
+  uint32_t check_index = UINT32_MAX;  // in CopyOptions' check builder
 };
 
 class CopyPool {
  public:
-  CopyPool(const CopyOptions& o, StageFs& fs) : o_(o), fs_(fs) {}
+  CopyPool(const CopyOptions& o, StageFs& fs, CheckManifestBuilder* check) : o_(o), fs_(fs), check_(check) {}
   void Start(unsigned n) {
     for (unsigned i = 0; i < n; ++i) threads_.emplace_back([this] { Loop(); });
   }
@@ -741,7 +756,8 @@ class CopyPool {
         Fail(Status::FromErrno(errno, "stat " + t.shown), FaultSide::kSource);
         ok = false;
       } else if (done != t.size || static_cast<uint64_t>(st.st_size) != t.size || st.st_mtim.tv_sec != t.mtime_sec ||
-                 static_cast<uint32_t>(st.st_mtim.tv_nsec) != t.mtime_nsec) {
+                 static_cast<uint32_t>(st.st_mtim.tv_nsec) != t.mtime_nsec ||
+                 (check_ && (st.st_ctim.tv_sec != t.ctime_sec || static_cast<uint32_t>(st.st_ctim.tv_nsec) != t.ctime_nsec))) {
         Fail(Status::IOError(t.shown + ": changed while being copied (size " + std::to_string(t.size) + " -> " +
                              std::to_string(st.st_size) + "); stage it again once it is stable"),
              FaultSide::kSource);
@@ -761,6 +777,12 @@ class CopyPool {
       Fail(Status::FromErrno(e, "close " + t.shown), DestSide(e));
       ok = false;
     }
+    if (ok && check_ && t.check_index != UINT32_MAX) {
+      // A POSIX ACL makes the warm check ask the kernel for this file
+      // instead of deciding from the mode bits. Unsure: treat as ACL.
+      ssize_t n = ::fgetxattr(t.src, "system.posix_acl_access", nullptr, 0);
+      if (n >= 0 || (errno != ENODATA && errno != EOPNOTSUPP)) check_->MarkAcl(t.check_index);
+    }
     if (ok) {
       bytes += done;
       ++files;
@@ -769,6 +791,7 @@ class CopyPool {
 
   const CopyOptions& o_;
   StageFs& fs_;
+  CheckManifestBuilder* check_;
   std::mutex mu_;
   std::condition_variable not_empty_, not_full_;
   std::deque<std::vector<Task>> q_;
@@ -818,7 +841,7 @@ Status ScanSource(const std::string& src, const CopyOptions& o, std::vector<std:
 
 Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_name, const CopyOptions& o,
                 CopyStats* stats, std::vector<std::string>* manifest, FaultSide* side,
-                std::vector<std::string>* light) {
+                std::vector<std::string>* light, CheckManifestBuilder* check) {
   *side = FaultSide::kNone;
   if (light) light->clear();
   *stats = CopyStats();
@@ -830,7 +853,7 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
   Status s = StartChild(src, o.who, WalkMode::kCopy, &c);
   if (!s.ok()) { *side = FaultSide::kNode; return s; }
 
-  CopyPool pool(o, fs);
+  CopyPool pool(o, fs, check);
   pool.Start(std::max(1u, o.workers));
   int droot = -1;
   uint64_t expect_files = 0;
@@ -849,6 +872,7 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
         pool.Push({r.fd, dst_dir_fd, dst_name, dst_name, r.size, r.mode, r.mtime_sec, r.mtime_nsec});
         return Status::Ok();
       }
+      if (check) check->Root(r.path, r.mode, r.ino, r.ctime_sec, r.ctime_nsec);
       if (fs.MkdirAt(dst_dir_fd, dst_name.c_str(), 0755) != 0) {
         int e = errno;
         *side = DestSide(e);
@@ -863,6 +887,9 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
     if (light && r.type == 'd') light->push_back(LightLine(r));
     if (droot < 0) { if (r.fd >= 0) ::close(r.fd); *side = FaultSide::kNode; return Status::IOError("source walker: entry before root"); }
     std::string shown = dst_name + "/" + r.path;
+    uint32_t ci = check ? check->Add(r.type, r.path, r.mode, r.size, r.ino, r.mtime_sec, r.mtime_nsec, r.ctime_sec,
+                                     r.ctime_nsec, r.link)
+                        : UINT32_MAX;
     if (r.type == 'd') {
       if (fs.MkdirAt(droot, r.path.c_str(), 0755) != 0) { int e = errno; *side = DestSide(e); return Status::FromErrno(e, "mkdir " + shown); }
       ++stats->dirs;
@@ -871,7 +898,7 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
       ++stats->symlinks;
     } else {
       ++expect_files;
-      pool.Push({r.fd, droot, r.path, shown, r.size, r.mode, r.mtime_sec, r.mtime_nsec});
+      pool.Push({r.fd, droot, r.path, shown, r.size, r.mode, r.mtime_sec, r.mtime_nsec, r.ctime_sec, r.ctime_nsec, ci});
     }
     return Status::Ok();
   });

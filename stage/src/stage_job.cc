@@ -17,6 +17,9 @@
 #include "preflight/report.h"
 #include "preflight/fileutil.h"
 #include "preflight/json.h"
+#include "preflight/hostlist.h"
+#include "preflight/slurmctl.h"
+#include "preflight/stage_peer.h"
 #include "preflight/stage_spec.h"
 
 namespace preflight {
@@ -94,7 +97,11 @@ void WriteStageRecord(const Config& cfg, const JobContext& job, const StageJobRe
   for (const auto& d : r.datasets) {
     w.BeginObject().Field("name", d.first).Field("source", d.second.source).Field("key", d.second.key)
         .Field("cache", d.second.hit ? "hit" : "miss").Field("bytes", static_cast<int64_t>(d.second.bytes))
-        .Field("files", static_cast<int64_t>(d.second.files)).Field("seconds", d.second.seconds).EndObject();
+        .Field("files", static_cast<int64_t>(d.second.files)).Field("seconds", d.second.seconds)
+        .Field("source_bytes", static_cast<int64_t>(d.second.source_bytes))
+        .Field("peer_bytes", static_cast<int64_t>(d.second.peer_bytes));
+    if (!d.second.note.empty()) w.Field("note", d.second.note);
+    w.EndObject();
   }
   w.EndArray().EndObject();
   WriteFileAtomic(dir + "/" + job.node + ".stage.json", w.str() + "\n", 0644);
@@ -141,6 +148,35 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMa
   if (s.ok() && ::mkdir(view.c_str(), 0700) != 0) s = Status::FromErrno(errno, "mkdir " + view);
   if (!s.ok()) { fail(s.message(), true); return r; }
 
+  // Peer fan-out: this node's place in the job's node list.
+  PeerOptions peer;
+  bool use_peers = false;
+  if (cfg.stage_peers) {
+    // slurmd's prolog gets no SLURM_JOB_NODELIST (slurm.conf(5)): ask
+    // slurmctld for the job's nodes, in its order, when it is missing.
+    Expected<std::vector<std::string>> names = std::vector<std::string>();
+    if (!job.nodelist.empty()) {
+      names = ExpandHostlist(job.nodelist);
+    } else if (auto rec = LoadJob(cfg, job.job_id)) {
+      names = rec->nodes;
+    }
+    if (names && names->size() > 1) {
+      for (size_t i = 0; i < names->size(); ++i) {
+        std::string host = cfg.stage_peer_host;
+        for (size_t at; (at = host.find("%n")) != std::string::npos;) host.replace(at, 2, (*names)[i]);
+        peer.nodes.push_back({host, static_cast<uint16_t>(cfg.stage_peer_port + i)});
+        if ((*names)[i] == job.node) { peer.self = i; use_peers = true; }
+      }
+      peer.job_id = job.job_id;
+      peer.munge_socket = cfg.stage_munge_socket;
+    }
+  }
+  auto stage_one = [&](const std::string& path, StagedDataset* d, FaultSide* side) {
+    if (!use_peers) return StageDataset(co, path, who, job.job_id, d, side);
+    PeerReport rep;
+    return StageWithPeers(co, path, who, peer, d, side, &rep);
+  };
+
   for (const auto& src : *sources) {
     if (src.list || src.path.empty() || src.path[0] != '/') {
       fail("'" + src.path + "': not an absolute path (the submit side resolves paths; was --stage checked?)", false);
@@ -148,11 +184,11 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMa
     }
     StagedDataset d;
     FaultSide side;
-    s = StageDataset(co, src.path, who, job.job_id, &d, &side);
+    s = stage_one(src.path, &d, &side);
     if (!s.ok() && side == FaultSide::kDestSpace) {
       // Make room from datasets no job uses, then try once more.
       TrimCache(co, 0, nullptr);
-      s = StageDataset(co, src.path, who, job.job_id, &d, &side);
+      s = stage_one(src.path, &d, &side);
       if (!s.ok() && side == FaultSide::kDestSpace)
         s = s.Context("dataset does not fit in " + cfg.stage_dir + " on " + job.node);
     }
@@ -168,10 +204,10 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMa
     if (!s.ok()) { fail(s.message(), true); break; }
     r.datasets.push_back({src.name, d});
     char line[512];
-    std::snprintf(line, sizeof line, "preflight: stage on %s: %s <- %s: %llu files, %s, cache %s (%.2f s)\n",
+    std::snprintf(line, sizeof line, "preflight: stage on %s: %s <- %s: %llu files, %s, cache %s (%.2f s)",
                   job.node.c_str(), src.name.c_str(), src.path.c_str(), static_cast<unsigned long long>(d.files),
                   Human(d.bytes).c_str(), d.hit ? "hit" : "miss", d.seconds);
-    r.summary += line;
+    r.summary += line + (d.note.empty() ? std::string() : ", " + d.note) + "\n";
   }
   if (r.ok && (::chown(view.c_str(), job.uid == static_cast<uid_t>(-1) ? ::geteuid() : job.uid,
                        job.gid == static_cast<gid_t>(-1) ? ::getegid() : job.gid) != 0 ||

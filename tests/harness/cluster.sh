@@ -147,6 +147,12 @@ fsroot = $dir/nodes/%n/root
 scratch_dir = $dir/nodes/%n/scratch
 scratch_min_free = 1M
 stage_dir = $dir/nodes/%n/stage
+# Peer fan-out (off here; stage_test.sh turns it on): the emulated nodes all
+# live on 127.0.0.1, node i of a job on stage_peer_port + i.
+stage_peers = no
+stage_peer_host = 127.0.0.1
+stage_peer_port = $((base + 10))
+stage_munge_socket = $dir/munge/munge.sock
 scontrol = $(command -v scontrol)
 # Job, step and node records come from `preflight slurm` (libslurm, JSON).
 slurm_query = $build/admin/preflight

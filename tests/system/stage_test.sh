@@ -121,4 +121,32 @@ for n in n1 n2 n3; do
   for k in $(ls "$C/nodes/$n/stage/cache"); do "$PF" --config "$CONF" cache rm "$k" node=$n >/dev/null; done
 done
 check "cache rm emptied every node's cache" test -z "$(find "$C"/nodes/*/stage/cache -mindepth 1)"
+
+# ---- peer fan-out: a 3-node job reads the source once -------------------------
+cp "$CONF" "$OUT/preflight.conf.orig"
+sed -i 's/^stage_peers = no$/stage_peers = yes/' "$CONF"
+mkdir -p "$DS/fan/sub"
+for i in $(seq 1 60); do head -c $((8192 + i)) /dev/urandom >"$DS/fan/sub/f$i"; done
+head -c $((5 << 20)) /dev/urandom >"$DS/fan/big"
+chmod -R a+rX "$DS/fan"
+want3=$(cd "$DS/fan" && find . -type f | sort | xargs md5sum | md5sum | cut -d' ' -f1)
+fanbytes=$(find "$DS/fan" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
+showfan='echo "$SLURMD_NODENAME $(cd "$PREFLIGHT_STAGE_FAN" && find . -type f | sort | xargs md5sum | md5sum | cut -d" " -f1)"'
+jidf=$(as_user sbatch --parsable -N3 --stage="$DS/fan" -o "$OUT/u/f-%j.out" --wrap "srun -N3 bash -c '$showfan'")
+wait_job "$jidf"
+cat "$OUT/u/f-$jidf.out"
+cat "$C"/state/jobs/"$jidf"/n*.stage.json
+check "fan-out job completed" test "$(job_field "$jidf" JobState)" = COMPLETED
+check "fan-out: all 3 nodes have the source's bytes" test "$(grep -c "^n[1-3] $want3\$" "$OUT/u/f-$jidf.out")" = 3
+read_total=$(cat "$C"/state/jobs/"$jidf"/n*.stage.json | grep -o '"source_bytes": [0-9]*' | awk '{s += $2} END {print s}')
+peer_total=$(cat "$C"/state/jobs/"$jidf"/n*.stage.json | grep -o '"peer_bytes": [0-9]*' | awk '{s += $2} END {print s}')
+check "fan-out: the source was read once for 3 nodes ($read_total of $fanbytes bytes)" test "$read_total" = "$fanbytes"
+check "fan-out: two nodes received it from a peer" test "$peer_total" = $((2 * fanbytes))
+check "fan-out: node n1 read the source" contains "$C/state/jobs/$jidf/n1.stage.json" "\"source_bytes\": $fanbytes"
+check "fan-out: n2 names its peer" contains "$C/state/jobs/$jidf/n2.stage.json" '"note": "received from peer 127.0.0.1'
+cp "$OUT/preflight.conf.orig" "$CONF"
+wait_idle n1 n2 n3
+for n in n1 n2 n3; do
+  for k in $(ls "$C/nodes/$n/stage/cache"); do "$PF" --config "$CONF" cache rm "$k" node=$n >/dev/null; done
+done
 finish

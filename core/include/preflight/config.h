@@ -194,6 +194,13 @@ struct Config {
   // Cache reuse check: "files" (stat + access of every file as the job
   // user) or "dirs" (directories only, for the uid that built the copy).
   std::string stage_verify = "files";
+  // Peer fan-out (stage_peer.h): a multi-node job's prologs share one read
+  // of each source. Node i of the job's node list serves on
+  // stage_peer_port + i at stage_peer_host ("%n": the node's name).
+  bool stage_peers = false;
+  uint64_t stage_peer_port = 6830;
+  std::string stage_peer_host = "%n";
+  std::string stage_munge_socket;  // empty: libmunge's default
 
   // Per-check switches, by check name ("gpu.xid"); absent: on (severity.h).
   std::map<std::string, CheckMode> check_modes;

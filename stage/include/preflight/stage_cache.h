@@ -17,15 +17,18 @@
 // <key> is a 64-bit FNV-1a hash of the source path as given (hex).
 //
 // Unchanged check (the "content check" a site chooses, stage_verify):
-// files (default): a fresh walk of
-// the source as the job user gives its manifest (every path, type, mode,
-// size and mtime, and the resolved source path), compared with the one
-// stored at build time. Equal: reuse. The walk also re-checks that this
-// user may read every file, so one user's copy is served to another only
-// if that user could read the source too. dirs: see verify_dirs_only.
+// files (default): the per-directory check of stage_manifest.h against
+// <version>/check (one listing and one statx per entry, as the job user,
+// directories in parallel; every entry's type, mode, size, inode, mtime
+// and ctime, and that this user may read every file), so one user's copy
+// is served to another only if that user could read the source too.
+// Versions built before `check` existed use the older full walk (digest
+// of path, type, mode, size, mtime; faccessat per file). dirs: see
+// verify_dirs_only.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,6 +36,25 @@
 #include "preflight/status.h"
 
 namespace preflight {
+
+// What a build leaves besides <tmp>/data: the files the reuse checks read.
+struct BuiltCopy {
+  CopyStats stats;
+  std::vector<std::string> manifest;  // stage_copy.h's manifest lines
+  std::string dirs_text;              // the light check's directory list
+  std::string digest_light;           // DigestOf(light manifest)
+  std::string check;                  // stage_manifest.h bytes; "" for a file source
+  uint64_t source_bytes = 0;          // file bytes read from the source for it
+  uint64_t peer_bytes = 0;            // ... and received from a peer (stage_peer.h)
+  std::string note;                   // how it was built, when not simply copied
+};
+// Builds `dst_dir_fd`/data. The default reads the source as the job user
+// (CopySourceInto); stage_peer.h receives it from a peer instead.
+using StageCopier = std::function<Status(int dst_dir_fd, BuiltCopy* out, FaultSide* side)>;
+
+// The default copier: CopyTree of `source` with `co`, and its manifests.
+Status CopySourceInto(const std::string& source, const CopyOptions& co, int dst_dir_fd, BuiltCopy* out,
+                      FaultSide* side);
 
 struct StageCacheOptions {
   std::string dir;           // the cache root
@@ -44,6 +66,8 @@ struct StageCacheOptions {
   // the reader is the uid that built the copy; any other reader still gets
   // the full walk, since only it checks that reader's access to each file.
   bool verify_dirs_only = false;
+  // On a miss, how the copy is built; empty: CopySourceInto.
+  StageCopier copier;
 };
 
 struct StagedDataset {
@@ -57,6 +81,9 @@ struct StagedDataset {
   uint64_t bytes = 0;
   uint64_t files = 0;
   double seconds = 0;
+  uint64_t source_bytes = 0;  // read from the source for this call (0 on a hit)
+  uint64_t peer_bytes = 0;    // received from a peer instead
+  std::string note;           // BuiltCopy::note
 };
 
 std::string StageCacheKey(const std::string& source);

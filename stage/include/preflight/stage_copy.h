@@ -116,10 +116,19 @@ class ManifestDigest {
 };
 std::string DigestOf(const std::vector<std::string>& lines);
 
-// `light`, if given, receives the light manifest of the same walk.
+class CheckManifestBuilder;  // stage_manifest.h
+
+// `light`, if given, receives the light manifest of the same walk;
+// `check`, if given, every entry for the warm check (stage_manifest.h),
+// including which files carry a POSIX ACL (one fgetxattr per file, done by
+// the copy workers on the descriptor they already hold).
 Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_name, const CopyOptions& o,
                 CopyStats* stats, std::vector<std::string>* manifest, FaultSide* side,
-                std::vector<std::string>* light = nullptr);
+                std::vector<std::string>* light = nullptr, CheckManifestBuilder* check = nullptr);
+
+// Drop the calling process to `who` for good: supplementary groups, gid,
+// then uid; verified (getting root back must fail). For forked readers.
+bool DropToStageUser(const StageIdentity& who, std::string* error);
 
 // The same walk without copying: stat and access(R_OK) of every entry as
 // `o.who`, giving the manifest the cache compares (no descriptors pass).

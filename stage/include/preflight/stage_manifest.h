@@ -1,0 +1,111 @@
+// The cache's per-directory check manifest and the warm (cache hit) check
+// built on it.
+//
+// At build time the copy (CopyTree) records every entry it copied: type,
+// mode, size, inode, mtime and ctime (which no user can set), a symlink's
+// target, and whether a regular file carried a POSIX ACL. Entries are kept
+// grouped by directory, in the order the directory listed them, and
+// written next to the cached copy as one binary file (`check`).
+//
+// The warm check (CheckUnchanged) runs in a forked child that has dropped
+// to the job user, exactly like the copy's reader, so the kernel decides
+// every directory open and lookup for that user. Directories are checked
+// in parallel, each with one getdents64 pass (its names must be exactly
+// the stored ones) and one statx per entry (every stored field must match):
+// no open and no access() per file. Read permission of each regular file
+// follows from its live statx mode/uid/gid and the reader's uid, gid and
+// supplementary groups, as the kernel's generic_permission() decides it
+// without ACLs. That shortcut is used only where it is exact: never for
+// a file that had a POSIX ACL when it was copied (an ACL added later
+// moves the file's ctime, so the check sees a change and copies again),
+// never for a reader with uid 0 (capabilities), and never on a filesystem
+// outside a short list known to use generic_permission (tmpfs, ext2/3/4,
+// xfs, btrfs); those files get faccessat(R_OK) as the user instead.
+// LSMs (SELinux, AppArmor) are not modelled: they gate the prolog's reader
+// as a whole, not per job user.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "preflight/stage_copy.h"
+#include "preflight/status.h"
+
+namespace preflight {
+
+// Collected by CopyTree's receiver (Add, single thread) and its copy
+// workers (MarkAcl, any thread).
+class CheckManifestBuilder {
+ public:
+  // The resolved root directory and its own status.
+  void Root(const std::string& real, uint32_t mode, uint64_t ino, int64_t ctime_sec, uint32_t ctime_nsec);
+  // `path` relative to the root; `type` 'd', 'f' or 'l'. Returns the entry
+  // index for MarkAcl.
+  uint32_t Add(char type, const std::string& path, uint32_t mode, uint64_t size, uint64_t ino, int64_t mtime_sec,
+               uint32_t mtime_nsec, int64_t ctime_sec, uint32_t ctime_nsec, const std::string& link);
+  void MarkAcl(uint32_t index);
+  // The `check` file's bytes.
+  std::string Serialize() const;
+
+ private:
+  struct Item {
+    char type;
+    uint32_t mode;
+    uint64_t size, ino;
+    int64_t mtime_sec, ctime_sec;
+    uint32_t mtime_nsec, ctime_nsec;
+    std::string name, link;  // name: the last path component
+  };
+  struct Dir {
+    std::string path;
+    uint32_t self;                  // its item; UINT32_MAX for the root
+    std::vector<uint32_t> members;  // items, in listing order
+  };
+  std::string real_;
+  Item root_{};
+  std::vector<Item> items_;
+  std::vector<Dir> dirs_;
+  std::unordered_map<std::string, uint32_t> dir_index_;
+  uint32_t last_dir_ = 0;  // entries come directory by directory: the usual parent
+  bool broken_ = false;    // an entry before its directory
+  std::mutex mu_;
+  std::vector<uint32_t> acl_;
+};
+
+// A loaded `check` file.
+class CheckManifest {
+ public:
+  static Expected<std::shared_ptr<CheckManifest>> Load(const std::string& path);
+  static Expected<std::shared_ptr<CheckManifest>> Parse(std::string bytes);
+  uint64_t entries() const;
+  uint64_t dirs() const;
+  const std::string& real() const { return real_; }
+
+ private:
+  friend struct WarmChecker;
+  std::string blob_;
+  std::string real_;
+};
+
+struct WarmCheckResult {
+  bool same = false;        // serve the cached copy
+  std::string why;          // when !same: the first difference seen
+  uint64_t entries = 0;     // entries statted
+  uint64_t by_mode = 0;     // files whose readability came from the mode bits
+  uint64_t by_access = 0;   // files checked with faccessat (ACL, uid 0, other fs)
+};
+
+// The warm check of `src` against `m`, as `who`, with up to `threads`
+// directories at once. A difference is not an error (same=false); an
+// unreadable file or directory is (Permission, side kSource), as is a
+// timeout (deadline: MonotonicSeconds()).
+Status CheckUnchanged(const std::string& src, const CheckManifest& m, const StageIdentity& who, unsigned threads,
+                      double deadline, WarmCheckResult* out, FaultSide* side);
+
+}  // namespace preflight

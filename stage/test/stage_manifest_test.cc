@@ -1,0 +1,247 @@
+// The warm check (stage_manifest.h): real trees, real CopyTree, real
+// fork/drop to `nobody`. Every change a user can make to a source must be
+// seen, and readability must be what the kernel says for that user.
+#include <fcntl.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <functional>
+
+#include "preflight/fileutil.h"
+#include "preflight/stage_copy.h"
+#include "preflight/stage_manifest.h"
+
+namespace preflight {
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    char t[] = "/tmp/pf-manifest-XXXXXX";
+    path_ = ::mkdtemp(t);
+    ::chmod(path_.c_str(), 0755);
+  }
+  ~TempDir() { RemoveTree(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+void Write(const std::string& path, const std::string& data, mode_t mode = 0644) {
+  std::ofstream(path, std::ios::binary) << data;
+  ::chmod(path.c_str(), mode);
+}
+
+void MakeTree(const std::string& root) {
+  MakeDirs(root + "/a/b");
+  MakeDirs(root + "/c");
+  for (int i = 0; i < 20; ++i) Write(root + "/a/f" + std::to_string(i), std::string(100 + i, 'x'));
+  Write(root + "/a/b/deep", "deep");
+  Write(root + "/c/one", "one");
+  ASSERT_EQ(::symlink("a/f1", (root + "/link").c_str()), 0);
+}
+
+// Copy `src` (as the caller) and return its check manifest.
+std::shared_ptr<CheckManifest> Build(const std::string& src, const std::string& scratch) {
+  RemoveTree(scratch);
+  MakeDirs(scratch);
+  int fd = ::open(scratch.c_str(), O_RDONLY | O_DIRECTORY);
+  CopyOptions o;
+  o.workers = 2;
+  CopyStats st;
+  std::vector<std::string> manifest;
+  FaultSide side;
+  CheckManifestBuilder b;
+  Status s = CopyTree(src, fd, "data", o, &st, &manifest, &side, nullptr, &b);
+  ::close(fd);
+  EXPECT_TRUE(s.ok()) << s.message();
+  auto m = CheckManifest::Parse(b.Serialize());
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  return m.ok() ? *m : nullptr;
+}
+
+WarmCheckResult Check(const std::string& src, const CheckManifest& m, const StageIdentity& who = {},
+                      Status* status = nullptr) {
+  WarmCheckResult r;
+  FaultSide side;
+  Status s = CheckUnchanged(src, m, who, 2, 0, &r, &side);
+  if (status) *status = s;
+  else EXPECT_TRUE(s.ok()) << s.message();
+  return r;
+}
+
+TEST(WarmCheck, UnchangedTreeIsTheSameWithOneStatPerEntry) {
+  TempDir t;
+  std::string src = t.path() + "/src";
+  MakeTree(src);
+  auto m = Build(src, t.path() + "/dst");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->entries(), 26u);  // 3 dirs, 22 files, 1 link
+  EXPECT_EQ(m->dirs(), 4u);      // root, a, a/b, c
+  WarmCheckResult r = Check(src, *m);
+  EXPECT_TRUE(r.same) << r.why;
+  EXPECT_EQ(r.entries, 26u);
+  EXPECT_EQ(r.by_mode + r.by_access, 22u);
+  // The manifest survives its file form, and a damaged one is refused.
+  std::string bytes = m->real();
+  EXPECT_EQ(bytes, src);
+  EXPECT_FALSE(CheckManifest::Parse("PFCHK01\nshort").ok());
+}
+
+// Each mutation on a fresh tree must make the check say "changed".
+TEST(WarmCheck, EveryKindOfChangeIsSeen) {
+  struct Case {
+    const char* name;
+    std::function<void(const std::string&)> change;
+  };
+  std::vector<Case> cases = {
+      {"rewritten in place, same size, mtime put back",
+       [](const std::string& s) {
+         struct stat st;
+         ::stat((s + "/a/f3").c_str(), &st);
+         Write(s + "/a/f3", std::string(103, 'y'));
+         struct timespec ts[2] = {st.st_atim, st.st_mtim};
+         ::utimensat(AT_FDCWD, (s + "/a/f3").c_str(), ts, 0);
+       }},
+      {"file added", [](const std::string& s) { Write(s + "/a/b/new", "n"); }},
+      {"file removed", [](const std::string& s) { ::unlink((s + "/c/one").c_str()); }},
+      {"file renamed", [](const std::string& s) { ::rename((s + "/c/one").c_str(), (s + "/c/two").c_str()); }},
+      {"mode changed", [](const std::string& s) { ::chmod((s + "/a/f0").c_str(), 0600); }},
+      {"file swapped for a directory",
+       [](const std::string& s) { ::unlink((s + "/a/f5").c_str()); MakeDirs(s + "/a/f5"); }},
+      {"directory swapped for a symlink",
+       [](const std::string& s) { RemoveTree(s + "/a/b"); ASSERT_EQ(::symlink("../c", (s + "/a/b").c_str()), 0); }},
+      {"symlink retargeted",
+       [](const std::string& s) { ::unlink((s + "/link").c_str()); ASSERT_EQ(::symlink("a/f2", (s + "/link").c_str()), 0); }},
+      {"xattr set (ctime moves)",
+       [](const std::string& s) { ::setxattr((s + "/a/f7").c_str(), "user.x", "1", 1, 0); }},
+  };
+  for (const auto& c : cases) {
+    TempDir t;
+    std::string src = t.path() + "/src";
+    MakeTree(src);
+    auto m = Build(src, t.path() + "/dst");
+    ASSERT_TRUE(m);
+    ASSERT_TRUE(Check(src, *m).same) << c.name;
+    c.change(src);
+    WarmCheckResult r = Check(src, *m);
+    EXPECT_FALSE(r.same) << c.name;
+    EXPECT_FALSE(r.why.empty()) << c.name;
+  }
+}
+
+bool KernelSaysReadable(const std::string& path, const StageIdentity& who) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::string err;
+    if (!DropToStageUser(who, &err)) ::_exit(2);
+    int fd = ::open(path.c_str(), O_RDONLY);
+    ::_exit(fd >= 0 ? 0 : 1);
+  }
+  int st;
+  ::waitpid(pid, &st, 0);
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+// Owner, group and other bits for a reader who is the owner, in the group,
+// or neither: the check's verdict equals the kernel's open() as that user.
+TEST(WarmCheck, ReadabilityIsTheKernelsForEveryOwnerGroupAndMode) {
+  if (::geteuid() != 0) GTEST_SKIP() << "skipped: needs root to drop to another user";
+  struct passwd* nobody = ::getpwnam("nobody");
+  if (!nobody) GTEST_SKIP() << "skipped: no user 'nobody'";
+  StageIdentity who{true, nobody->pw_uid, nobody->pw_gid, "nobody"};
+  TempDir t;
+  int cases = 0, readable = 0;
+  uint64_t by_mode = 0;
+  for (uid_t owner : {uid_t{0}, nobody->pw_uid})
+    for (gid_t group : {gid_t{0}, nobody->pw_gid})
+      for (mode_t mode : {0400, 0040, 0004, 0440, 0044, 0404, 0000, 0444, 0640, 0604}) {
+        std::string src = t.path() + "/s" + std::to_string(cases);
+        MakeDirs(src);
+        Write(src + "/f", "data", mode);
+        ASSERT_EQ(::chown((src + "/f").c_str(), owner, group), 0);
+        ::chmod((src + "/f").c_str(), mode);
+        auto m = Build(src, t.path() + "/dst");
+        ASSERT_TRUE(m);
+        Status s;
+        WarmCheckResult r = Check(src, *m, who, &s);
+        bool kernel = KernelSaysReadable(src + "/f", who);
+        bool ours = s.ok() && r.same;
+        EXPECT_EQ(ours, kernel) << "owner " << owner << " group " << group << " mode " << std::oct << mode << ": "
+                                << s.message();
+        if (!kernel) {
+          EXPECT_EQ(s.code(), Status::Code::kPermission) << s.message();
+        }
+        by_mode += r.by_mode;
+        readable += kernel;
+        ++cases;
+      }
+  EXPECT_GT(readable, 0);
+  EXPECT_LT(readable, cases);
+  EXPECT_GT(by_mode, 0u);  // /tmp on a generic_permission filesystem: decided by the mode bits
+}
+
+// A POSIX ACL that denies `nobody` a file whose mode bits say "other may
+// read": the mode bits alone would serve it; the check must not.
+TEST(WarmCheck, AclDenyingTheReaderIsHonoured) {
+  if (::geteuid() != 0) GTEST_SKIP() << "skipped: needs root to drop to another user";
+  struct passwd* nobody = ::getpwnam("nobody");
+  if (!nobody) GTEST_SKIP() << "skipped: no user 'nobody'";
+  StageIdentity who{true, nobody->pw_uid, nobody->pw_gid, "nobody"};
+  TempDir t;
+  std::string src = t.path() + "/src";
+  MakeTree(src);
+  // system.posix_acl_access, version 2: user::rw- user:nobody:--- group::r-- mask::r-- other::r--
+  struct Entry { uint16_t tag, perm; uint32_t id; };
+  struct { uint32_t version; Entry e[5]; } __attribute__((packed)) acl = {
+      2, {{0x01, 6, UINT32_MAX}, {0x02, 0, nobody->pw_uid}, {0x04, 4, UINT32_MAX}, {0x10, 4, UINT32_MAX}, {0x20, 4, UINT32_MAX}}};
+  std::string f = src + "/a/f9";
+  if (::setxattr(f.c_str(), "system.posix_acl_access", &acl, sizeof acl, 0) != 0)
+    GTEST_SKIP() << "skipped: no POSIX ACLs here: " << std::strerror(errno);
+  struct stat st;
+  ASSERT_EQ(::stat(f.c_str(), &st), 0);
+  ASSERT_TRUE(st.st_mode & S_IROTH);            // the mode bits say yes
+  ASSERT_FALSE(KernelSaysReadable(f, who));     // the kernel says no
+  auto m = Build(src, t.path() + "/dst");       // root copies it
+  ASSERT_TRUE(m);
+  Status s;
+  WarmCheckResult r = Check(src, *m, who, &s);
+  EXPECT_EQ(s.code(), Status::Code::kPermission) << s.message();
+  EXPECT_NE(s.message().find(f + ": Permission denied"), std::string::npos) << s.message();
+  // Without the ACL entry for nobody, the same file is served again (after
+  // a fresh copy: removing the ACL moved its ctime).
+  ASSERT_EQ(::removexattr(f.c_str(), "system.posix_acl_access"), 0);
+  m = Build(src, t.path() + "/dst");
+  r = Check(src, *m, who, &s);
+  EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(r.same) << r.why;
+}
+
+TEST(WarmCheck, UnreadableDirectoryIsAPermissionError) {
+  if (::geteuid() != 0) GTEST_SKIP() << "skipped: needs root to drop to another user";
+  struct passwd* nobody = ::getpwnam("nobody");
+  if (!nobody) GTEST_SKIP() << "skipped: no user 'nobody'";
+  StageIdentity who{true, nobody->pw_uid, nobody->pw_gid, "nobody"};
+  TempDir t;
+  std::string src = t.path() + "/src";
+  MakeTree(src);
+  ::chmod((src + "/a/b").c_str(), 0700);  // root's only
+  auto m = Build(src, t.path() + "/dst");
+  ASSERT_TRUE(m);
+  Status s;
+  Check(src, *m, who, &s);
+  EXPECT_EQ(s.code(), Status::Code::kPermission) << s.message();
+  EXPECT_NE(s.message().find(src + "/a/b"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace preflight
