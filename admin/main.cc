@@ -239,7 +239,7 @@ int CacheCmd(const std::vector<std::string>& args_in, const CommonCli& cli) {
     Log(LogLevel::kError, "cache", "site config", cfg.status().message());
     return 1;
   }
-  if (cfg->stage_dir.empty()) {
+  if (cfg->stage.dir.empty()) {
     Log(LogLevel::kError, "cache", "no stage_dir in " + (cfg->source.empty() ? std::string("the config") : cfg->source), "staging is disabled");
     return 1;
   }

@@ -17,6 +17,8 @@ preflight_require_pc(HWLOC hwloc libhwloc-dev)
 preflight_require_pc(PMIX pmix libpmix-dev)
 # Peer fan-out of --stage (stage_peer.cc) authenticates prologs with munge.
 preflight_require_pc(MUNGE munge libmunge-dev)
+# Digests of --stage (cache keys, manifests, peer transfers): XXH3.
+preflight_require_pc(XXHASH libxxhash libxxhash-dev)
 
 # Slurm: Debian's 22.05 ships no slurm.pc, so try pkg-config, then SLURM_ROOT, then /usr.
 set(SLURM_ROOT "" CACHE PATH "Prefix holding include/slurm/spank.h")

@@ -1,3 +1,5 @@
+// The check harness: each check in its own child under a time budget,
+// results back over a pipe as they are found, the site's switches applied.
 #include "preflight/checks.h"
 
 #include <fcntl.h>
@@ -14,13 +16,6 @@
 #include <cstdlib>
 #include <exception>
 
-#include "preflight/bandwidth.h"
-#include "preflight/dcgm.h"
-#include "preflight/fleet.h"
-#include "preflight/health_checks.h"
-#include "preflight/ib_counters.h"
-#include "preflight/pairing_check.h"
-#include "preflight/rails_check.h"
 #include "preflight/severity.h"
 
 namespace preflight {
@@ -32,95 +27,6 @@ const char* PhaseName(Phase p) {
     case Phase::kHealth: return "health";
   }
   return "prolog";
-}
-
-std::vector<CheckResult> CheckScratch(const CheckEnv& env) {
-  const Config& c = env.cfg;
-  CheckResult r;
-  r.check = "scratch";
-  r.device = c.scratch_dir;
-  if (c.scratch_dir.empty()) {
-    r.verdict = Verdict::kSkip;
-    r.message = "skipped: no scratch_dir configured";
-    return {r};
-  }
-  struct statvfs st;
-  if (::statvfs(c.scratch_dir.c_str(), &st) != 0) {
-    r.verdict = Verdict::kFail;
-    r.value = "missing";
-    r.threshold = "mounted";
-    r.message = Status::FromErrno(errno, "not usable").message();
-    return {r};
-  }
-  std::vector<CheckResult> out;
-  double free_bytes = static_cast<double>(st.f_bavail) * st.f_frsize;
-  r.check = "scratch.free";
-  r.value = HumanBytes(free_bytes);
-  r.threshold = ">= " + HumanBytes(static_cast<double>(c.scratch_min_free_bytes));
-  if (free_bytes < static_cast<double>(c.scratch_min_free_bytes)) {
-    r.verdict = Verdict::kFail;
-    r.message = "free " + r.value + " < " + HumanBytes(static_cast<double>(c.scratch_min_free_bytes));
-  } else {
-    r.message = "free " + r.value;
-  }
-  out.push_back(r);
-
-  CheckResult in = r;
-  in.check = "scratch.inodes";
-  in.value = std::to_string(st.f_favail);
-  in.threshold = ">= " + std::to_string(c.scratch_min_free_inodes);
-  // Filesystems without inode accounting (f_files == 0) can't run out.
-  if (st.f_files != 0 && st.f_favail < c.scratch_min_free_inodes) {
-    in.verdict = Verdict::kFail;
-    in.message = "free inodes " + in.value + " < " + std::to_string(c.scratch_min_free_inodes);
-  } else {
-    in.verdict = Verdict::kPass;
-    in.message = st.f_files == 0 ? "no inode accounting" : "free inodes " + in.value;
-  }
-  out.push_back(in);
-
-  CheckResult w = r;
-  w.check = "scratch.writable";
-  w.value = "";
-  w.threshold = "writable";
-  std::string probe = c.scratch_dir + "/.preflight-probe." + std::to_string(::getpid());
-  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0 || ::write(fd, "x", 1) != 1 || ::fsync(fd) != 0) {
-    w.verdict = Verdict::kFail;
-    w.value = "read-only";
-    w.message = Status::FromErrno(errno, "cannot write").message();
-  } else {
-    w.verdict = Verdict::kPass;
-    w.value = "writable";
-    w.message = "writable";
-  }
-  if (fd >= 0) ::close(fd);
-  ::unlink(probe.c_str());
-  out.push_back(w);
-  return out;
-}
-
-const std::vector<CheckDescriptor>& AllChecks() {
-  static const std::vector<CheckDescriptor> kChecks = {
-      {"scratch", "node-local scratch mounted, free space and inodes, writable", Level::kQuick, CheckScratch},
-      {"gpu", "GPUs via NVML: count, ECC, retired pages, row remap, temperature, throttling, PCIe, NVLink, modes",
-       Level::kQuick, CheckGpus},
-      {"gpu.xid", "Xid events in the kernel log since the last check", Level::kQuick, CheckXid},
-      {"ib", "HCAs present, ports ACTIVE/LinkUp, rate, link layer, flapping, RoCE netdev", Level::kQuick,
-       CheckInterconnect},
-      {"ib.counters", "port error counters (symbol_error, link_error_recovery, ...) rising between checks", Level::kQuick,
-       CheckIbCounters},
-      {"fleet.versions", "driver, VBIOS, HCA firmware and kernel recorded, and the same as this hardware's other nodes",
-       Level::kQuick, CheckFleetVersions},
-      {"gpu.dcgm", "DCGM's dcgmi diag -r dcgm_level at full level (dcgm_health_level in the health check)", Level::kQuick,
-       CheckDcgm, 0, [](const Config& c) { return c.dcgm_timeout_ms + 10000u; }},
-      {"gpu.bandwidth", "H2D, D2H and P2P copy bandwidth per GPU against its profile (full level; CUDA dlopen'ed)",
-       Level::kFull, CheckBandwidth, 0, [](const Config& c) { return std::max(c.probe_timeout_ms, 120000u); }},
-      {"topo.pairing", "GPU-NIC placement matches the pinned topo_expect", Level::kQuick, CheckPairing},
-      {"topo.rails", "every compute rail (NIC next to a GPU, or named in topo_rails) is up", Level::kQuick,
-       CheckRailsUp},
-  };
-  return kChecks;
 }
 
 namespace {

@@ -112,7 +112,7 @@ TEST(Gpus, EachInjectedFaultFailsItsCheckNamingGpuAndFigure) {
 
 TEST(Gpus, SiteExpectationsForModesAndPcieGeneration) {
   Env e;
-  e.cfg.gpu_persistence = "on";
+  e.cfg.gpu_persistence = GpuPersistence::kOn;
   e.cfg.gpu_compute_mode = "exclusive_process";
   e.cfg.gpu_pcie_gen = 5;
   auto rs = e.Gpus("persistence 1 off;pcie_gen 2 4");
@@ -238,7 +238,7 @@ std::vector<CheckResult> Ib(Env& e) {
 TEST(Interconnect, HealthyNodeAllPortsPass) {
   Env e;
   e.cfg.ib_rate = 400;
-  e.cfg.ib_link_layer = "InfiniBand";
+  e.cfg.ib_link_layer = LinkLayer::kInfiniBand;
   e.cfg.ib_hcas = {"mlx5_0", "mlx5_7"};
   auto rs = Ib(e);
   EXPECT_EQ(Count(rs, Verdict::kFail), 0);
@@ -250,7 +250,7 @@ TEST(Interconnect, BrokenTreeFailsEachHcaWithItsFigure) {
   Env e;
   e.cfg.fsroot = kFixtures + "/ib-broken";
   e.cfg.ib_rate = 400;
-  e.cfg.ib_link_layer = "InfiniBand";
+  e.cfg.ib_link_layer = LinkLayer::kInfiniBand;
   e.cfg.ib_hcas = {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7"};
   auto rs = Ib(e);
   struct { const char* check; const char* dev; const char* part; } want[] = {

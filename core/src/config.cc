@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <initializer_list>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -15,7 +16,40 @@
 
 namespace preflight {
 
-const char* NcclOnFailureName(NcclOnFailure f) { return f == NcclOnFailure::kFail ? "fail" : "requeue"; }
+namespace {
+
+// One table per enum key: its values and their names in the config.
+template <class E>
+using Names = std::initializer_list<std::pair<E, const char*>>;
+constexpr Names<NcclOnFailure> kOnFailureNames = {{NcclOnFailure::kRequeue, "requeue"}, {NcclOnFailure::kFail, "fail"}};
+constexpr Names<GpuPersistence> kPersistenceNames = {
+    {GpuPersistence::kAny, "any"}, {GpuPersistence::kOn, "on"}, {GpuPersistence::kOff, "off"}};
+constexpr Names<LinkLayer> kLinkLayerNames = {
+    {LinkLayer::kAny, "any"}, {LinkLayer::kInfiniBand, "InfiniBand"}, {LinkLayer::kEthernet, "Ethernet"}};
+constexpr Names<StageVerify> kStageVerifyNames = {{StageVerify::kFiles, "files"}, {StageVerify::kDirs, "dirs"}};
+
+template <class E>
+const char* NameIn(Names<E> names, E e) {
+  for (const auto& n : names)
+    if (n.first == e) return n.second;
+  return names.begin()->second;
+}
+template <class E>
+Expected<E> ParseIn(Names<E> names, const std::string& s) {
+  std::string all;
+  for (const auto& n : names) {
+    if (s == n.second) return n.first;
+    all += (all.empty() ? "" : ", ") + std::string(n.second);
+  }
+  return Status::InvalidArgument("bad value '" + s + "' (expected " + all + ")");
+}
+
+}  // namespace
+
+const char* NcclOnFailureName(NcclOnFailure f) { return NameIn(kOnFailureNames, f); }
+const char* GpuPersistenceName(GpuPersistence p) { return NameIn(kPersistenceNames, p); }
+const char* LinkLayerName(LinkLayer l) { return NameIn(kLinkLayerNames, l); }
+const char* StageVerifyName(StageVerify v) { return NameIn(kStageVerifyNames, v); }
 
 const char* XidActionName(XidAction a) {
   switch (a) {
@@ -155,12 +189,14 @@ Expected<std::string> OneOf(const std::string& s) {
   return Status::InvalidArgument("bad value '" + s + "' (expected " + list + ")");
 }
 constexpr const char* kBackends[] = {"auto", "nccl", "host", nullptr};
-Expected<NcclOnFailure> ParseOnFailure(const std::string& s) {
-  if (s == "requeue") return NcclOnFailure::kRequeue;
-  if (s == "fail") return NcclOnFailure::kFail;
-  return Status::InvalidArgument("bad value '" + s + "' (expected requeue, fail)");
-}
+Expected<NcclOnFailure> ParseOnFailure(const std::string& s) { return ParseIn(kOnFailureNames, s); }
 std::string OnFailureText(NcclOnFailure f) { return NcclOnFailureName(f); }
+Expected<GpuPersistence> ParsePersistence(const std::string& s) { return ParseIn(kPersistenceNames, s); }
+std::string PersistenceText(GpuPersistence p) { return GpuPersistenceName(p); }
+Expected<LinkLayer> ParseLinkLayer(const std::string& s) { return ParseIn(kLinkLayerNames, s); }
+std::string LinkLayerText(LinkLayer l) { return LinkLayerName(l); }
+Expected<StageVerify> ParseStageVerify(const std::string& s) { return ParseIn(kStageVerifyNames, s); }
+std::string StageVerifyText(StageVerify v) { return StageVerifyName(v); }
 Expected<std::string> AnyString(const std::string& s) {
   if (s.empty()) return Status::InvalidArgument("empty value");
   return s;
@@ -221,11 +257,9 @@ Expected<std::string> OneOf(const std::string& s, std::initializer_list<const ch
   }
   return Status::InvalidArgument("bad value '" + s + "' (expected " + all + ")");
 }
-Expected<std::string> ParsePersistence(const std::string& s) { return OneOf(s, {"any", "on", "off"}); }
 Expected<std::string> ParseComputeMode(const std::string& s) {
   return OneOf(s, {"any", "default", "exclusive_process", "prohibited"});
 }
-Expected<std::string> ParseLinkLayer(const std::string& s) { return OneOf(s, {"any", "InfiniBand", "Ethernet"}); }
 // "symbol_error:10,port_xmit_discards:100": counter names as sysfs spells them.
 using CounterLimits = std::vector<std::pair<std::string, uint64_t>>;
 Expected<CounterLimits> ParseCounterLimits(const std::string& s) {
@@ -310,10 +344,6 @@ Expected<uint64_t> ParseDcgmLevel(const std::string& s) {
   return n;
 }
 
-Expected<std::string> ParseStageVerify(const std::string& s) {
-  if (s == "files" || s == "dirs") return s;
-  return Status::InvalidArgument("bad stage_verify '" + s + "' (expected files or dirs)");
-}
 
 Expected<std::vector<std::string>> ParseRailList(const std::string& s) {
   auto l = ParseList(s);
@@ -429,7 +459,7 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"gpu_nvlinks", "count", "NVLinks that must be up per GPU (0: every link NVML reports)",
        PF_PARSED(gpu_nvlinks, ParseCount, CountText)},
       {"gpu_persistence", "string", "Persistence mode the site expects: any, on, off",
-       PF_PARSED(gpu_persistence, ParsePersistence, Same)},
+       PF_PARSED(gpu_persistence, ParsePersistence, PersistenceText)},
       {"gpu_compute_mode", "string", "Compute mode the site expects: any, default, exclusive_process, prohibited",
        PF_PARSED(gpu_compute_mode, ParseComputeMode, Same)},
       {"xid_ignore", "list", "Xid codes never recorded (same as XID:ignore in xid_actions)",
@@ -443,7 +473,7 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"ib_rate", "count", "Lowest port rate in Gb/s (0: not checked)",
        PF_PARSED(ib_rate, ParseCount, CountText)},
       {"ib_link_layer", "string", "Link layer every port must have: any, InfiniBand, Ethernet",
-       PF_PARSED(ib_link_layer, ParseLinkLayer, Same)},
+       PF_PARSED(ib_link_layer, ParseLinkLayer, LinkLayerText)},
       {"ib_counter_warn", "list", "Port error counters (NAME:MAX) whose rise within ib_counter_window above MAX warns (ib.counters)",
        PF_PARSED(ib_counter_warn, ParseCounterLimits, CounterLimitsText)},
       {"ib_counter_fail", "list", "Port error counters (NAME:MAX) whose rise within ib_counter_window above MAX fails the node (ib.counters)",
@@ -532,23 +562,23 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"nccl_host_rate_file", "path", "Test seam: file with a send-rate cap for host-backend ranks on this node",
        PF_PATH(nccl.host_rate_file)},
       {"stage_dir", "path", "Node-local folder for --stage job views and the dataset cache; empty disables --stage",
-       PF_PATH(stage_dir)},
+       PF_PATH(stage.dir)},
       {"stage_cache_quota", "size", "Dataset cache size kept after each job (LRU, in-use never evicted); 0: no limit",
-       PF_PARSED(stage_cache_quota, ParseSize, SizeText)},
+       PF_PARSED(stage.cache_quota, ParseSize, SizeText)},
       {"stage_workers", "count", "Copy threads per staged dataset; 0: one per CPU (at least 2)",
-       PF_PARSED(stage_workers, ParseCount, CountText)},
+       PF_PARSED(stage.workers, ParseCount, CountText)},
       {"stage_timeout", "duration", "Upper bound for staging all of a job's datasets on a node",
-       PF_PARSED(stage_timeout_ms, ParseDurationMs, DurationText)},
+       PF_PARSED(stage.timeout_ms, ParseDurationMs, DurationText)},
       {"stage_verify", "string", "Cache reuse check: files (every entry's type, mode, size, inode, mtime, ctime and the user's read access) or dirs (directories only)",
-       PF_PARSED(stage_verify, ParseStageVerify, Same)},
+       PF_PARSED(stage.verify, ParseStageVerify, StageVerifyText)},
       {"stage_peers", "bool", "A multi-node job's prologs share one read of each source (peer fan-out, munge-authenticated)",
-       PF_PARSED(stage_peers, ParseBool, BoolText)},
+       PF_PARSED(stage.peers, ParseBool, BoolText)},
       {"stage_peer_port", "count", "Peer fan-out: node i of the job's node list serves on this TCP port + i",
-       PF_PARSED(stage_peer_port, ParseCount, CountText)},
+       PF_PARSED(stage.peer_port, ParseCount, CountText)},
       {"stage_peer_host", "string", "Peer fan-out: a job node's address; %n stands for its node name",
-       PF_STRING(stage_peer_host)},
+       PF_STRING(stage.peer_host)},
       {"stage_munge_socket", "path", "Peer fan-out: munged's socket; empty: libmunge's default",
-       PF_PATH(stage_munge_socket)},
+       PF_PATH(stage.munge_socket)},
     };
     AddCheckModeKeys(keys, std::make_index_sequence<kMaxSwitches>());
     return keys;

@@ -1,5 +1,7 @@
 #include "preflight/stage_cache.h"
 
+#include <xxhash.h>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -23,11 +25,7 @@ namespace preflight {
 std::string StageCacheKey(const std::string& source) {
   std::string s = source;
   while (s.size() > 1 && s.back() == '/') s.pop_back();
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
+  uint64_t h = XXH3_64bits(s.data(), s.size());
   char b[17];
   std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(h));
   return b;

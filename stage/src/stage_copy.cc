@@ -25,6 +25,8 @@
 #include <mutex>
 #include <thread>
 
+#include <xxhash.h>
+
 #include "preflight/report.h"
 #include "preflight/stage_manifest.h"
 
@@ -65,25 +67,13 @@ bool SameManifest(const std::vector<std::string>& a_in, const std::vector<std::s
   return a == b;
 }
 
-namespace {
-uint64_t Mix(uint64_t x) {  // splitmix64's finaliser
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-}  // namespace
-
+// The digest of a set of lines: their count and the sums of each line's
+// 128-bit XXH3, so the order the lines come in does not matter.
 void ManifestDigest::Add(const std::string& line) {
-  uint64_t h1 = 1469598103934665603ull, h2 = 0x84222325cbf29ce4ull;
-  for (unsigned char c : line) {
-    h1 = (h1 ^ c) * 1099511628211ull;
-    h2 = (h2 ^ c) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
-  }
+  XXH128_hash_t h = XXH3_128bits(line.data(), line.size());
   ++n_;
-  a_ += Mix(h1 ^ line.size());
-  b_ += Mix(h2 + 0x632be59bd9b4e019ull);
+  a_ += h.low64;
+  b_ += h.high64;
 }
 
 std::string ManifestDigest::str() const {

@@ -21,21 +21,22 @@
 #include "preflight/slurmctl.h"
 #include "preflight/stage_peer.h"
 #include "preflight/stage_spec.h"
+#include "preflight/state_paths.h"
 
 namespace preflight {
 
-std::string StageViewDir(const Config& cfg, const std::string& job_id) { return cfg.stage_dir + "/jobs/" + job_id; }
+std::string StageViewDir(const Config& cfg, const std::string& job_id) { return cfg.stage.dir + "/jobs/" + job_id; }
 std::string StageErrorFile(const Config& cfg, const std::string& job_id, const std::string& node) {
-  return cfg.state_dir + "/jobs/" + job_id + "/" + node + ".stage-error";
+  return state::JobNodeFile(cfg, job_id, node, state::kStageError);
 }
 
 StageCacheOptions CacheOptionsFor(const Config& cfg) {
   StageCacheOptions o;
-  o.dir = cfg.stage_dir + "/cache";
-  o.quota = cfg.stage_cache_quota == 0 ? UINT64_MAX : cfg.stage_cache_quota;  // config 0: no limit
-  unsigned n = cfg.stage_workers ? static_cast<unsigned>(cfg.stage_workers) : std::thread::hardware_concurrency();
+  o.dir = cfg.stage.dir + "/cache";
+  o.quota = cfg.stage.cache_quota == 0 ? UINT64_MAX : cfg.stage.cache_quota;  // config 0: no limit
+  unsigned n = cfg.stage.workers ? static_cast<unsigned>(cfg.stage.workers) : std::thread::hardware_concurrency();
   o.workers = std::max(2u, std::min(n, 64u));
-  o.verify_dirs_only = cfg.stage_verify == "dirs";
+  o.verify_dirs_only = cfg.stage.verify == StageVerify::kDirs;
   return o;
 }
 
@@ -81,7 +82,7 @@ Status BindReadOnly(const std::string& from, const std::string& to) {
 std::string Human(uint64_t b) { return HumanBytes(static_cast<double>(b)); }
 
 void WriteStageRecord(const Config& cfg, const JobContext& job, const StageJobResult& r) {
-  std::string dir = cfg.state_dir + "/jobs/" + job.job_id;
+  std::string dir = state::JobDir(cfg, job.job_id);
   if (!MakeDirs(dir, 0755).ok()) return;
   uint64_t bytes = 0, files = 0, hits = 0;
   for (const auto& d : r.datasets) { bytes += d.second.bytes; files += d.second.files; hits += d.second.hit; }
@@ -104,7 +105,7 @@ void WriteStageRecord(const Config& cfg, const JobContext& job, const StageJobRe
     w.EndObject();
   }
   w.EndArray().EndObject();
-  WriteFileAtomic(dir + "/" + job.node + ".stage.json", w.str() + "\n", 0644);
+  WriteFileAtomic(state::JobNodeFile(cfg, job.job_id, job.node, state::kStageJson), w.str() + "\n", 0644);
 }
 
 }  // namespace
@@ -123,13 +124,13 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMa
     r.message = msg;
     r.summary += "preflight: stage on " + job.node + " FAILED: " + msg + "\n";
     if (!drain) {
-      MakeDirs(cfg.state_dir + "/jobs/" + job.job_id, 0755);
+      MakeDirs(state::JobDir(cfg, job.job_id), 0755);
       WriteFileAtomic(err_file, "preflight: stage on " + job.node + ": " + msg + "\n", 0644);
     }
   };
   auto sources = ParseStageSpec(it->second);
   if (!sources) { fail("SPANK_PREFLIGHT_STAGE: " + sources.status().message(), false); return r; }
-  if (cfg.stage_dir.empty()) { fail("--stage is not enabled on " + job.node + " (no stage_dir in the site config)", false); return r; }
+  if (cfg.stage.dir.empty()) { fail("--stage is not enabled on " + job.node + " (no stage_dir in the site config)", false); return r; }
   StageIdentity who;
   if (::geteuid() == 0) {
     if (job.uid == static_cast<uid_t>(-1)) { fail("job user unknown (no SLURM_JOB_UID); refusing to read sources as root", false); return r; }
@@ -140,9 +141,9 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMa
   }
   std::string view = StageViewDir(cfg, job.job_id);
   StageCacheOptions co = CacheOptionsFor(cfg);
-  co.deadline = t0 + cfg.stage_timeout_ms / 1000.0;
-  Status s = MakeDirs(cfg.stage_dir, 0711);
-  if (s.ok()) s = MakeDirs(cfg.stage_dir + "/jobs", 0711);
+  co.deadline = t0 + cfg.stage.timeout_ms / 1000.0;
+  Status s = MakeDirs(cfg.stage.dir, 0711);
+  if (s.ok()) s = MakeDirs(cfg.stage.dir + "/jobs", 0711);
   if (s.ok()) s = MakeDirs(co.dir, 0700);
   if (s.ok()) s = CleanView(view);  // a requeued job's leftovers
   if (s.ok() && ::mkdir(view.c_str(), 0700) != 0) s = Status::FromErrno(errno, "mkdir " + view);
@@ -151,7 +152,7 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMa
   // Peer fan-out: this node's place in the job's node list.
   PeerOptions peer;
   bool use_peers = false;
-  if (cfg.stage_peers) {
+  if (cfg.stage.peers) {
     // slurmd's prolog gets no SLURM_JOB_NODELIST (slurm.conf(5)): ask
     // slurmctld for the job's nodes, in its order, when it is missing.
     Expected<std::vector<std::string>> names = std::vector<std::string>();
@@ -162,13 +163,13 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMa
     }
     if (names && names->size() > 1) {
       for (size_t i = 0; i < names->size(); ++i) {
-        std::string host = cfg.stage_peer_host;
+        std::string host = cfg.stage.peer_host;
         for (size_t at; (at = host.find("%n")) != std::string::npos;) host.replace(at, 2, (*names)[i]);
-        peer.nodes.push_back({host, static_cast<uint16_t>(cfg.stage_peer_port + i)});
+        peer.nodes.push_back({host, static_cast<uint16_t>(cfg.stage.peer_port + i)});
         if ((*names)[i] == job.node) { peer.self = i; use_peers = true; }
       }
       peer.job_id = job.job_id;
-      peer.munge_socket = cfg.stage_munge_socket;
+      peer.munge_socket = cfg.stage.munge_socket;
     }
   }
   auto stage_one = [&](const std::string& path, StagedDataset* d, FaultSide* side) {
@@ -190,7 +191,7 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMa
       TrimCache(co, 0, nullptr);
       s = stage_one(src.path, &d, &side);
       if (!s.ok() && side == FaultSide::kDestSpace)
-        s = s.Context("dataset does not fit in " + cfg.stage_dir + " on " + job.node);
+        s = s.Context("dataset does not fit in " + cfg.stage.dir + " on " + job.node);
     }
     if (!s.ok()) {
       std::string as = who.drop ? " (read as user " + (who.user.empty() ? std::to_string(who.uid) : who.user) + ")" : "";
@@ -248,9 +249,9 @@ std::string StagePrometheus(const std::string& node, const std::vector<std::pair
 
 UnstageResult UnstageForJob(const Config& cfg, const JobContext& job) {
   UnstageResult r;
-  if (cfg.stage_dir.empty() || job.job_id.empty()) return r;
+  if (cfg.stage.dir.empty() || job.job_id.empty()) return r;
   std::string view = StageViewDir(cfg, job.job_id);
-  std::string kvpath = cfg.state_dir + "/jobs/" + job.job_id + "/" + job.node + ".stage.kv";
+  std::string kvpath = state::JobNodeFile(cfg, job.job_id, job.node, state::kStageKv);
   struct stat st;
   bool had_view = ::lstat(view.c_str(), &st) == 0;
   auto kvtext = ReadWholeFile(kvpath);

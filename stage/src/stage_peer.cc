@@ -1,5 +1,7 @@
 #include "preflight/stage_peer.h"
 
+#include <xxhash.h>
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -104,28 +106,9 @@ struct FileHead {  // before each file's bytes
   uint32_t pad;
 };
 
-uint64_t Mix(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // A per-file hash of the bytes as sent, in kChunk pieces (both ends cut
-// the same pieces).
-uint64_t ChunkHash(const char* p, size_t n, uint64_t h) {
-  uint64_t a = h ^ (n * 0x9e3779b97f4a7c15ull);
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, p + i, 8);
-    a = Mix(a ^ w) + 0x632be59bd9b4e019ull;
-  }
-  uint64_t tail = 0;
-  std::memcpy(&tail, p + i, n - i);
-  return Mix(a ^ tail ^ (n - i));
-}
+// the same pieces): XXH3 of each piece, seeded with the hash so far.
+uint64_t ChunkHash(const char* p, size_t n, uint64_t h) { return XXH3_64bits_withSeed(p, n, h); }
 
 // Waits for `events` on fd until `deadline` (MonotonicSeconds; 0: none)
 // or `idle` seconds (0: none). false with errno ETIMEDOUT.

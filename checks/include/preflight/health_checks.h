@@ -4,9 +4,8 @@
 // sysfs and /dev/kmsg through FsRoot (tests: tests/fixtures/sysfs trees).
 // Each function is a CheckDescriptor body run by RunChecks in its own child
 // under a time budget; results name check, device, value and threshold.
-//
-// Not here yet: the GPU-NIC pairing check (needs the topology module of
-// issue 3).
+// The other checks have their own headers: ib_counters.h, xid.h, fleet.h,
+// dcgm.h, bandwidth.h, pairing_check.h, rails_check.h.
 #pragma once
 
 #include <cstdint>

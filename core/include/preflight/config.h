@@ -53,9 +53,20 @@ struct RunConfig {
   std::string checkpoint_marker = "COMPLETE";
 };
 
+// Keys with a fixed set of values are enums, named and parsed in one place
+// (config.cc's name tables); the config text is the name.
 // What --nccl-check does with a job whose check failed (nccl_on_failure).
 enum class NcclOnFailure { kRequeue, kFail };
 const char* NcclOnFailureName(NcclOnFailure f);
+// The persistence mode every GPU must have (gpu_persistence).
+enum class GpuPersistence { kAny, kOn, kOff };
+const char* GpuPersistenceName(GpuPersistence p);  // "any", "on", "off"
+// The link layer every IB/RoCE port must have (ib_link_layer).
+enum class LinkLayer { kAny, kInfiniBand, kEthernet };
+const char* LinkLayerName(LinkLayer l);  // "any", "InfiniBand", "Ethernet" (sysfs's words)
+// The cache reuse check of --stage (stage_verify).
+enum class StageVerify { kFiles, kDirs };
+const char* StageVerifyName(StageVerify v);
 
 // --nccl-check collective test (man preflight-nccl(1); config keys nccl_*).
 // Rates in bytes/s; 0 means "auto": from the node profile for the detected hardware.
@@ -82,6 +93,27 @@ bool ParseXidAction(const std::string& s, XidAction* a);
 
 // A site's switch for one check (`check_<name> = on|warn|off`; severity.h).
 enum class CheckMode { kOn, kWarn, kOff };
+
+// Dataset staging (--stage; config keys stage_*).
+struct StageConfig {
+  // Dataset staging (--stage): node-local folder holding job views
+  // (<dir>/jobs/<job>) and the cross-job cache (<dir>/cache);
+  // empty disables staging. Quota 0: no limit. Workers 0: one per CPU.
+  std::string dir;
+  uint64_t cache_quota = 0;
+  uint64_t workers = 0;
+  uint32_t timeout_ms = 3600000;
+  // Cache reuse check: "files" (stat + access of every file as the job
+  // user) or "dirs" (directories only, for the uid that built the copy).
+  StageVerify verify = StageVerify::kFiles;
+  // Peer fan-out (stage_peer.h): a multi-node job's prologs share one read
+  // of each source. Node i of the job's node list serves on
+  // peer_port + i at peer_host ("%n": the node's name).
+  bool peers = false;
+  uint64_t peer_port = 6830;
+  std::string peer_host = "%n";
+  std::string munge_socket;  // empty: libmunge's default
+};
 
 struct Config {
   // Where per-job results (JSON) and node state live. Root-owned.
@@ -138,7 +170,7 @@ struct Config {
   uint64_t gpu_pcie_gen = 0;              // 0: not checked
   uint64_t gpu_pcie_width = 0;            // 0: the device's own maximum
   uint64_t gpu_nvlinks = 0;               // 0: every link NVML reports must be up
-  std::string gpu_persistence = "any";    // any, on, off
+  GpuPersistence gpu_persistence = GpuPersistence::kAny;
   std::string gpu_compute_mode = "any";   // any, default, exclusive_process, prohibited
   // Xid codes never recorded (v1 key; the catalogue in xid.cc now classes
   // 13/31/43 as the user's and 45 as ignore, so the default is empty).
@@ -150,7 +182,7 @@ struct Config {
   // Interconnect checks (sysfs under fsroot).
   std::vector<std::string> ib_hcas;       // empty: every HCA found
   uint64_t ib_rate = 0;                   // minimum Gb/s; 0: not checked
-  std::string ib_link_layer = "any";      // any, InfiniBand, Ethernet
+  LinkLayer ib_link_layer = LinkLayer::kAny;
   // ib.counters (ib_counters.h): most a port error counter may rise between
   // two checks before it warns / fails. Warn defaults: infiniband-diags'
   // ibcheckerrs thresholds; fail: ten times those for the physical-layer ones.
@@ -184,23 +216,7 @@ struct Config {
   uint32_t dcgm_timeout_ms = 300000;
   RunConfig run;    // run_* keys
   NcclConfig nccl;  // nccl_* keys (the collective check)
-  // Dataset staging (--stage): node-local folder holding job views
-  // (<stage_dir>/jobs/<job>) and the cross-job cache (<stage_dir>/cache);
-  // empty disables staging. Quota 0: no limit. Workers 0: one per CPU.
-  std::string stage_dir;
-  uint64_t stage_cache_quota = 0;
-  uint64_t stage_workers = 0;
-  uint32_t stage_timeout_ms = 3600000;
-  // Cache reuse check: "files" (stat + access of every file as the job
-  // user) or "dirs" (directories only, for the uid that built the copy).
-  std::string stage_verify = "files";
-  // Peer fan-out (stage_peer.h): a multi-node job's prologs share one read
-  // of each source. Node i of the job's node list serves on
-  // stage_peer_port + i at stage_peer_host ("%n": the node's name).
-  bool stage_peers = false;
-  uint64_t stage_peer_port = 6830;
-  std::string stage_peer_host = "%n";
-  std::string stage_munge_socket;  // empty: libmunge's default
+  StageConfig stage;  // stage_* keys (--stage)
 
   // Per-check switches, by check name ("gpu.xid"); absent: on (severity.h).
   std::map<std::string, CheckMode> check_modes;

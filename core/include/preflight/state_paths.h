@@ -15,7 +15,8 @@
 //     <node>.gpus                       the job's GPUs on the node  prolog -> plugin (env)
 //     <node>.prolog.txt                 prolog summary line        prolog -> plugin (job output)
 //     <node>.env.jsonl                  one line per task's env    plugin -> tools
-//     <node>.stage.kv, .stage-error     staging result             prolog -> plugin, epilog
+//     <node>.stage.kv, .stage-error,    staging result             prolog -> plugin, epilog, tools
+//     <node>.stage.json
 //     <node>.<tool>.json                report of prolog / epilog
 // A node name is never empty in a path: "localhost" stands in.
 #pragma once
@@ -45,5 +46,6 @@ inline constexpr const char* kPrologText = ".prolog.txt";
 inline constexpr const char* kEnvRecord = ".env.jsonl";
 inline constexpr const char* kStageKv = ".stage.kv";
 inline constexpr const char* kStageError = ".stage-error";
+inline constexpr const char* kStageJson = ".stage.json";  // per dataset: bytes read from the source and from peers
 
 }  // namespace preflight::state

@@ -14,7 +14,7 @@
 //                       belongs to a crashed build and is removed. Builds are
 //                       renamed to v-<gen> only after every file verified and
 //                       syncfs(), so a crash mid-copy is never served.
-// <key> is a 64-bit FNV-1a hash of the source path as given (hex).
+// <key> is the 64-bit XXH3 hash of the source path as given (hex).
 //
 // Unchanged check (the "content check" a site chooses, stage_verify):
 // files (default): the per-directory check of stage_manifest.h against

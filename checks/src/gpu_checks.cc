@@ -1,3 +1,4 @@
+// GPU checks through NVML (health_checks.h: CheckGpus).
 #include "preflight/health_checks.h"
 
 #include <fcntl.h>
@@ -14,34 +15,12 @@
 
 #include "preflight/fileutil.h"
 #include "preflight/nvml.h"
-#include "preflight/state_paths.h"
+#include "result_sink.h"
 
 namespace preflight {
 namespace {
 
-// Results go to the harness as soon as they exist (ProbeEmit), so a later
-// hang in the same check loses nothing; outside the harness they are returned.
-struct Sink {
-  std::vector<CheckResult> out;
-  void operator()(CheckResult r) {
-    if (!ProbeEmit(r)) out.push_back(std::move(r));
-  }
-};
-
-CheckResult Make(const std::string& check, const std::string& device) {
-  CheckResult r;
-  r.check = check;
-  r.device = device;
-  return r;
-}
-
-CheckResult Skip(CheckResult r, const std::string& why) {
-  r.verdict = Verdict::kSkip;
-  r.message = "skipped: " + why;
-  return r;
-}
-
-std::string U(unsigned long long v) { return std::to_string(v); }
+using namespace checks_internal;
 
 // "00000000:1B:00.0" -> "0000:1b:00.0", the form sysfs and lspci use.
 std::string ShortBusId(const char* id) {
@@ -334,10 +313,10 @@ class GpuProbe {
     nvmlReturn_t rc = Call("gpu.persistence", "nvmlDeviceGetPersistenceMode", [&] { return api_.DeviceGetPersistenceMode(dev_, &m); });
     if (Bad(r, "nvmlDeviceGetPersistenceMode", rc)) return;
     r.value = m == NVML_FEATURE_ENABLED ? "on" : "off";
-    r.threshold = c_.gpu_persistence;
-    if (c_.gpu_persistence != "any" && c_.gpu_persistence != r.value) {
+    r.threshold = GpuPersistenceName(c_.gpu_persistence);
+    if (c_.gpu_persistence != GpuPersistence::kAny && r.threshold != r.value) {
       r.verdict = Verdict::kFail;
-      r.message = "persistence mode " + r.value + ", site expects " + c_.gpu_persistence;
+      r.message = "persistence mode " + r.value + ", site expects " + r.threshold;
     } else {
       r.message = "persistence mode " + r.value;
     }
@@ -504,205 +483,6 @@ std::vector<CheckResult> CheckGpus(const CheckEnv& env) {
   }
   ProbeStep("gpu", "", "nvmlShutdown");
   api.Shutdown();
-  return std::move(sink.out);
-}
-
-// --- InfiniBand / RoCE ports ---------------------------------------------
-
-namespace {
-
-std::string FirstWordAfterColon(const std::string& s) {
-  // "4: ACTIVE" -> "ACTIVE"; "5: LinkUp" -> "LinkUp"
-  size_t c = s.find(':');
-  std::string v = c == std::string::npos ? s : s.substr(c + 1);
-  size_t b = v.find_first_not_of(' ');
-  return b == std::string::npos ? "" : v.substr(b);
-}
-
-}  // namespace
-
-std::vector<CheckResult> CheckInterconnect(const CheckEnv& env) {
-  const Config& c = env.cfg;
-  Sink sink;
-  const std::string cls = "/sys/class/infiniband";
-  ProbeStep("ib.present", "", "list " + env.fs.HostPath(cls));
-  auto found = env.fs.ListDir(cls);
-  std::vector<std::string> hcas = found ? *found : std::vector<std::string>{};
-  if (hcas.empty() && c.ib_hcas.empty()) {
-    sink(Skip(Make("ib.present", "node"),
-              "no HCA on this node (" + (found ? env.fs.HostPath(cls) + " is empty" : found.status().message()) + ")"));
-    return std::move(sink.out);
-  }
-  std::vector<std::string> check = c.ib_hcas.empty() ? hcas : c.ib_hcas;
-  for (const auto& want : c.ib_hcas) {
-    CheckResult r = Make("ib.present", want);
-    r.threshold = "present";
-    if (std::find(hcas.begin(), hcas.end(), want) == hcas.end()) {
-      r.verdict = Verdict::kFail;
-      r.value = "missing";
-      r.message = "expected HCA missing from " + env.fs.HostPath(cls);
-    } else {
-      r.value = "present";
-      r.message = "present";
-    }
-    sink(r);
-  }
-
-  // Previous link_downed counters, to tell a flapping link from a stable one.
-  std::string state_path = state::NodeFile(c, env.job.node, state::kIb);
-  std::map<std::string, uint64_t> prev, now;
-  if (auto t = ReadWholeFile(state_path)) {
-    std::istringstream in(*t);
-    std::string k;
-    uint64_t v;
-    while (in >> k >> v) prev[k] = v;
-  }
-
-  for (const auto& hca : check) {
-    if (std::find(hcas.begin(), hcas.end(), hca) == hcas.end()) continue;  // reported above
-    std::string base = cls + "/" + hca;
-    auto ports = env.fs.ListDir(base + "/ports");
-    if (!ports || ports->empty()) {
-      CheckResult r = Make("ib.port", hca);
-      r.verdict = Verdict::kFail;
-      r.value = "no ports";
-      r.message = ports ? "no ports under " + env.fs.HostPath(base + "/ports") : ports.status().message();
-      sink(r);
-      continue;
-    }
-    for (const auto& port : *ports) {
-      std::string dev = hca + " port " + port, pb = base + "/ports/" + port;
-      double t0 = MonotonicSeconds();
-      ProbeStep("ib.port", dev, "read " + env.fs.HostPath(pb));
-      auto state = env.fs.ReadFile(pb + "/state");
-      auto phys = env.fs.ReadFile(pb + "/phys_state");
-      auto rate = env.fs.ReadFile(pb + "/rate");
-      auto layer = env.fs.ReadFile(pb + "/link_layer");
-      auto downed = env.fs.ReadFile(pb + "/counters/link_downed");
-      double dt = (MonotonicSeconds() - t0) / 5;
-
-      CheckResult p = Make("ib.port", dev);
-      p.seconds = dt;
-      p.threshold = "ACTIVE/LinkUp";
-      if (!state || !phys) {
-        p.verdict = Verdict::kFail;
-        p.value = "unreadable";
-        p.message = (!state ? state.status() : phys.status()).message();
-      } else {
-        std::string s = FirstWordAfterColon(*state), ph = FirstWordAfterColon(*phys);
-        p.value = s + "/" + ph;
-        if (s != "ACTIVE" || ph != "LinkUp") {
-          p.verdict = Verdict::kFail;
-          p.message = "port " + p.value + ", need ACTIVE/LinkUp";
-        } else {
-          p.message = "port ACTIVE/LinkUp";
-        }
-      }
-      sink(p);
-
-      CheckResult rr = Make("ib.rate", dev);
-      rr.seconds = dt;
-      if (!rate) {
-        rr.verdict = Verdict::kFail;
-        rr.value = "unreadable";
-        rr.message = rate.status().message();
-      } else {
-        char* end = nullptr;
-        double gbps = std::strtod(rate->c_str(), &end);
-        rr.value = *rate;
-        rr.threshold = c.ib_rate != 0 ? ">= " + U(c.ib_rate) + " Gb/sec" : "any";
-        if (end == rate->c_str()) {
-          rr.verdict = Verdict::kFail;
-          rr.message = "cannot parse rate '" + *rate + "' in " + env.fs.HostPath(pb + "/rate");
-        } else if (c.ib_rate != 0 && gbps < static_cast<double>(c.ib_rate)) {
-          rr.verdict = Verdict::kFail;
-          rr.message = "rate " + *rate + " < " + U(c.ib_rate) + " Gb/sec";
-        } else {
-          rr.message = "rate " + *rate;
-        }
-      }
-      sink(rr);
-
-      CheckResult ll = Make("ib.link_layer", dev);
-      ll.seconds = dt;
-      ll.threshold = c.ib_link_layer;
-      if (!layer) {
-        ll.verdict = Verdict::kFail;
-        ll.value = "unreadable";
-        ll.message = layer.status().message();
-      } else {
-        ll.value = *layer;
-        if (c.ib_link_layer != "any" && *layer != c.ib_link_layer) {
-          ll.verdict = Verdict::kFail;
-          ll.message = "link layer " + *layer + ", expected " + c.ib_link_layer;
-        } else {
-          ll.message = "link layer " + *layer;
-        }
-      }
-      sink(ll);
-
-      CheckResult fl = Make("ib.flapping", dev);
-      fl.seconds = dt;
-      fl.threshold = "link_downed unchanged";
-      if (!downed) {
-        sink(Skip(fl, "no link_downed counter: " + downed.status().message()));
-      } else {
-        uint64_t v = std::strtoull(downed->c_str(), nullptr, 10);
-        std::string key = hca + "/" + port;
-        now[key] = v;
-        fl.value = "link_downed " + U(v);
-        auto it = prev.find(key);
-        if (it != prev.end() && v > it->second) {
-          fl.verdict = Verdict::kFail;
-          fl.message = "link went down " + U(v - it->second) + " times since last check (link_downed " +
-                       U(it->second) + " -> " + U(v) + ")";
-        } else {
-          fl.message = it == prev.end() ? "link_downed " + U(v) + " (first check)" : "link_downed unchanged at " + U(v);
-        }
-        sink(fl);
-      }
-
-      // RoCE: the port's Ethernet netdev must be up too.
-      if (layer && *layer == "Ethernet") {
-        CheckResult nd = Make("ib.netdev", dev);
-        nd.threshold = "up";
-        auto nets = env.fs.ListDir(base + "/device/net");
-        if (!nets || nets->empty()) {
-          nd.verdict = Verdict::kFail;
-          nd.value = "none";
-          nd.message = "no netdev for RoCE port under " + env.fs.HostPath(base + "/device/net");
-        } else {
-          std::string bad, vals;
-          for (const auto& n : *nets) {
-            auto op = env.fs.ReadFile("/sys/class/net/" + n + "/operstate");
-            std::string o = op ? *op : "unreadable";
-            vals += (vals.empty() ? "" : ",") + n + "=" + o;
-            if (o != "up") bad += (bad.empty() ? "" : ", ") + n + " is " + o;
-          }
-          nd.value = vals;
-          if (!bad.empty()) {
-            nd.verdict = Verdict::kFail;
-            nd.message = "RoCE netdev not up: " + bad;
-          } else {
-            nd.message = "netdev " + vals;
-          }
-        }
-        sink(nd);
-      }
-    }
-  }
-  if (!now.empty() && !env.job.node.empty()) {
-    std::string out;
-    for (const auto& kv : now) out += kv.first + " " + U(kv.second) + "\n";
-    Status w = MakeDirs(state::NodesDir(c), 0755);
-    if (w.ok()) w = WriteFileAtomic(state_path, out, 0644);
-    if (!w.ok()) {
-      CheckResult r = Make("ib.flapping", "node");
-      r.verdict = Verdict::kFail;
-      r.message = "cannot keep link counters: " + w.message();
-      sink(r);
-    }
-  }
   return std::move(sink.out);
 }
 
