@@ -1,0 +1,399 @@
+// The source walker (stage_walk.h) and DropToStageUser (stage_copy.h).
+#include "preflight/stage_copy.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include <xxhash.h>
+
+#include "preflight/report.h"
+#include "preflight/stage_manifest.h"
+#include "stage_walk.h"
+
+namespace preflight {
+
+bool DropToStageUser(const StageIdentity& who, std::string* error) {
+  std::vector<gid_t> groups(64);
+  int n = static_cast<int>(groups.size());
+  if (!who.user.empty()) {
+    if (::getgrouplist(who.user.c_str(), who.gid, groups.data(), &n) < 0) {
+      groups.resize(static_cast<size_t>(n));
+      if (::getgrouplist(who.user.c_str(), who.gid, groups.data(), &n) < 0) n = 0;
+    }
+  } else {
+    n = 0;
+  }
+  if (n <= 0) { groups.assign(1, who.gid); n = 1; }
+  if (::setgroups(static_cast<size_t>(n), groups.data()) != 0) { *error = std::string("setgroups: ") + std::strerror(errno); return false; }
+  if (::setregid(who.gid, who.gid) != 0) { *error = std::string("setregid: ") + std::strerror(errno); return false; }
+  if (::setreuid(who.uid, who.uid) != 0) { *error = std::string("setreuid: ") + std::strerror(errno); return false; }
+  if (who.uid != 0 && (::setreuid(0, 0) == 0 || ::geteuid() != who.uid)) { *error = "privileges could not be dropped"; return false; }
+  return true;
+}
+
+namespace stage_internal {
+
+// Light lines: directories only, by ctime (which, unlike mtime, no user can
+// set: any entry added, removed or renamed in a directory moves it).
+std::string LightLine(const Record& r) {
+  char head[96];
+  std::snprintf(head, sizeof head, "%c %o %lld.%09u ", r.kind == kRoot ? 'R' : 'd', r.mode & 07777,
+                static_cast<long long>(r.ctime_sec), r.ctime_nsec);
+  return head + r.path;
+}
+
+std::string ManifestLine(const Record& r) {
+  char head[96];
+  switch (r.type) {
+    case 'd':
+      std::snprintf(head, sizeof head, "d %o ", r.mode & 07777);
+      return head + r.path;
+    case 'f':
+      std::snprintf(head, sizeof head, "f %o %llu %lld.%09u ", r.mode & 07777,
+                    static_cast<unsigned long long>(r.size), static_cast<long long>(r.mtime_sec), r.mtime_nsec);
+      return head + r.path;
+    default:
+      return "l " + r.path + " -> " + r.link;
+  }
+}
+
+namespace {
+
+// ---- the child: runs as the job user --------------------------------------
+class Sender {
+ public:
+  explicit Sender(int sock) : sock_(sock) { buf_.reserve(kMsgBytes); }
+  bool Add(Kind kind, char type, const struct stat* st, const std::string& path, const std::string& link, int fd) {
+    size_t need = sizeof(Wire) + path.size() + link.size();
+    if (path.size() > 65535 || link.size() > 65535) return false;
+    if (buf_.size() + need > kMsgBytes || fds_.size() >= kMaxFdsPerMsg)
+      if (!Flush()) return false;
+    Wire w{};
+    w.kind = kind;
+    w.type = type;
+    w.path_len = static_cast<uint16_t>(path.size());
+    w.link_len = static_cast<uint16_t>(link.size());
+    w.has_fd = fd >= 0;
+    if (st) {
+      w.mode = st->st_mode;
+      w.size = static_cast<uint64_t>(st->st_size);
+      w.mtime_sec = st->st_mtim.tv_sec;
+      w.mtime_nsec = static_cast<uint32_t>(st->st_mtim.tv_nsec);
+      w.ctime_sec = st->st_ctim.tv_sec;
+      w.ctime_nsec = static_cast<uint32_t>(st->st_ctim.tv_nsec);
+      w.ino = st->st_ino;
+    }
+    const char* p = reinterpret_cast<const char*>(&w);
+    buf_.insert(buf_.end(), p, p + sizeof w);
+    buf_.insert(buf_.end(), path.begin(), path.end());
+    buf_.insert(buf_.end(), link.begin(), link.end());
+    if (fd >= 0) fds_.push_back(fd);
+    // Small early batches get the parent's workers going while we walk on.
+    if (++count_ < 256 && fds_.size() >= 8) return Flush();
+    return true;
+  }
+  bool Flush() {
+    if (buf_.empty()) return true;
+    struct iovec iov = {buf_.data(), buf_.size()};
+    struct msghdr msg {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    std::vector<char> ctl;
+    if (!fds_.empty()) {
+      ctl.assign(CMSG_SPACE(sizeof(int) * fds_.size()), 0);
+      msg.msg_control = ctl.data();
+      msg.msg_controllen = ctl.size();
+      struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int) * fds_.size());
+      std::memcpy(CMSG_DATA(c), fds_.data(), sizeof(int) * fds_.size());
+    }
+    ssize_t n;
+    do n = ::sendmsg(sock_, &msg, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    for (int fd : fds_) ::close(fd);
+    fds_.clear();
+    buf_.clear();
+    return n >= 0;
+  }
+
+ private:
+  int sock_;
+  std::vector<char> buf_;
+  std::vector<int> fds_;
+  size_t count_ = 0;
+};
+
+
+struct Walker {
+  Sender* out;
+  WalkMode mode;
+  std::string root;  // resolved source path
+  std::string error;
+  // Scans for the cache's check digest here and send only the digest: no
+  // per-entry traffic. (This process runs our code only, and is not
+  // dumpable, so the user can't feed it a digest.)
+  bool local_digest = false;
+  ManifestDigest digest;
+  const std::vector<std::string>* light_dirs = nullptr;  // kLight: the directories to stat
+
+  bool Emit(Kind kind, char type, const struct stat* st, const std::string& path, const std::string& link, int fd) {
+    if (!local_digest) return out->Add(kind, type, st, path, link, fd);
+    if (kind == kRoot && mode != WalkMode::kLight) {
+      digest.Add(std::string("root ") + type + " " + path);
+      return true;
+    }
+    Record r;
+    r.kind = kind;
+    r.type = type;
+    r.mode = st ? st->st_mode : 0;
+    r.size = st ? static_cast<uint64_t>(st->st_size) : 0;
+    r.mtime_sec = st ? st->st_mtim.tv_sec : 0;
+    r.mtime_nsec = st ? static_cast<uint32_t>(st->st_mtim.tv_nsec) : 0;
+    r.ctime_sec = st ? st->st_ctim.tv_sec : 0;
+    r.ctime_nsec = st ? static_cast<uint32_t>(st->st_ctim.tv_nsec) : 0;
+    r.path = path;
+    r.link = link;
+    digest.Add(mode == WalkMode::kLight ? LightLine(r) : ManifestLine(r));
+    return true;
+  }
+
+  bool Fail(const std::string& what, int err) {
+    error = what + ": " + std::strerror(err);
+    return false;
+  }
+
+  // Lexical normalisation of "dir/target" relative to the root; false if it
+  // climbs above the root.
+  static bool LexicallyInside(const std::string& dir, const std::string& target) {
+    std::vector<std::string> parts;
+    std::string joined = dir.empty() ? target : dir + "/" + target;
+    size_t i = 0;
+    while (i <= joined.size()) {
+      size_t j = joined.find('/', i);
+      if (j == std::string::npos) j = joined.size();
+      std::string c = joined.substr(i, j - i);
+      if (c == "..") {
+        if (parts.empty()) return false;
+        parts.pop_back();
+      } else if (!c.empty() && c != ".") {
+        parts.push_back(c);
+      }
+      i = j + 1;
+    }
+    return true;
+  }
+
+  bool CheckLink(const std::string& dir, const std::string& rel, const std::string& target) {
+    if (!target.empty() && target[0] == '/') {
+      error = root + "/" + rel + ": symlink to absolute path '" + target + "' refused (staged copies keep only links inside the dataset)";
+      return false;
+    }
+    std::string full = root + "/" + (dir.empty() ? "" : dir + "/") + target;
+    char real[PATH_MAX];
+    if (::realpath(full.c_str(), real) != nullptr) {
+      std::string r = real;
+      if (r == root || r.compare(0, root.size() + 1, root + "/") == 0) return true;
+    } else if ((errno == ENOENT || errno == ENOTDIR) && LexicallyInside(dir, target)) {
+      return true;  // dangling but inside: copied as is
+    }
+    error = root + "/" + rel + ": symlink '" + target + "' leaves the source tree; refused";
+    return false;
+  }
+
+  bool Walk(int dirfd, const std::string& rel) {
+    int dup_fd = ::dup(dirfd);
+    if (dup_fd < 0) return Fail(root + "/" + rel, errno);
+    DIR* d = ::fdopendir(dup_fd);
+    if (!d) {
+      ::close(dup_fd);
+      return Fail(root + "/" + rel, errno);
+    }
+    bool ok = true;
+    for (;;) {
+      errno = 0;
+      struct dirent* e = ::readdir(d);
+      if (!e) {
+        if (errno) ok = Fail(root + "/" + rel, errno);
+        break;
+      }
+      const char* n = e->d_name;
+      if (n[0] == '.' && (n[1] == 0 || (n[1] == '.' && n[2] == 0))) continue;
+      std::string path = rel.empty() ? std::string(n) : rel + "/" + n;
+      unsigned char t = e->d_type;
+      struct stat st;
+      if (t == DT_UNKNOWN) {
+        if (::fstatat(dirfd, n, &st, AT_SYMLINK_NOFOLLOW) != 0) { ok = Fail(root + "/" + path, errno); break; }
+        t = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : S_ISLNK(st.st_mode) ? DT_LNK : DT_FIFO;
+      }
+      if (t == DT_DIR) {
+        int sub = ::openat(dirfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0 || ::fstat(sub, &st) != 0) { ok = Fail(root + "/" + path, errno); if (sub >= 0) ::close(sub); break; }
+        if (!Emit(kEntry, 'd', &st, path, "", -1)) { ok = Fail("sending to the stager", errno); ::close(sub); break; }
+        ok = Walk(sub, path);
+        ::close(sub);
+        if (!ok) break;
+      } else if (t == DT_REG) {
+        if (mode == WalkMode::kLight) {
+          if (!Emit(kEntry, 'f', nullptr, path, "", -1)) { ok = Fail("sending to the stager", errno); break; }
+        } else if (mode == WalkMode::kCopy) {
+          int fd = ::openat(dirfd, n, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+          if (fd < 0 || ::fstat(fd, &st) != 0) { ok = Fail(root + "/" + path, errno); if (fd >= 0) ::close(fd); break; }
+          if (!S_ISREG(st.st_mode)) { ::close(fd); error = root + "/" + path + ": changed type while walking"; ok = false; break; }
+          if (!Emit(kEntry, 'f', &st, path, "", fd)) { ok = Fail("sending to the stager", errno); break; }
+        } else {
+          if (::fstatat(dirfd, n, &st, AT_SYMLINK_NOFOLLOW) != 0) { ok = Fail(root + "/" + path, errno); break; }
+          if (::faccessat(dirfd, n, R_OK, AT_SYMLINK_NOFOLLOW) != 0) { ok = Fail(root + "/" + path, errno); break; }
+          if (!Emit(kEntry, 'f', &st, path, "", -1)) { ok = Fail("sending to the stager", errno); break; }
+        }
+      } else if (t == DT_LNK) {
+        char buf[PATH_MAX];
+        ssize_t len = ::readlinkat(dirfd, n, buf, sizeof buf - 1);
+        if (len < 0) { ok = Fail(root + "/" + path, errno); break; }
+        std::string target(buf, static_cast<size_t>(len));
+        if (!CheckLink(rel, path, target)) { ok = false; break; }
+        // The copy records the link's inode and ctime for the warm check.
+        bool have = mode == WalkMode::kCopy && ::fstatat(dirfd, n, &st, AT_SYMLINK_NOFOLLOW) == 0;
+        if (!Emit(kEntry, 'l', have ? &st : nullptr, path, target, -1)) { ok = Fail("sending to the stager", errno); break; }
+      } else {
+        error = root + "/" + path + ": not a regular file, directory or symlink (fifo, socket or device); refused";
+        ok = false;
+        break;
+      }
+    }
+    ::closedir(d);
+    return ok;
+  }
+
+  bool Run(const std::string& src) {
+    char real[PATH_MAX];
+    if (::realpath(src.c_str(), real) == nullptr) return Fail(src, errno);
+    root = real;
+    int fd = ::open(real, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || ::fstat(fd, &st) != 0) { int e = errno; if (fd >= 0) ::close(fd); return Fail(src, e); }
+    if (S_ISDIR(st.st_mode) && mode == WalkMode::kLight) {
+      // O(directories): stat each directory the copy recorded. Any change
+      // of entries anywhere moves some directory's ctime, including one
+      // replaced by a symlink (its parent's). A missing one reads "x".
+      Emit(kRoot, 'd', &st, root, "", -1);
+      for (const auto& d : *light_dirs) {
+        struct stat ds;
+        if (::fstatat(fd, d.c_str(), &ds, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(ds.st_mode)) Emit(kEntry, 'd', &ds, d, "", -1);
+        else digest.Add("x " + d);
+      }
+      ::close(fd);
+      return true;
+    }
+    if (S_ISDIR(st.st_mode)) {
+      if (!Emit(kRoot, 'd', &st, root, "", -1)) { ::close(fd); return Fail("sending to the stager", errno); }
+      bool ok = Walk(fd, "");
+      ::close(fd);
+      return ok;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd);
+      error = src + ": not a directory or regular file";
+      return false;
+    }
+    if (mode != WalkMode::kCopy) {
+      ::close(fd);
+      if (::access(real, R_OK) != 0) return Fail(src, errno);
+      fd = -1;
+    }
+    if (!Emit(kRoot, 'f', &st, root, "", fd)) return Fail("sending to the stager", errno);
+    return true;
+  }
+};
+
+// Drop to the job user: groups first, then gid, then uid (after setreuid we
+// could no longer change groups). Verified: getting root back must fail.
+
+[[noreturn]] void ChildMain(int sock, const std::string& src, const StageIdentity& who, WalkMode mode,
+                            bool local_digest, const std::vector<std::string>* light_dirs) {
+  // Only the socket and stdio survive: the parent's lock and cache fds must
+  // not live on in a process running as the user.
+  if (sock != 3) {
+    ::dup2(sock, 3);
+    sock = 3;
+  }
+  ::syscall(SYS_close_range, 4u, ~0u, 0u);
+  Sender out(sock);
+  std::string error;
+  if (who.drop && !DropToStageUser(who, &error)) {
+    error = "cannot read as user " + std::to_string(who.uid) + ": " + error;
+  } else {
+    ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);  // after the uid change, which clears it
+    Walker w{&out, mode, "", "", local_digest, {}, light_dirs};
+    if (w.Run(src)) {
+      out.Add(kEnd, 0, nullptr, local_digest ? w.digest.str() : "", "", -1);
+      out.Flush();
+      ::_exit(0);
+    }
+    error = w.error;
+  }
+  out.Add(kError, 0, nullptr, error, "", -1);
+  out.Flush();
+  ::_exit(1);
+}
+
+}  // namespace
+
+Status StartChild(const std::string& src, const StageIdentity& who, WalkMode mode, Child* c,
+                  bool local_digest, const std::vector<std::string>* light_dirs) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return Status::FromErrno(errno, "socketpair");
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    int e = errno;
+    ::close(sv[0]);
+    ::close(sv[1]);
+    return Status::FromErrno(e, "fork");
+  }
+  if (pid == 0) {
+    ::close(sv[0]);
+    ChildMain(sv[1], src, who, mode, local_digest, light_dirs);
+  }
+  ::close(sv[1]);
+  c->pid = pid;
+  c->sock = sv[0];
+  return Status::Ok();
+}
+
+void StopChild(Child* c, bool kill) {
+  if (c->pid > 0) {
+    if (kill) ::kill(c->pid, SIGKILL);
+    int st;
+    while (::waitpid(c->pid, &st, 0) < 0 && errno == EINTR) {}
+    c->pid = -1;
+  }
+  if (c->sock >= 0) ::close(c->sock);
+  c->sock = -1;
+}
+
+}  // namespace stage_internal
+}  // namespace preflight
