@@ -1,6 +1,8 @@
 #include "preflight/checks.h"
 
 #include <gtest/gtest.h>
+
+#include "preflight_test/temp_dir.h"
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,9 +36,8 @@ TEST(Scratch, MissingDirectoryFails) {
 
 TEST(Scratch, ThresholdAboveFreeSpaceFails) {
   Fixture f;
-  char tmpl[] = "/tmp/preflight-scratch-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  f.cfg.scratch_dir = tmpl;
+  preflight_test::TempDir tmp("scratch");
+  f.cfg.scratch_dir = tmp;
   f.cfg.scratch_min_free_bytes = ~0ull;
   CheckEnv env{f.cfg, f.fs, f.job, Phase::kProlog, Level::kQuick};
   auto r = CheckScratch(env);
@@ -46,7 +47,6 @@ TEST(Scratch, ThresholdAboveFreeSpaceFails) {
   EXPECT_NE(r[0].message.find(" < "), std::string::npos);
   EXPECT_EQ(r[2].check, "scratch.writable");
   EXPECT_EQ(r[2].verdict, Verdict::kPass);
-  rmdir(tmpl);
 }
 
 TEST(RunChecks, LevelOffRunsNothingQuickRunsScratch) {

@@ -4,6 +4,8 @@
 #include "preflight/fleet.h"
 
 #include <gtest/gtest.h>
+
+#include "preflight_test/temp_dir.h"
 #include <stdlib.h>
 
 #include "preflight/fileutil.h"
@@ -54,19 +56,17 @@ TEST(Fleet, RecordRoundTrips) {
 }
 
 struct Node {
-  std::string tmp;
+  preflight_test::TempDir dir_{"fleet"};
+  std::string tmp = dir_.path();
   Config cfg;
   JobContext job;
   Node() {
-    char t[] = "/tmp/preflight-fleet-XXXXXX";
-    tmp = mkdtemp(t);
     cfg.fsroot = PREFLIGHT_SYSFS_FIXTURES "/healthy-8";
     cfg.state_dir = tmp + "/state";
     cfg.nvml_library = PREFLIGHT_FAKE_NVML;
     cfg.fleet_max_age_ms = 0;
     job.node = "n1";
   }
-  ~Node() { if (std::system(("rm -rf " + tmp).c_str()) != 0) ADD_FAILURE(); }
   std::vector<CheckResult> Run(const char* faults = nullptr) {
     if (faults) ::setenv("PREFLIGHT_FAKE_NVML", faults, 1);
     FsRoot fs(cfg.fsroot);

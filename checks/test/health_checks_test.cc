@@ -5,6 +5,8 @@
 #include "preflight/health_checks.h"
 
 #include <gtest/gtest.h>
+
+#include "preflight_test/temp_dir.h"
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -25,17 +27,15 @@ const std::string kFixtures = PREFLIGHT_SYSFS_FIXTURES;
 struct Env {
   Config cfg;
   JobContext job;
-  std::string tmp;
+  preflight_test::TempDir dir_{"health"};
+  std::string tmp = dir_.path();
   Env() {
-    char t[] = "/tmp/preflight-health-XXXXXX";
-    tmp = mkdtemp(t);
     cfg.state_dir = tmp + "/state";
     cfg.nvml_library = PREFLIGHT_FAKE_NVML;
     cfg.fsroot = kFixtures + "/healthy-8";
     cfg.probe_timeout_ms = 5000;
     job.node = "n1";
   }
-  ~Env() { if (std::system(("rm -rf " + tmp).c_str()) != 0) ADD_FAILURE() << "cannot remove " << tmp; }
   std::vector<CheckResult> Run(const char* faults, const CheckDescriptor& d, Phase phase = Phase::kHealth) {
     if (faults != nullptr) ::setenv("PREFLIGHT_FAKE_NVML", faults, 1);
     else ::unsetenv("PREFLIGHT_FAKE_NVML");

@@ -3,6 +3,8 @@
 #include "preflight/ib_counters.h"
 
 #include <gtest/gtest.h>
+
+#include "preflight_test/temp_dir.h"
 #include <stdlib.h>
 
 #include <fstream>
@@ -13,12 +15,11 @@ namespace preflight {
 namespace {
 
 struct Node {
-  std::string tmp, root;
+  preflight_test::TempDir dir_{"ibc"};
+  std::string tmp = dir_.path(), root;
   Config cfg;
   JobContext job;
   Node() {
-    char t[] = "/tmp/preflight-ibc-XXXXXX";
-    tmp = mkdtemp(t);
     root = tmp + "/root";
     cfg.fsroot = root;
     cfg.state_dir = tmp + "/state";
@@ -29,7 +30,6 @@ struct Node {
       Set(h, "hw_counters", "local_ack_timeout_err", 0);
     }
   }
-  ~Node() { if (std::system(("rm -rf " + tmp).c_str()) != 0) ADD_FAILURE(); }
   void Boot(const std::string& id) {
     MakeDirs(root + "/proc/sys/kernel/random", 0755);
     std::ofstream(root + "/proc/sys/kernel/random/boot_id") << id << "\n";

@@ -44,7 +44,7 @@ class PairingCheck : public ::testing::Test {
     CheckEnv env{cfg_, fs, job_, Phase::kProlog, Level::kQuick};
     return CheckPairing(env);
   }
-  testing::TempDir tmp_{"pairing"};
+  preflight_test::TempDir tmp_{"pairing"};
   std::string dir_ = tmp_.path();
   Config cfg_;
   JobContext job_;

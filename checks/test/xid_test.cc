@@ -4,6 +4,8 @@
 #include "preflight/xid.h"
 
 #include <gtest/gtest.h>
+
+#include "preflight_test/temp_dir.h"
 #include <stdlib.h>
 
 #include <fstream>
@@ -14,19 +16,17 @@ namespace preflight {
 namespace {
 
 struct Node {
-  std::string tmp, root;
+  preflight_test::TempDir dir_{"xid"};
+  std::string tmp = dir_.path(), root;
   Config cfg;
   JobContext job;
   Node() {
-    char t[] = "/tmp/preflight-xid-XXXXXX";
-    tmp = mkdtemp(t);
     root = tmp + "/root";
     EXPECT_EQ(std::system(("cp -a " PREFLIGHT_SYSFS_FIXTURES "/healthy-8 " + root).c_str()), 0);
     cfg.fsroot = root;
     cfg.state_dir = tmp + "/state";
     job.node = "n1";
   }
-  ~Node() { if (std::system(("rm -rf " + tmp).c_str()) != 0) ADD_FAILURE(); }
   // seq must grow; usec: microseconds since boot (the fixture's uptime is 3600 s).
   void Log(uint64_t seq, uint64_t usec, const std::string& pci, int xid, const std::string& rest = "") {
     std::ofstream(root + "/dev/kmsg", std::ios::app)

@@ -275,7 +275,7 @@ TEST(IntraNode, HostRanksAsThreads) {
 }
 
 TEST(IntraNode, RateFileMakesTheNodeFail) {
-  testing::TempDir dir("nccl");
+  preflight_test::TempDir dir("nccl");
   std::string f = dir / "rate";
   std::ofstream(f) << "2M\n";
   Config cfg;

@@ -54,7 +54,7 @@ TEST(Report, PrometheusTextfile) {
 }
 
 TEST(Report, WrittenAtomicallyUnderStateDir) {
-  testing::TempDir tmp("report");
+  preflight_test::TempDir tmp("report");
   Config cfg;
   cfg.state_dir = tmp / "state";
   cfg.textfile_dir = tmp / "metrics";

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include "preflight_test/temp_dir.h"
+
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -22,18 +24,9 @@
 namespace preflight {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    char t[] = "/tmp/pf-manifest-XXXXXX";
-    path_ = ::mkdtemp(t);
-    ::chmod(path_.c_str(), 0755);
-  }
-  ~TempDir() { RemoveTree(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+// The shared scratch directory (preflight_test/temp_dir.h), readable by nobody.
+struct TempDir : preflight_test::TempDir {
+  TempDir() : preflight_test::TempDir("stage_manifest", 0755) {}
 };
 
 void Write(const std::string& path, const std::string& data, mode_t mode = 0644) {

@@ -14,6 +14,8 @@
 
 #include <gtest/gtest.h>
 
+#include "preflight_test/temp_dir.h"
+
 #include <atomic>
 #include <fstream>
 #include <thread>
@@ -26,18 +28,9 @@
 namespace preflight {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    char t[] = "/tmp/pf-peer-XXXXXX";
-    path_ = ::mkdtemp(t);
-    ::chmod(path_.c_str(), 0755);
-  }
-  ~TempDir() { RemoveTree(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+// The shared scratch directory (preflight_test/temp_dir.h), readable by nobody.
+struct TempDir : preflight_test::TempDir {
+  TempDir() : preflight_test::TempDir("stage_peer", 0755) {}
 };
 
 void Write(const std::string& path, const std::string& data, mode_t mode = 0644) {

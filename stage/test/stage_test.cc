@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include "preflight_test/temp_dir.h"
+
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
@@ -27,17 +29,9 @@
 namespace preflight {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    char t[] = "/tmp/pf-stage-XXXXXX";
-    path_ = ::mkdtemp(t);
-  }
-  ~TempDir() { RemoveTree(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+// The shared scratch directory (preflight_test/temp_dir.h), private.
+struct TempDir : preflight_test::TempDir {
+  TempDir() : preflight_test::TempDir("stage", 0700) {}
 };
 
 void Write(const std::string& path, const std::string& data, mode_t mode = 0644) {

@@ -39,8 +39,8 @@ const std::string kTuolumne = kFix + "/hwloc-llnl-tuolumne-4xmi300a-slingshot.xm
 
 // Fixture roots for one test run, removed when the test binary exits.
 std::string TempDir() {
-  static std::vector<std::unique_ptr<testing::TempDir>> made;
-  made.push_back(std::make_unique<testing::TempDir>("topo"));
+  static std::vector<std::unique_ptr<preflight_test::TempDir>> made;
+  made.push_back(std::make_unique<preflight_test::TempDir>("topo"));
   return made.back()->path();
 }
 

@@ -16,7 +16,7 @@ namespace {
 
 class CheckpointTest : public ::testing::Test {
  protected:
-  testing::TempDir tmp_{"ckpt"};
+  preflight_test::TempDir tmp_{"ckpt"};
   std::string dir_ = tmp_.path();
   // A checkpoint directory whose marker (or, incomplete, the directory) has mtime t.
   void Make(const std::string& name, bool complete, time_t t) {

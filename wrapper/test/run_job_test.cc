@@ -172,7 +172,7 @@ TEST(Policy, CommandLineBeatsSiteConfigAndErrorsNameTheOption) {
 }
 
 TEST(Counters, RoundTripAndOtherJobStartsOver) {
-  testing::TempDir tmp("counters");
+  preflight_test::TempDir tmp("counters");
   std::string path = CountersPath(tmp);
   RunCounters c;
   c.preempt_requeues = 2;
@@ -225,7 +225,7 @@ class RunJobTest : public ::testing::Test {
     args.push_back(dir_ + "/done");
     return args;
   }
-  testing::TempDir tmp_{"run"};
+  preflight_test::TempDir tmp_{"run"};
   std::string dir_ = tmp_.path(), log_;
   Config cfg_;
   RunPolicy policy_;

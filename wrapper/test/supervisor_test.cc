@@ -97,7 +97,7 @@ class SuperviseApp : public ::testing::Test {
       kill(getpid(), sig);
     });
   }
-  testing::TempDir tmp_{"supervise"};
+  preflight_test::TempDir tmp_{"supervise"};
   std::string dir_ = tmp_.path(), out_path_;
   int out_ = -1;
 };

@@ -3,6 +3,7 @@
 // Every subsystem's tests use it instead of a private mkdtemp fixture.
 #pragma once
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,11 +12,12 @@
 #include <string>
 #include <vector>
 
-namespace preflight::testing {
+namespace preflight_test {
 
 class TempDir {
  public:
-  explicit TempDir(const std::string& tag = "test") {
+  // `mode`: 0755 where a test reads the tree as another user (nobody).
+  explicit TempDir(const std::string& tag = "test", mode_t mode = 0700) {
     const char* base = std::getenv("TMPDIR");
     std::string tmpl = std::string(base && *base ? base : "/tmp") + "/preflight-" + tag + "-XXXXXX";
     std::vector<char> buf(tmpl.begin(), tmpl.end());
@@ -25,6 +27,7 @@ class TempDir {
       std::abort();  // no directory, no meaningful test
     }
     path_ = buf.data();
+    if (mode != 0700) ::chmod(path_.c_str(), mode);
   }
   ~TempDir() {
     std::error_code ec;
@@ -41,4 +44,4 @@ class TempDir {
   std::string path_;
 };
 
-}  // namespace preflight::testing
+}  // namespace preflight_test
