@@ -160,20 +160,7 @@ Result Run(const Args& a, const std::string& src, bool with_rsync, const char* c
 
 const char* GoalText(bool ok) { return ok ? "OK" : "BELOW GOAL"; }
 
-class CountingFs : public StageFs {
- public:
-  ssize_t Pread(int fd, void* buf, size_t n, off_t off) override {
-    ssize_t k = StageFs::Pread(fd, buf, n, off);
-    if (k > 0) read += static_cast<uint64_t>(k);
-    return k;
-  }
-  ssize_t CopyFileRange(int in, off_t* in_off, int out, size_t n) override {
-    ssize_t k = StageFs::CopyFileRange(in, in_off, out, n);
-    if (k > 0) read += static_cast<uint64_t>(k);
-    return k;
-  }
-  std::atomic<uint64_t> read{0};
-};
+using CountingFs = CountingStageFs;  // stage_copy.h
 
 StageIdentity Reader() {
   StageIdentity who;

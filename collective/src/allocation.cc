@@ -107,87 +107,81 @@ std::string RequeueNote(const AllocationOutcome& o, const std::vector<std::strin
   return s;
 }
 
-RailsOutcome RailsAcross(const Config& cfg, const Allocation& a) {
-  RailsOutcome o;
-  const std::string head = "preflight: rails: ";
-  // One task per node prints the record its prolog wrote (node-local
-  // state_dir): a user step, so what it says decides nothing about a node.
+namespace {
+
+// Each node's record <state_dir>/nodes/<node><suffix>, read on its node by
+// one user task (node-local state_dir): a user step, so what it says
+// decides nothing about a node. The JSON lines, and the nodes without one.
+struct NodeRecords {
+  std::vector<std::string> lines;
+  std::string missing;  // "n2,n3"
+};
+Expected<NodeRecords> GatherNodeRecords(const Config& cfg, const Allocation& a, const char* suffix) {
   auto argv = Srun(cfg, a.nodes, 1, false);
   argv.insert(argv.end(), {"/bin/sh", "-c",
-                           std::string("cat \"$0/$SLURMD_NODENAME") + state::kRails +
+                           std::string("cat \"$0/$SLURMD_NODENAME") + suffix +
                                "\" 2>/dev/null || echo \"no-record $SLURMD_NODENAME\"",
                            state::NodesDir(cfg)});
   auto r = RunAs(argv, LaunchEnv(a.env, false), a.uid, a.gid, a.groups, cfg.probe_timeout_ms);
-  if (!r) {
-    o.text = head + "cannot read the nodes' rails: " + r.status().message() + "\n";
+  if (!r) return r.status();
+  NodeRecords out;
+  size_t b = 0;
+  const std::string& text = r->second;
+  while (b < text.size()) {
+    size_t e = text.find('\n', b);
+    if (e == std::string::npos) e = text.size();
+    std::string line = text.substr(b, e - b);
+    b = e + 1;
+    if (line.rfind("no-record ", 0) == 0) out.missing += (out.missing.empty() ? "" : ",") + line.substr(10);
+    if (!line.empty() && line[0] == '{') out.lines.push_back(std::move(line));
+  }
+  return out;
+}
+
+// Every line of `text`, prefixed with `head`.
+std::string Prefixed(const std::string& head, const std::string& text) {
+  std::string out;
+  size_t p = 0;
+  while (p < text.size()) {
+    size_t e = text.find('\n', p);
+    out += head + text.substr(p, e - p) + "\n";
+    p = e == std::string::npos ? text.size() : e + 1;
+  }
+  return out;
+}
+
+// Read every node's record, parse, sort by node, compare: the shape shared
+// by the rails and the versions comparisons.
+template <class Outcome, class Record, class Parse, class Compare>
+Outcome Across(const Config& cfg, const Allocation& a, const char* suffix, const std::string& head, const char* what,
+               const char* why_missing, Parse parse, Compare compare) {
+  Outcome o;
+  auto recs = GatherNodeRecords(cfg, a, suffix);
+  if (!recs) {
+    o.text = head + "cannot read the nodes' " + what + ": " + recs.status().message() + "\n";
     return o;
   }
-  std::vector<NodeRails> nodes;
-  std::string missing;
-  size_t b = 0;
-  const std::string& out = r->second;
-  while (b < out.size()) {
-    size_t e = out.find('\n', b);
-    if (e == std::string::npos) e = out.size();
-    std::string line = out.substr(b, e - b);
-    b = e + 1;
-    if (line.rfind("no-record ", 0) == 0) missing += (missing.empty() ? "" : ",") + line.substr(10);
-    if (line.empty() || line[0] != '{') continue;
-    auto n = ParseRailsJson(line);
-    if (n) nodes.push_back(*n);
-  }
-  std::sort(nodes.begin(), nodes.end(), [](const NodeRails& x, const NodeRails& y) { return x.node < y.node; });
-  if (!missing.empty()) o.text += head + "no rails record on " + missing + " (its prolog has not recorded one)\n";
+  std::vector<Record> nodes;
+  for (const auto& line : recs->lines)
+    if (auto n = parse(line)) nodes.push_back(*n);
+  std::sort(nodes.begin(), nodes.end(), [](const Record& x, const Record& y) { return x.node < y.node; });
+  if (!recs->missing.empty()) o.text += head + "no " + what + " record on " + recs->missing + " (" + why_missing + ")\n";
   if (nodes.size() < 2) return o;
-  o.comparison = CompareRails(nodes);
-  size_t p = 0;
-  while (p < o.comparison.text.size()) {
-    size_t e = o.comparison.text.find('\n', p);
-    o.text += head + o.comparison.text.substr(p, e - p) + "\n";
-    p = e == std::string::npos ? o.comparison.text.size() : e + 1;
-  }
+  o.comparison = compare(nodes);
+  o.text += Prefixed(head, o.comparison.text);
   return o;
 }
 
+}  // namespace
+
+RailsOutcome RailsAcross(const Config& cfg, const Allocation& a) {
+  return Across<RailsOutcome, NodeRails>(cfg, a, state::kRails, "preflight: rails: ", "rails",
+                                         "its prolog has not recorded one", ParseRailsJson, CompareRails);
+}
+
 VersionsOutcome VersionsAcross(const Config& cfg, const Allocation& a) {
-  VersionsOutcome o;
-  const std::string head = "preflight: versions: ";
-  // As RailsAcross: one task per node prints the record its own checks wrote.
-  auto argv = Srun(cfg, a.nodes, 1, false);
-  argv.insert(argv.end(), {"/bin/sh", "-c",
-                           std::string("cat \"$0/$SLURMD_NODENAME") + state::kVersions +
-                               "\" 2>/dev/null || echo \"no-record $SLURMD_NODENAME\"",
-                           state::NodesDir(cfg)});
-  auto r = RunAs(argv, LaunchEnv(a.env, false), a.uid, a.gid, a.groups, cfg.probe_timeout_ms);
-  if (!r) {
-    o.text = head + "cannot read the nodes' versions: " + r.status().message() + "\n";
-    return o;
-  }
-  std::vector<NodeVersions> nodes;
-  std::string missing;
-  size_t b = 0;
-  const std::string& out = r->second;
-  while (b < out.size()) {
-    size_t e = out.find('\n', b);
-    if (e == std::string::npos) e = out.size();
-    std::string line = out.substr(b, e - b);
-    b = e + 1;
-    if (line.rfind("no-record ", 0) == 0) missing += (missing.empty() ? "" : ",") + line.substr(10);
-    if (line.empty() || line[0] != '{') continue;
-    auto n = ParseVersionsJson(line);
-    if (n) nodes.push_back(*n);
-  }
-  std::sort(nodes.begin(), nodes.end(), [](const NodeVersions& x, const NodeVersions& y) { return x.node < y.node; });
-  if (!missing.empty()) o.text += head + "no versions record on " + missing + " (its node checks have not run)\n";
-  if (nodes.size() < 2) return o;
-  o.comparison = CompareVersions(nodes);
-  size_t p = 0;
-  while (p < o.comparison.text.size()) {
-    size_t e = o.comparison.text.find('\n', p);
-    o.text += head + o.comparison.text.substr(p, e - p) + "\n";
-    p = e == std::string::npos ? o.comparison.text.size() : e + 1;
-  }
-  return o;
+  return Across<VersionsOutcome, NodeVersions>(cfg, a, state::kVersions, "preflight: versions: ", "versions",
+                                               "its node checks have not run", ParseVersionsJson, CompareVersions);
 }
 
 AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Level level) {

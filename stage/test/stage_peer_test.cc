@@ -92,21 +92,7 @@ bool SameTree(const std::string& a, const std::string& b, std::string* why) {
   return true;
 }
 
-// Counts what the copy engine reads from source descriptors.
-class CountingFs : public StageFs {
- public:
-  ssize_t Pread(int fd, void* buf, size_t n, off_t off) override {
-    ssize_t k = StageFs::Pread(fd, buf, n, off);
-    if (k > 0) read += static_cast<uint64_t>(k);
-    return k;
-  }
-  ssize_t CopyFileRange(int in, off_t* in_off, int out, size_t n) override {
-    ssize_t k = StageFs::CopyFileRange(in, in_off, out, n);
-    if (k > 0) read += static_cast<uint64_t>(k);
-    return k;
-  }
-  std::atomic<uint64_t> read{0};
-};
+using CountingFs = CountingStageFs;  // stage_copy.h
 
 // A private munged, as tests/harness/cluster.sh starts one.
 class Munged {

@@ -29,6 +29,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,24 @@ class StageFs {
   virtual int Close(int fd);
 };
 StageFs& DefaultStageFs();
+
+// The real calls, counting the bytes read from source descriptors (pread
+// and copy_file_range): how the bench and the fan-out tests measure how
+// often a source was read.
+class CountingStageFs : public StageFs {
+ public:
+  ssize_t Pread(int fd, void* buf, size_t n, off_t off) override {
+    ssize_t k = StageFs::Pread(fd, buf, n, off);
+    if (k > 0) read += static_cast<uint64_t>(k);
+    return k;
+  }
+  ssize_t CopyFileRange(int in, off_t* in_off, int out, size_t n) override {
+    ssize_t k = StageFs::CopyFileRange(in, in_off, out, n);
+    if (k > 0) read += static_cast<uint64_t>(k);
+    return k;
+  }
+  std::atomic<uint64_t> read{0};
+};
 
 // Who reads the source. drop=false reads as the caller (tests, non-root).
 struct StageIdentity {
