@@ -1,0 +1,57 @@
+// The peer fan-out's wire (private to stage/src): framing, timed reads
+// and writes, connecting, the per-file hash, and the manifest lines a
+// receiver accepts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "preflight/stage_peer.h"
+
+namespace preflight::stage_internal {
+
+
+constexpr char kMagic[8] = {'P', 'F', 'P', 'E', 'E', 'R', '1', '\n'};
+constexpr size_t kChunk = 1 << 20;
+constexpr uint32_t kMaxFrame = 1u << 30;
+
+struct FileHead {  // before each file's bytes
+  uint64_t size;
+  int64_t mtime_sec;
+  uint32_t mtime_nsec;
+  uint32_t pad;
+};
+
+struct MLine {
+  char type = 0;  // 'R' root dir, 'F' root file, 'd', 'f', 'l'
+  uint32_t mode = 0;
+  uint64_t size = 0;
+  long long mtime_sec = 0;
+  unsigned mtime_nsec = 0;
+  std::string path, link;
+};
+
+// A per-file hash of the bytes as sent, in kChunk pieces (both ends cut
+// the same pieces): XXH3 of each piece, seeded with the hash so far.
+uint64_t ChunkHash(const char* p, size_t n, uint64_t h);
+
+// Waits for `events` on fd until `deadline` (MonotonicSeconds; 0: none)
+// or `idle` seconds (0: none). false with errno ETIMEDOUT.
+bool WaitFd(int fd, short events, double deadline, double idle);
+
+bool ReadFull(int fd, void* buf, size_t n, double deadline, double idle);
+
+bool WriteFull(int fd, const void* buf, size_t n);
+
+bool SendFrame(int fd, const std::string& s);
+
+bool RecvFrame(int fd, std::string* s, double deadline, double idle);
+
+int ConnectOnce(const PeerEndpoint& ep);
+
+// Retries refused connections (the parent's prolog may not listen yet).
+int Connect(const PeerEndpoint& ep, double until);
+
+bool ParseLine(const std::string& l, MLine* m);
+
+}  // namespace preflight::stage_internal
