@@ -154,7 +154,7 @@ stage_peer_host = 127.0.0.1
 stage_peer_port = $((base + 10))
 stage_munge_socket = $dir/munge/munge.sock
 scontrol = $(command -v scontrol)
-# Job, step and node records come from `preflight slurm` (libslurm, JSON).
+# Job, step and node records come from "preflight slurm" (libslurm, JSON).
 slurm_query = $build/admin/preflight
 slurm_conf = $dir/etc/slurm.conf
 probe_timeout = 10s
