@@ -17,6 +17,7 @@
 #include "preflight/report.h"
 #include "preflight/fileutil.h"
 #include "preflight/json.h"
+#include "preflight/options.h"
 #include "preflight/hostlist.h"
 #include "preflight/slurmctl.h"
 #include "preflight/stage_peer.h"
@@ -128,8 +129,11 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMa
       WriteFileAtomic(err_file, "preflight: stage on " + job.node + ": " + msg + "\n", 0644);
     }
   };
-  auto sources = ParseStageSpec(it->second);
-  if (!sources) { fail("SPANK_PREFLIGHT_STAGE: " + sources.status().message(), false); return r; }
+  // The option table's own parse of --stage (options.h: JobOptionsFromEnv).
+  OptionsFromEnv options = JobOptionsFromEnv(env);
+  Status bad = options.ErrorFor("PREFLIGHT_STAGE");
+  if (!bad.ok()) { fail(bad.message(), false); return r; }
+  const std::vector<StageSource>* sources = &options.opts.stage;
   if (cfg.stage.dir.empty()) { fail("--stage is not enabled on " + job.node + " (no stage_dir in the site config)", false); return r; }
   StageIdentity who;
   if (::geteuid() == 0) {
