@@ -286,8 +286,13 @@ Expected<SuperviseResult> RunSupervised(const SuperviseOptions& o) {
     }
     if (exited) {
       // A grandchild may hold the pipes open; a second after the child
-      // ended its output is no longer the child's.
-      if ((streams[0].fd < 0 && streams[1].fd < 0) || now - exit_at > 1.0) break;
+      // ended its output is no longer the child's. After an unclean end,
+      // wait a moment for a preemption signal still on its way: Slurm
+      // signals every process of the step, and ours may land just after
+      // the command died of the same signal (scancel).
+      bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      bool settled = clean || res.preempted || now - exit_at > 0.25;
+      if ((streams[0].fd < 0 && streams[1].fd < 0 && settled) || now - exit_at > 1.0) break;
       continue;
     }
 
