@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "preflight/nvml.h"
+#include "result_sink.h"
 
 namespace preflight {
 
@@ -168,14 +169,9 @@ std::string GpuName(const Config& cfg) {
 std::vector<CheckResult> CheckBandwidth(const CheckEnv& env) {
   const Config& c = env.cfg;
   if (env.level < Level::kFull) return {};
-  CheckResult r;
-  r.check = "gpu.bandwidth";
-  r.device = "node";
-  auto skip = [&](const std::string& why) {
-    r.verdict = Verdict::kSkip;
-    r.message = "skipped: " + why;
-    return std::vector<CheckResult>{r};
-  };
+  using checks_internal::Skip;
+  CheckResult r = checks_internal::Make("gpu.bandwidth", "node");
+  auto skip = [&](const std::string& why) { return std::vector<CheckResult>{Skip(r, why)}; };
   ProbeStep("gpu.bandwidth", "", "dlopen " + c.cuda_runtime);
   void* h = ::dlopen(c.cuda_runtime.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (h == nullptr) {

@@ -8,11 +8,12 @@
 
 #include "preflight/fileutil.h"
 #include "preflight/state_paths.h"
+#include "result_sink.h"
 
 namespace preflight {
 namespace {
 
-std::string U(uint64_t v) { return std::to_string(v); }
+using checks_internal::U;
 
 const uint64_t* Limit(const std::vector<std::pair<std::string, uint64_t>>& l, const std::string& name) {
   for (const auto& kv : l)
@@ -100,26 +101,18 @@ CheckResult JudgeIbCounters(const std::string& device, const std::vector<Counter
 
 std::vector<CheckResult> CheckIbCounters(const CheckEnv& env) {
   const Config& c = env.cfg;
-  std::vector<CheckResult> out;
-  CheckResult none;
-  none.check = "ib.counters";
-  none.device = "node";
+  checks_internal::Sink sink;
+  const CheckResult none = checks_internal::Make("ib.counters", "node");
   const std::string cls = "/sys/class/infiniband";
   auto found = env.fs.ListDir(cls);
   if (!found || found->empty()) {
-    none.verdict = Verdict::kSkip;
-    none.message = "skipped: no HCA on this node";
-    return {none};
+    return {checks_internal::Skip(none, "no HCA on this node")};
   }
   if (c.ib_counter_warn.empty() && c.ib_counter_fail.empty()) {
-    none.verdict = Verdict::kSkip;
-    none.message = "skipped: no counter thresholds (ib_counter_warn and ib_counter_fail are empty)";
-    return {none};
+    return {checks_internal::Skip(none, "no counter thresholds (ib_counter_warn and ib_counter_fail are empty)")};
   }
   if (env.job.node.empty()) {
-    none.verdict = Verdict::kSkip;
-    none.message = "skipped: no node name to keep counters under";
-    return {none};
+    return {checks_internal::Skip(none, "no node name to keep counters under")};
   }
   std::set<std::string> names;
   for (const auto& kv : c.ib_counter_warn) names.insert(kv.first);
@@ -190,7 +183,7 @@ std::vector<CheckResult> CheckIbCounters(const CheckEnv& env) {
         r = JudgeIbCounters(dev, deltas, c.ib_counter_warn, c.ib_counter_fail, interval, c.ib_counter_window_ms != 0);
       }
       r.seconds = MonotonicSeconds() - t0;
-      if (!ProbeEmit(r)) out.push_back(r);
+      sink(r);
     }
   }
   std::string text = "boot " + boot_id + "\nat " + std::to_string(static_cast<long long>(base.at)) + "\n";
@@ -198,11 +191,12 @@ std::vector<CheckResult> CheckIbCounters(const CheckEnv& env) {
   Status w = MakeDirs(state::NodesDir(c), 0755);
   if (w.ok()) w = WriteFileAtomic(state_path, text, 0644);
   if (!w.ok()) {
-    none.verdict = Verdict::kFail;
-    none.message = "cannot keep port counters: " + w.message();
-    if (!ProbeEmit(none)) out.push_back(none);
+    CheckResult r = none;
+    r.verdict = Verdict::kFail;
+    r.message = "cannot keep port counters: " + w.message();
+    sink(r);
   }
-  return out;
+  return std::move(sink.out);
 }
 
 }  // namespace preflight

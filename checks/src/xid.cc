@@ -13,6 +13,7 @@
 
 #include "preflight/fileutil.h"
 #include "preflight/state_paths.h"
+#include "result_sink.h"
 
 namespace preflight {
 
@@ -228,14 +229,9 @@ std::string Hours(uint32_t ms) {
 }  // namespace
 
 std::vector<CheckResult> CheckXid(const CheckEnv& env) {
-  CheckResult r;
-  r.check = "gpu.xid";
-  r.device = "node";
-  auto skip = [&](const std::string& why) {
-    r.verdict = Verdict::kSkip;
-    r.message = "skipped: " + why;
-    return std::vector<CheckResult>{r};
-  };
+  using checks_internal::Skip;
+  CheckResult r = checks_internal::Make("gpu.xid", "node");
+  auto skip = [&](const std::string& why) { return std::vector<CheckResult>{Skip(r, why)}; };
   if (env.job.node.empty()) return skip("no node name to keep Xid state under");
   std::string kmsg = env.fs.HostPath("/dev/kmsg");
   ProbeStep("gpu.xid", "node", "read " + kmsg);

@@ -27,6 +27,9 @@ constexpr Names<GpuPersistence> kPersistenceNames = {
 constexpr Names<LinkLayer> kLinkLayerNames = {
     {LinkLayer::kAny, "any"}, {LinkLayer::kInfiniBand, "InfiniBand"}, {LinkLayer::kEthernet, "Ethernet"}};
 constexpr Names<StageVerify> kStageVerifyNames = {{StageVerify::kFiles, "files"}, {StageVerify::kDirs, "dirs"}};
+constexpr Names<XidAction> kXidActionNames = {{XidAction::kDrainReset, "drain_reset"}, {XidAction::kDrain, "drain"},
+                                              {XidAction::kWarn, "warn"}, {XidAction::kUser, "user"},
+                                              {XidAction::kIgnore, "ignore"}};
 
 template <class E>
 const char* NameIn(Names<E> names, E e) {
@@ -50,22 +53,12 @@ const char* NcclOnFailureName(NcclOnFailure f) { return NameIn(kOnFailureNames, 
 const char* GpuPersistenceName(GpuPersistence p) { return NameIn(kPersistenceNames, p); }
 const char* LinkLayerName(LinkLayer l) { return NameIn(kLinkLayerNames, l); }
 const char* StageVerifyName(StageVerify v) { return NameIn(kStageVerifyNames, v); }
-
-const char* XidActionName(XidAction a) {
-  switch (a) {
-    case XidAction::kDrainReset: return "drain_reset";
-    case XidAction::kDrain: return "drain";
-    case XidAction::kWarn: return "warn";
-    case XidAction::kUser: return "user";
-    case XidAction::kIgnore: return "ignore";
-  }
-  return "drain";
-}
+const char* XidActionName(XidAction a) { return NameIn(kXidActionNames, a); }
 
 bool ParseXidAction(const std::string& s, XidAction* a) {
-  for (XidAction x : {XidAction::kDrainReset, XidAction::kDrain, XidAction::kWarn, XidAction::kUser, XidAction::kIgnore})
-    if (s == XidActionName(x)) { *a = x; return true; }
-  return false;
+  auto x = ParseIn(kXidActionNames, s);
+  if (x) *a = *x;
+  return x.ok();
 }
 
 Expected<bool> ParseBool(const std::string& s) {
@@ -179,16 +172,6 @@ std::string BoolText(bool b) { return b ? "yes" : "no"; }
 std::string CountText(uint64_t v) { return std::to_string(v); }
 std::string LevelText(Level l) { return LevelName(l); }
 std::string StringText(const std::string& s) { return s; }
-template <const char* const* kAllowed>
-Expected<std::string> OneOf(const std::string& s) {
-  std::string list;
-  for (const char* const* a = kAllowed; *a; ++a) {
-    if (s == *a) return s;
-    list += (list.empty() ? "" : ", ") + std::string(*a);
-  }
-  return Status::InvalidArgument("bad value '" + s + "' (expected " + list + ")");
-}
-constexpr const char* kBackends[] = {"auto", "nccl", "host", nullptr};
 Expected<NcclOnFailure> ParseOnFailure(const std::string& s) { return ParseIn(kOnFailureNames, s); }
 std::string OnFailureText(NcclOnFailure f) { return NcclOnFailureName(f); }
 Expected<GpuPersistence> ParsePersistence(const std::string& s) { return ParseIn(kPersistenceNames, s); }
@@ -257,6 +240,7 @@ Expected<std::string> OneOf(const std::string& s, std::initializer_list<const ch
   }
   return Status::InvalidArgument("bad value '" + s + "' (expected " + all + ")");
 }
+Expected<std::string> ParseBackend(const std::string& s) { return OneOf(s, {"auto", "nccl", "host"}); }
 Expected<std::string> ParseComputeMode(const std::string& s) {
   return OneOf(s, {"any", "default", "exclusive_process", "prohibited"});
 }
@@ -540,7 +524,7 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"run_checkpoint_marker", "string", "preflight-run: file whose presence marks a checkpoint complete",
        PF_STRING(run.checkpoint_marker)},
       {"nccl_backend", "string", "Collective check backend: auto (NCCL when the job has GPUs, else host), nccl, host",
-       PF_PARSED(nccl.backend, OneOf<kBackends>, StringText)},
+       PF_PARSED(nccl.backend, ParseBackend, StringText)},
       {"nccl_profile", "string", "Node profile for collective thresholds (see preflight-nccl(1)), or auto",
        PF_PARSED(nccl.profile, AnyString, StringText)},
       {"nccl_min_busbw", "rate", "Minimum all-reduce bus bandwidth across the allocation (e.g. 40G), or auto",

@@ -133,7 +133,7 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMa
   OptionsFromEnv options = JobOptionsFromEnv(env);
   Status bad = options.ErrorFor("PREFLIGHT_STAGE");
   if (!bad.ok()) { fail(bad.message(), false); return r; }
-  const std::vector<StageSource>* sources = &options.opts.stage;
+  const std::vector<StageSource>& sources = options.opts.stage;
   if (cfg.stage.dir.empty()) { fail("--stage is not enabled on " + job.node + " (no stage_dir in the site config)", false); return r; }
   StageIdentity who;
   if (::geteuid() == 0) {
@@ -182,7 +182,7 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMa
     return StageWithPeers(co, path, who, peer, d, side, &rep);
   };
 
-  for (const auto& src : *sources) {
+  for (const auto& src : sources) {
     if (src.list || src.path.empty() || src.path[0] != '/') {
       fail("'" + src.path + "': not an absolute path (the submit side resolves paths; was --stage checked?)", false);
       break;
