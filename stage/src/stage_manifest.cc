@@ -5,6 +5,7 @@
 #include <linux/openat2.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -163,16 +164,20 @@ std::string CheckManifestBuilder::Serialize() const {
   return out;
 }
 
-Expected<std::shared_ptr<CheckManifest>> CheckManifest::Parse(std::string bytes) {
+CheckManifest::~CheckManifest() {
+  if (map_) ::munmap(map_, map_len_);
+}
+
+Status CheckManifest::Validate(const char* data, size_t size, std::string* real) {
   Header h;
-  if (bytes.size() < sizeof h) return Status::IOError("check manifest: truncated");
-  std::memcpy(&h, bytes.data(), sizeof h);
+  if (size < sizeof h) return Status::IOError("check manifest: truncated");
+  std::memcpy(&h, data, sizeof h);
   if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) return Status::IOError("check manifest: bad magic");
   uint64_t need = sizeof h + uint64_t{h.ndirs} * sizeof(DirRec) + uint64_t{h.nentries} * sizeof(Rec) + h.strings_len;
-  if (bytes.size() != need || h.real_len > h.strings_len || h.ndirs == 0)
+  if (size != need || h.real_len > h.strings_len || h.ndirs == 0)
     return Status::IOError("check manifest: size mismatch");
   // Bounds of every record, once, so the checker can trust offsets.
-  const char* base = bytes.data() + sizeof h;
+  const char* base = data + sizeof h;
   const DirRec* dirs = reinterpret_cast<const DirRec*>(base);
   const Rec* recs = reinterpret_cast<const Rec*>(base + h.ndirs * sizeof(DirRec));
   for (uint32_t i = 0; i < h.ndirs; ++i) {
@@ -186,26 +191,55 @@ Expected<std::shared_ptr<CheckManifest>> CheckManifest::Parse(std::string bytes)
     if (uint64_t{r.name_off} + r.name_len + r.link_len + 2 > h.strings_len)
       return Status::IOError("check manifest: bad entry record");
   }
+  real->assign(base + h.ndirs * sizeof(DirRec) + h.nentries * sizeof(Rec), h.real_len);
+  return Status::Ok();
+}
+
+Expected<std::shared_ptr<CheckManifest>> CheckManifest::Parse(std::string bytes) {
   auto m = std::make_shared<CheckManifest>();
-  m->real_ = bytes.substr(sizeof h + h.ndirs * sizeof(DirRec) + h.nentries * sizeof(Rec), h.real_len);
-  m->blob_ = std::move(bytes);
+  m->owned_ = std::move(bytes);
+  m->data_ = m->owned_.data();
+  m->size_ = m->owned_.size();
+  Status s = Validate(m->data_, m->size_, &m->real_);
+  if (!s.ok()) return s;
   return m;
 }
 
 Expected<std::shared_ptr<CheckManifest>> CheckManifest::Load(const std::string& path) {
-  auto t = ReadWholeFile(path);
-  if (!t) return t.status();
-  return Parse(std::move(*t));
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(errno, "open " + path);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    return Status::FromErrno(e, "stat " + path);
+  }
+  if (!S_ISREG(st.st_mode) || st.st_size < static_cast<off_t>(sizeof(Header))) {
+    ::close(fd);
+    return Status::IOError(path + ": check manifest: truncated");
+  }
+  auto m = std::make_shared<CheckManifest>();
+  m->map_len_ = static_cast<size_t>(st.st_size);
+  void* p = ::mmap(nullptr, m->map_len_, PROT_READ, MAP_PRIVATE, fd, 0);
+  int e = errno;
+  ::close(fd);
+  if (p == MAP_FAILED) return Status::FromErrno(e, "map " + path);
+  m->map_ = p;
+  m->data_ = static_cast<const char*>(p);
+  m->size_ = m->map_len_;
+  Status s = Validate(m->data_, m->size_, &m->real_);
+  if (!s.ok()) return Status::IOError(path + ": " + s.message());
+  return m;
 }
 
 uint64_t CheckManifest::entries() const {
   Header h;
-  std::memcpy(&h, blob_.data(), sizeof h);
+  std::memcpy(&h, data_, sizeof h);
   return h.nentries;
 }
 uint64_t CheckManifest::dirs() const {
   Header h;
-  std::memcpy(&h, blob_.data(), sizeof h);
+  std::memcpy(&h, data_, sizeof h);
   return h.ndirs;
 }
 
@@ -266,8 +300,8 @@ struct WarmChecker {
   std::atomic<uint64_t> entries{0}, by_mode{0}, by_access{0};
 
   explicit WarmChecker(const CheckManifest& man) : m(man) {
-    std::memcpy(&h, m.blob_.data(), sizeof h);
-    const char* base = m.blob_.data() + sizeof h;
+    std::memcpy(&h, m.data_, sizeof h);
+    const char* base = m.data_ + sizeof h;
     dirs = reinterpret_cast<const DirRec*>(base);
     recs = reinterpret_cast<const Rec*>(base + h.ndirs * sizeof(DirRec));
     str = base + h.ndirs * sizeof(DirRec) + h.nentries * sizeof(Rec);

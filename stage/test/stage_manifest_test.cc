@@ -57,7 +57,9 @@ std::shared_ptr<CheckManifest> Build(const std::string& src, const std::string& 
   Status s = CopyTree(src, fd, "data", o, &st, &manifest, &side, nullptr, &b);
   ::close(fd);
   EXPECT_TRUE(s.ok()) << s.message();
-  auto m = CheckManifest::Parse(b.Serialize());
+  // Through the file form, as the cache loads it (mapped).
+  EXPECT_TRUE(WriteFileAtomic(scratch + "/check", b.Serialize(), 0600).ok());
+  auto m = CheckManifest::Load(scratch + "/check");
   EXPECT_TRUE(m.ok()) << m.status().message();
   return m.ok() ? *m : nullptr;
 }
@@ -88,6 +90,16 @@ TEST(WarmCheck, UnchangedTreeIsTheSameWithOneStatPerEntry) {
   std::string bytes = m->real();
   EXPECT_EQ(bytes, src);
   EXPECT_FALSE(CheckManifest::Parse("PFCHK01\nshort").ok());
+  // A damaged file is refused by name, whole or cut short.
+  auto whole = ReadWholeFile(t.path() + "/dst/check");
+  ASSERT_TRUE(whole.ok());
+  ASSERT_TRUE(CheckManifest::Parse(*whole).ok());
+  ASSERT_TRUE(WriteFileAtomic(t.path() + "/cut", whole->substr(0, whole->size() - 1), 0600).ok());
+  auto cut = CheckManifest::Load(t.path() + "/cut");
+  ASSERT_FALSE(cut.ok());
+  EXPECT_NE(cut.status().message().find(t.path() + "/cut: check manifest: size mismatch"), std::string::npos)
+      << cut.status().message();
+  EXPECT_FALSE(CheckManifest::Load(t.path() + "/missing").ok());
 }
 
 // Each mutation on a fresh tree must make the check say "changed".

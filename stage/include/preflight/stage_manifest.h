@@ -78,9 +78,18 @@ class CheckManifestBuilder {
   std::vector<uint32_t> acl_;
 };
 
-// A loaded `check` file.
+// A loaded `check` file. Load maps the file read-only instead of reading
+// it: a warm hit then costs no copy of the manifest and no fresh pages for
+// one (for 100k entries, ~6 MB and ~8 ms here). The file is the cache's,
+// mode 0600 under root's directory, written once and published by rename,
+// and the caller holds the key's lock, so the mapping can't change under
+// the check.
 class CheckManifest {
  public:
+  CheckManifest() = default;
+  CheckManifest(const CheckManifest&) = delete;
+  CheckManifest& operator=(const CheckManifest&) = delete;
+  ~CheckManifest();
   static Expected<std::shared_ptr<CheckManifest>> Load(const std::string& path);
   static Expected<std::shared_ptr<CheckManifest>> Parse(std::string bytes);
   uint64_t entries() const;
@@ -89,7 +98,13 @@ class CheckManifest {
 
  private:
   friend struct WarmChecker;
-  std::string blob_;
+  // Checks the header and every record's bounds over data_/size_.
+  static Status Validate(const char* data, size_t size, std::string* real);
+  std::string owned_;      // Parse: the bytes
+  void* map_ = nullptr;    // Load: the mapping
+  size_t map_len_ = 0;
+  const char* data_ = nullptr;
+  size_t size_ = 0;
   std::string real_;
 };
 
