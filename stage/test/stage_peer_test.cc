@@ -192,6 +192,56 @@ void CloseAll(std::vector<std::unique_ptr<Node>>& nodes) {
     if (n->lfd >= 0) ::close(n->lfd);
 }
 
+// Every fan-out test: root and munged, a private munged, the dataset,
+// `nodes` made by Nodes(), and their sockets closed at the end.
+class PeerFanOut : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!CanRunMunged()) GTEST_SKIP() << "skipped: needs root and munged";
+    munged_ = std::make_unique<Munged>(t_.path() + "/munge");
+    ASSERT_TRUE(munged_->ok()) << "munged did not start";
+    src_ = t_.path() + "/src";
+    bytes_ = MakeDataset(src_);
+  }
+  void TearDown() override { CloseAll(nodes_); }
+  std::vector<std::unique_ptr<Node>>& Nodes(size_t n, const std::string& job) {
+    nodes_ = MakeNodes(t_.path(), n, job, munged_->socket());
+    return nodes_;
+  }
+  // Node `i` staged without error and holds the source byte for byte.
+  void ExpectGoodCopy(size_t i) {
+    Node& n = *nodes_[i];
+    ASSERT_TRUE(n.status.ok()) << "node " << i << ": " << n.status.message();
+    std::string why;
+    EXPECT_TRUE(SameTree(src_, n.out.data_path, &why)) << "node " << i << ": " << why;
+  }
+  // Node 0 in its own process, SIGKILLed by its test hook once it has
+  // streamed 64 KiB; it starts after `delay_s`. The others run here.
+  void RunWithDyingParent(unsigned delay_s) {
+    nodes_[0]->peer.test_drop_after = 64 << 10;
+    nodes_[0]->peer.test_die = true;
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      if (delay_s) ::sleep(delay_s);
+      Node& n = *nodes_[0];
+      n.status = StageWithPeers(n.cache, src_, {}, n.peer, &n.out, &n.side, &n.rep);
+      ::_exit(3);  // not reached when the hook fired
+    }
+    ::close(nodes_[0]->lfd);
+    nodes_[0]->lfd = -1;
+    RunAll(nodes_, src_, 1);
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) << "node 0 was not killed mid-stream";
+  }
+
+  TempDir t_;
+  std::unique_ptr<Munged> munged_;
+  std::string src_;
+  uint64_t bytes_ = 0;
+  std::vector<std::unique_ptr<Node>> nodes_;
+};
+
 TEST(PeerTree, ShapeIsAFanoutTree) {
   EXPECT_EQ(PeerParent(0, 2), SIZE_MAX);
   EXPECT_EQ(PeerParent(1, 2), 0u);
@@ -250,23 +300,17 @@ TEST(PeerCredential, OnlyRootCredentialsForThisJobAreAccepted) {
   EXPECT_NE(s.message().find("uid " + std::to_string(nobody->pw_uid)), std::string::npos) << s.message();
 }
 
-TEST(PeerFanOut, ThreeNodesReadTheSourceOnceAndEveryCopyIsIdentical) {
-  if (!CanRunMunged()) GTEST_SKIP() << "skipped: needs root and munged";
-  TempDir t;
-  Munged m(t.path() + "/munge");
-  ASSERT_TRUE(m.ok());
-  std::string src = t.path() + "/src";
-  uint64_t bytes = MakeDataset(src);
-  auto nodes = MakeNodes(t.path(), 3, "900", m.socket());
+TEST_F(PeerFanOut, ThreeNodesReadTheSourceOnceAndEveryCopyIsIdentical) {
+  auto& nodes = Nodes(3, "900");
+  const std::string& src = src_;
+  const uint64_t bytes = bytes_;
   RunAll(nodes, src);
   uint64_t read_total = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
     Node& n = *nodes[i];
-    ASSERT_TRUE(n.status.ok()) << "node " << i << ": " << n.status.message();
+    ExpectGoodCopy(i);
     EXPECT_FALSE(n.out.hit);
     EXPECT_FALSE(n.rep.fell_back) << n.rep.fallback_reason;
-    std::string why;
-    EXPECT_TRUE(SameTree(src, n.out.data_path, &why)) << "node " << i << ": " << why;
     read_total += n.fs.read;
   }
   EXPECT_EQ(read_total, bytes);  // the source was read once, by node 0
@@ -287,18 +331,13 @@ TEST(PeerFanOut, ThreeNodesReadTheSourceOnceAndEveryCopyIsIdentical) {
     EXPECT_EQ(nodes[i]->fs.read.load(), 0u);
     EXPECT_EQ(nodes[i]->rep.peer_bytes, 0u);
   }
-  CloseAll(nodes);
 }
 
 // Five nodes, two levels: node 1 relays to 3 and 4 while it receives.
-TEST(PeerFanOut, FiveNodesTwoLevelsRelayWhileReceiving) {
-  if (!CanRunMunged()) GTEST_SKIP() << "skipped: needs root and munged";
-  TempDir t;
-  Munged m(t.path() + "/munge");
-  ASSERT_TRUE(m.ok());
-  std::string src = t.path() + "/src";
-  uint64_t bytes = MakeDataset(src);
-  auto nodes = MakeNodes(t.path(), 5, "940", m.socket());
+TEST_F(PeerFanOut, FiveNodesTwoLevelsRelayWhileReceiving) {
+  auto& nodes = Nodes(5, "940");
+  const std::string& src = src_;
+  const uint64_t bytes = bytes_;
   // Node 0 starts a second late, so 3 and 4 have surely joined node 1
   // before node 1's stream begins (its parent answers later; it waits).
   std::thread late([&] {
@@ -312,10 +351,8 @@ TEST(PeerFanOut, FiveNodesTwoLevelsRelayWhileReceiving) {
   unsigned relayed = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
     Node& n = *nodes[i];
-    ASSERT_TRUE(n.status.ok()) << "node " << i << ": " << n.status.message();
+    ExpectGoodCopy(i);
     EXPECT_FALSE(n.rep.fell_back) << n.rep.fallback_reason;
-    std::string why;
-    EXPECT_TRUE(SameTree(src, n.out.data_path, &why)) << "node " << i << ": " << why;
     read_total += n.fs.read;
     relayed += n.rep.relayed;
     if (i > 0) {
@@ -327,40 +364,17 @@ TEST(PeerFanOut, FiveNodesTwoLevelsRelayWhileReceiving) {
   EXPECT_EQ(nodes[2]->rep.served, 0u);  // 5 nodes: 2's children would be 5 and 6
   EXPECT_EQ(nodes[1]->rep.relayed, 2u);
   EXPECT_EQ(relayed, 2u);
-  CloseAll(nodes);
 }
 
-TEST(PeerFanOut, KilledParentMakesChildrenReadTheSourceThemselves) {
-  if (!CanRunMunged()) GTEST_SKIP() << "skipped: needs root and munged";
-  TempDir t;
-  Munged m(t.path() + "/munge");
-  ASSERT_TRUE(m.ok());
-  std::string src = t.path() + "/src";
-  uint64_t bytes = MakeDataset(src);
-  auto nodes = MakeNodes(t.path(), 3, "910", m.socket());
-  // Node 0 runs in its own process and SIGKILLs itself mid-stream.
-  nodes[0]->peer.test_drop_after = 64 << 10;
-  nodes[0]->peer.test_die = true;
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    Node& n = *nodes[0];
-    n.status = StageWithPeers(n.cache, src, {}, n.peer, &n.out, &n.side, &n.rep);
-    ::_exit(3);  // not reached when the hook fired
-  }
-  ::close(nodes[0]->lfd);
-  nodes[0]->lfd = -1;
-  RunAll(nodes, src, 1);
-  int st = 0;
-  ::waitpid(pid, &st, 0);
-  EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) << "node 0 was not killed mid-stream";
+TEST_F(PeerFanOut, KilledParentMakesChildrenReadTheSourceThemselves) {
+  auto& nodes = Nodes(3, "910");
+  RunWithDyingParent(0);
   for (size_t i = 1; i < nodes.size(); ++i) {
     Node& n = *nodes[i];
-    ASSERT_TRUE(n.status.ok()) << n.status.message();
+    ExpectGoodCopy(i);
     EXPECT_TRUE(n.rep.fell_back) << "node " << i;
     EXPECT_NE(n.rep.fallback_reason.find("parent"), std::string::npos) << n.rep.fallback_reason;
-    EXPECT_EQ(n.fs.read.load(), bytes);
-    std::string why;
-    EXPECT_TRUE(SameTree(src, n.out.data_path, &why)) << why;
+    EXPECT_EQ(n.fs.read.load(), bytes_);
     // Only the verified copy is published: one version, no leftovers.
     std::string keydir = n.cache.dir + "/" + n.out.key;
     int versions = 0, tmps = 0;
@@ -373,40 +387,15 @@ TEST(PeerFanOut, KilledParentMakesChildrenReadTheSourceThemselves) {
     EXPECT_EQ(versions, 1);
     EXPECT_EQ(tmps, 0);
   }
-  CloseAll(nodes);
 }
 
 // Node 0 dies while node 1 relays to 3 and 4: node 1 and 2 read the
 // source; 3 and 4 ask node 1 again and get its copy, reading nothing.
-TEST(PeerFanOut, ABrokenRelayIsRetriedFromTheRelayingNode) {
-  if (!CanRunMunged()) GTEST_SKIP() << "skipped: needs root and munged";
-  TempDir t;
-  Munged m(t.path() + "/munge");
-  ASSERT_TRUE(m.ok());
-  std::string src = t.path() + "/src";
-  uint64_t bytes = MakeDataset(src);
-  auto nodes = MakeNodes(t.path(), 5, "950", m.socket());
-  nodes[0]->peer.test_drop_after = 64 << 10;
-  nodes[0]->peer.test_die = true;
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::sleep(1);  // 3 and 4 join node 1's relay first
-    Node& n = *nodes[0];
-    n.status = StageWithPeers(n.cache, src, {}, n.peer, &n.out, &n.side, &n.rep);
-    ::_exit(3);
-  }
-  ::close(nodes[0]->lfd);
-  nodes[0]->lfd = -1;
-  RunAll(nodes, src, 1);
-  int st = 0;
-  ::waitpid(pid, &st, 0);
-  EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-  for (size_t i = 1; i < nodes.size(); ++i) {
-    Node& n = *nodes[i];
-    ASSERT_TRUE(n.status.ok()) << "node " << i << ": " << n.status.message();
-    std::string why;
-    EXPECT_TRUE(SameTree(src, n.out.data_path, &why)) << "node " << i << ": " << why;
-  }
+TEST_F(PeerFanOut, ABrokenRelayIsRetriedFromTheRelayingNode) {
+  auto& nodes = Nodes(5, "950");
+  const uint64_t bytes = bytes_;
+  RunWithDyingParent(1);  // 3 and 4 join node 1's relay first
+  for (size_t i = 1; i < nodes.size(); ++i) ExpectGoodCopy(i);
   EXPECT_TRUE(nodes[1]->rep.fell_back);
   EXPECT_TRUE(nodes[2]->rep.fell_back);
   EXPECT_EQ(nodes[1]->fs.read.load(), bytes);
@@ -417,17 +406,13 @@ TEST(PeerFanOut, ABrokenRelayIsRetriedFromTheRelayingNode) {
   }
   EXPECT_EQ(nodes[1]->rep.served, 2u);
   EXPECT_EQ(nodes[1]->rep.relayed, 0u);  // the relay broke; both got the published copy
-  CloseAll(nodes);
 }
 
-TEST(PeerFanOut, ForgedPeersGetNoDataAndTheRealChildDoes) {
-  if (!CanRunMunged()) GTEST_SKIP() << "skipped: needs root and munged";
-  TempDir t;
-  Munged m(t.path() + "/munge");
-  ASSERT_TRUE(m.ok());
-  std::string src = t.path() + "/src";
-  uint64_t bytes = MakeDataset(src);
-  auto nodes = MakeNodes(t.path(), 2, "920", m.socket());
+TEST_F(PeerFanOut, ForgedPeersGetNoDataAndTheRealChildDoes) {
+  auto& nodes = Nodes(2, "920");
+  const std::string& src = src_;
+  const uint64_t bytes = bytes_;
+  Munged& m = *munged_;
   std::thread parent([&] {
     Node& n = *nodes[0];
     n.status = StageWithPeers(n.cache, src, {}, n.peer, &n.out, &n.side, &n.rep);
@@ -439,7 +424,7 @@ TEST(PeerFanOut, ForgedPeersGetNoDataAndTheRealChildDoes) {
   ASSERT_TRUE(other_job.ok());
   EXPECT_FALSE(PeerHelloAccepted(ep, *other_job, 5));
   // A credential from another munge key (another cluster) is refused too.
-  Munged foreign(t.path() + "/munge2", 'q');
+  Munged foreign(t_.path() + "/munge2", 'q');
   ASSERT_TRUE(foreign.ok());
   auto alien = EncodePeerCredential(foreign.socket(), PeerPayload("920", key));
   ASSERT_TRUE(alien.ok());
@@ -449,27 +434,18 @@ TEST(PeerFanOut, ForgedPeersGetNoDataAndTheRealChildDoes) {
   c.status = StageWithPeers(c.cache, src, {}, c.peer, &c.out, &c.side, &c.rep);
   parent.join();
   ASSERT_TRUE(nodes[0]->status.ok()) << nodes[0]->status.message();
-  ASSERT_TRUE(c.status.ok()) << c.status.message();
+  ExpectGoodCopy(1);
   EXPECT_EQ(nodes[0]->rep.refused, 3u);
   EXPECT_EQ(nodes[0]->rep.served, 1u);
   EXPECT_EQ(nodes[0]->rep.served_bytes, bytes);  // nothing went to the forged peers
   EXPECT_EQ(c.rep.peer_bytes, bytes);
   EXPECT_EQ(c.fs.read.load(), 0u);
-  std::string why;
-  EXPECT_TRUE(SameTree(src, c.out.data_path, &why)) << why;
-  CloseAll(nodes);
 }
 
 // A parent that can't listen (its port taken, say by another job's
 // prolog) is not a failure: it stages, and its child reads the source.
-TEST(PeerFanOut, AParentThatCannotServeStillStagesAndItsChildFallsBack) {
-  if (!CanRunMunged()) GTEST_SKIP() << "skipped: needs root and munged";
-  TempDir t;
-  Munged m(t.path() + "/munge");
-  ASSERT_TRUE(m.ok());
-  std::string src = t.path() + "/src";
-  uint64_t bytes = MakeDataset(src);
-  auto nodes = MakeNodes(t.path(), 2, "930", m.socket());
+TEST_F(PeerFanOut, AParentThatCannotServeStillStagesAndItsChildFallsBack) {
+  auto& nodes = Nodes(2, "930");
   // Node 0 must bind its own port, which a stranger holds: that stranger
   // accepts nothing for this job.
   ::close(nodes[0]->lfd);
@@ -480,16 +456,13 @@ TEST(PeerFanOut, AParentThatCannotServeStillStagesAndItsChildFallsBack) {
   nodes[0]->lfd = -1;
   nodes[0]->peer.listen_fd = -1;
   nodes[1]->peer.wait_parent = 1;
-  RunAll(nodes, src);
+  RunAll(nodes, src_);
   ::close(stranger);
   ASSERT_TRUE(nodes[0]->status.ok()) << nodes[0]->status.message();
   EXPECT_FALSE(nodes[0]->rep.serve_error.empty());
-  ASSERT_TRUE(nodes[1]->status.ok()) << nodes[1]->status.message();
+  ExpectGoodCopy(1);
   EXPECT_TRUE(nodes[1]->rep.fell_back);
-  EXPECT_EQ(nodes[1]->fs.read.load(), bytes);
-  std::string why;
-  EXPECT_TRUE(SameTree(src, nodes[1]->out.data_path, &why)) << why;
-  CloseAll(nodes);
+  EXPECT_EQ(nodes[1]->fs.read.load(), bytes_);
 }
 
 }  // namespace
