@@ -43,11 +43,8 @@ release_and_wait "$jid"
 check "requeued job ran on a healthy node" contains "$OUT/job-$jid.out" '^ran on n[23]$'
 check "requeued job completed" test "$(job_field "$jid" JobState)" = COMPLETED
 wait_preflight_reason n1 || true
-reason=$(node_reason n1)
-note "n1 reason: $reason"
-check "n1 is drained" grep -q drain <<<"$(node_state n1)"
-check "reason names check, GPU, PCI bus and figure vs threshold" \
-  grep -q '^preflight: gpu.ecc GPU2 0000:3a:00.0: uncorrected ECC errors volatile 3, aggregate 0 > 0' <<<"$reason"
+check_drained n1 "reason names check, GPU, PCI bus and figure vs threshold" \
+  '^preflight: gpu.ecc GPU2 0000:3a:00.0: uncorrected ECC errors volatile 3, aggregate 0 > 0'
 sinfo -R -h -N -o '%N|%E' >"$OUT/sinfo-R"
 check "sinfo -R shows the reason for n1" contains "$OUT/sinfo-R" '^n1\|preflight: gpu.ecc GPU2'
 f=$C/state/jobs/$jid/n1.prolog.json
@@ -72,9 +69,8 @@ check "health check said why" contains "$OUT/hc-n1-clear.out" 'n1 passes again; 
 port_state n2 mlx5_3 "1: DOWN"
 rc=0; "$C/bin/healthcheck" --node n2 >"$OUT/hc-n2-fault.out" 2>&1 || rc=$?
 check "health check exits 1 on a downed port" test $rc = 1
-check "health check drained n2" grep -q drain <<<"$(node_state n2)"
-check "n2 reason names the HCA, port and state" \
-  grep -q '^preflight: ib.port mlx5_3 port 1: port DOWN/LinkUp, need ACTIVE/LinkUp' <<<"$(node_reason n2)"
+check_drained n2 "n2 reason names the HCA, port and state" \
+  '^preflight: ib.port mlx5_3 port 1: port DOWN/LinkUp, need ACTIVE/LinkUp'
 port_state n2 mlx5_3 "4: ACTIVE"
 "$C/bin/healthcheck" --node n2 >"$OUT/hc-n2-clear.out" 2>&1
 wait_idle n2
@@ -129,9 +125,8 @@ counter n2 mlx5_1 symbol_error 500
 rc=0; "$C/bin/healthcheck" --node n2 >"$OUT/hc-n2-counters.out" 2>&1 || rc=$?
 cat "$OUT/hc-n2-counters.out"
 check "health check exits 1 when a counter rises past ib_counter_fail" test $rc = 1
-check "n2 drained for the counter" grep -q drain <<<"$(node_state n2)"
-check "n2 reason names HCA, port, counter, rise and figure" \
-  grep -q '^preflight: ib.counters mlx5_1 port 1: symbol_error rose by 500 (0 -> 500) > 100' <<<"$(node_reason n2)"
+check_drained n2 "n2 reason names HCA, port, counter, rise and figure" \
+  '^preflight: ib.counters mlx5_1 port 1: symbol_error rose by 500 (0 -> 500) > 100'
 rc=0; "$C/bin/healthcheck" --node n2 >/dev/null 2>&1 || rc=$?
 check "within ib_counter_window (1h) the rise still counts: n2 stays drained" test $rc = 1
 sed -i 's/^at .*/at 1/' "$C/state/nodes/n2.ibcounters"  # the window has passed

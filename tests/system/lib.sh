@@ -91,6 +91,16 @@ wait_preflight_reason() {
   return 1
 }
 node_state() { sinfo -h -n "$1" -N -o '%T' | head -1; }
+# NODE is drained and its reason matches PATTERN (grep's basic regex, or
+# extended with FLAGS -qE): the reason is printed, then two checks, "NODE
+# drained" and WHAT.
+check_drained() {
+  local node=$1 what=$2 pattern=$3 flags=${4:--q} reason
+  reason=$(node_reason "$node")
+  note "$node reason: $reason"
+  check "$node drained" grep -q drain <<<"$(node_state "$node")"
+  check "$what" grep "$flags" -- "$pattern" <<<"$reason"
+}
 # From preflight's own node record (JSON), like job_field.
 node_reason() { "$B/admin/preflight" slurm nodes "$1" 2>/dev/null | sed -n 's/.*"reason":"\(.*\)"}\]}$/\1/p'; }
 # slurm_release: MAJOR*100+MINOR of the Slurm the cluster runs (2211 for 22.05... ).

@@ -74,11 +74,8 @@ jid=$(sbatch --parsable -N2-3 --nccl-check -o "$OUT/job-%j.out" -J "$forged" --c
 check "slow: job requeued after the failed check" wait_requeued "$jid"
 cp "$OUT/job-$jid.out" "$OUT/job-$jid.first.out" 2>/dev/null || true
 cat "$OUT/job-$jid.first.out"
-reason=$(node_reason n2)
-note "n2 reason: $reason"
-check "slow: n2 drained" grep -q drain <<<"$(node_state n2)"
-check "slow: reason names the check, the node and the figure vs threshold" \
-  grep -qE '^preflight: nccl intra-node n2 \(host-tcp, 2 ranks\): busbw [0-9.]+ MB/s at 1M < 20 MB/s' <<<"$reason"
+check_drained n2 "slow: reason names the check, the node and the figure vs threshold" \
+  '^preflight: nccl intra-node n2 \(host-tcp, 2 ranks\): busbw [0-9.]+ MB/s at 1M < 20 MB/s' -qE
 check "slow: n1 not drained" test -z "$(node_reason n1)"
 check "slow: n3 not drained" test -z "$(node_reason n3)"
 # The plugin sets ExcNodeList once the job is pending again (after every

@@ -48,11 +48,8 @@ cp "$OUT/rate.orig" "$port/rate"
 echo "1: DOWN" >"$port/state"
 jid=$(sbatch --parsable -N1 -w n3 --nccl-check -o "$OUT/job-%j.out" --wrap 'echo ran on $SLURMD_NODENAME')
 wait_preflight_reason n3 || true
-reason=$(node_reason n3)
-note "n3 reason: $reason"
-check "down: n3 drained" grep -q drain <<<"$(node_state n3)"
-check "down: the reason names the check, the rail, its port and the GPU it serves" \
-  grep -q "topo.rails mlx5_3: compute rail down (port 1 DOWN), the rail of GPU3" <<<"$reason"
+check_drained n3 "down: the reason names the check, the rail, its port and the GPU it serves" \
+  "topo.rails mlx5_3: compute rail down (port 1 DOWN), the rail of GPU3"
 scancel "$jid" 2>/dev/null || true
 wait_job "$jid" || true
 cp "$OUT/state.orig" "$port/state"
