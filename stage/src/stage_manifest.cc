@@ -6,7 +6,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -21,8 +20,8 @@
 #include <cstring>
 #include <thread>
 
-#include "preflight/fileutil.h"
 #include "preflight/report.h"
+#include "stage_user_child.h"
 
 namespace preflight {
 
@@ -469,18 +468,13 @@ Status CheckUnchanged(const std::string& src, const CheckManifest& m, const Stag
     return Status::FromErrno(e, "fork");
   }
   if (pid == 0) {
-    // As in the copy's reader: only the pipe survives, then the user's
-    // identity, then not dumpable (the manifest stays ours).
+    // As the copy's reader (stage_user_child.h): only the pipe survives.
     ::close(p[0]);
-    if (p[1] != 3) { ::dup2(p[1], 3); p[1] = 3; }
-    ::syscall(SYS_close_range, 4u, ~0u, 0u);
+    std::string error = stage_internal::BecomeStageUser(p[1], who);
     std::string msg;
-    std::string error;
-    if (who.drop && !DropToStageUser(who, &error)) {
-      msg = "E cannot read as user " + std::to_string(who.uid) + ": " + error;
+    if (!error.empty()) {
+      msg = "E " + error;
     } else {
-      ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
       WarmChecker w(m);
       w.Run(src, threads);
       if (w.verdict == 'S') {

@@ -30,6 +30,7 @@
 
 #include "preflight/report.h"
 #include "preflight/stage_manifest.h"
+#include "stage_user_child.h"
 #include "stage_walk.h"
 
 namespace preflight {
@@ -54,6 +55,16 @@ bool DropToStageUser(const StageIdentity& who, std::string* error) {
 }
 
 namespace stage_internal {
+
+std::string BecomeStageUser(int fd, const StageIdentity& who) {
+  if (fd != 3) ::dup2(fd, 3);
+  ::syscall(SYS_close_range, 4u, ~0u, 0u);
+  std::string error;
+  if (who.drop && !DropToStageUser(who, &error)) return "cannot read as user " + std::to_string(who.uid) + ": " + error;
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  return "";
+}
 
 // Light lines: directories only, by ctime (which, unlike mtime, no user can
 // set: any entry added, removed or renamed in a directory moves it).
@@ -334,20 +345,9 @@ struct Walker {
 
 [[noreturn]] void ChildMain(int sock, const std::string& src, const StageIdentity& who, WalkMode mode,
                             bool local_digest, const std::vector<std::string>* light_dirs) {
-  // Only the socket and stdio survive: the parent's lock and cache fds must
-  // not live on in a process running as the user.
-  if (sock != 3) {
-    ::dup2(sock, 3);
-    sock = 3;
-  }
-  ::syscall(SYS_close_range, 4u, ~0u, 0u);
-  Sender out(sock);
-  std::string error;
-  if (who.drop && !DropToStageUser(who, &error)) {
-    error = "cannot read as user " + std::to_string(who.uid) + ": " + error;
-  } else {
-    ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);  // after the uid change, which clears it
+  std::string error = BecomeStageUser(sock, who);
+  Sender out(3);
+  if (error.empty()) {
     Walker w{&out, mode, "", "", local_digest, {}, light_dirs};
     if (w.Run(src)) {
       out.Add(kEnd, 0, nullptr, local_digest ? w.digest.str() : "", "", -1);
