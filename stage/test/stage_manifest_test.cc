@@ -157,6 +157,47 @@ bool KernelSaysReadable(const std::string& path, const StageIdentity& who) {
   return WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
+// A reader that cannot become the user (here: the caller is no longer
+// root, so setgroups fails) is the node's fault, named, for both children
+// that read as the user: the warm check and the copy's walker. Nothing is
+// read as anyone else.
+TEST(WarmCheck, AReaderThatCannotDropIsTheNodesFaultNamed) {
+  if (::geteuid() != 0) GTEST_SKIP() << "skipped: needs root to drop to another user";
+  struct passwd* nobody = ::getpwnam("nobody");
+  if (!nobody) GTEST_SKIP() << "skipped: no user 'nobody'";
+  TempDir t;
+  std::string src = t.path() + "/src";
+  MakeTree(src);
+  auto m = Build(src, t.path() + "/dst");
+  ASSERT_TRUE(m);
+  MakeDirs(t.path() + "/out");
+  ::chmod((t.path() + "/out").c_str(), 0777);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::setgid(nobody->pw_gid) != 0 || ::setuid(nobody->pw_uid) != 0) ::_exit(2);
+    StageIdentity who{true, nobody->pw_uid, nobody->pw_gid, "nobody"};
+    WarmCheckResult r;
+    FaultSide side;
+    Status s = CheckUnchanged(src, *m, who, 2, 0, &r, &side);
+    bool warm_ok = !s.ok() && side == FaultSide::kNode && !r.same &&
+                   s.message().find("cannot read as user " + std::to_string(nobody->pw_uid) + ": setgroups") == 0;
+    int fd = ::open((t.path() + "/out").c_str(), O_RDONLY | O_DIRECTORY);
+    CopyOptions o;
+    o.who = who;
+    CopyStats st;
+    std::vector<std::string> manifest;
+    s = CopyTree(src, fd, "data", o, &st, &manifest, &side);
+    bool copy_ok = !s.ok() && s.message().find("cannot read as user") != std::string::npos;
+    ::_exit(warm_ok ? (copy_ok ? 0 : 4) : 3);
+  }
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_NE(WEXITSTATUS(st), 3) << "the warm check did not name the failed drop as the node's fault";
+  EXPECT_NE(WEXITSTATUS(st), 4) << "the copy did not name the failed drop";
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+}
+
 // Owner, group and other bits for a reader who is the owner, in the group,
 // or neither: the check's verdict equals the kernel's open() as that user.
 TEST(WarmCheck, ReadabilityIsTheKernelsForEveryOwnerGroupAndMode) {
