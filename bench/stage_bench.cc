@@ -248,9 +248,12 @@ Result Run(const Args& a, const std::string& src, uint64_t bytes, bool with_rsyn
     };
     if (r % 2 == 0) { run_pf(); run_cp(); run_rsync(); run_floor(); }
     else { run_floor(); run_rsync(); run_cp(); run_pf(); }
-    if (a.each)
-      std::printf("  rep %d: preflight %.3f s (warm %.4f s)  %s %.3f s%s\n", r, cold.back(), warm.back(), cp_cmd, cp.back(),
-                  with_rsync ? ("  rsync -a " + std::to_string(rs.back()) + " s").c_str() : "");
+    if (a.each) {
+      char rsync_text[64] = "";
+      if (with_rsync) std::snprintf(rsync_text, sizeof rsync_text, "  rsync -a %.3f s", rs.back());
+      std::printf("  rep %d: preflight %.3f s (warm %.4f s)  %s %.3f s%s  syscall floor %.4f s\n", r, cold.back(),
+                  warm.back(), cp_cmd, cp.back(), rsync_text, sys_t.back());
+    }
   }
   return {Median(cp), with_rsync ? Median(rs) : 0, Median(cold), Median(warm), Median(floor_t), Median(sys_t)};
 }

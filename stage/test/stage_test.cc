@@ -17,7 +17,10 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "preflight/fileutil.h"
 #include "preflight/options.h"
@@ -349,6 +352,44 @@ TEST(CopyTree, FallbackPathCopiesLargeFiles) {
   ASSERT_TRUE(CopyTree(t.path() + "/src", dfd, "data", Opts(&fs), &st, &m, &side).ok());
   ::close(dfd);
   EXPECT_EQ(Read(t.path() + "/dst/data/a/b/c/big"), Blob(3 << 20, 'x'));
+}
+
+// Files of 1 MiB and more are handed out one by one, so they spread over
+// the workers (they used to share one batch of 32 files: one worker copied
+// them all). Each copy call holds its worker 20 ms, so an idle worker
+// always has time to take the next file.
+class ThreadsFs : public StageFs {
+ public:
+  ssize_t CopyFileRange(int in, off_t* off, int out, size_t n) override {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      threads.insert(std::this_thread::get_id());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return StageFs::CopyFileRange(in, off, out, n);
+  }
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+};
+
+TEST(CopyTree, LargeFilesSpreadOverTheWorkers) {
+  TempDir t;
+  MakeDirs(t.path() + "/src");
+  for (int i = 0; i < 4; ++i) Write(t.path() + "/src/big" + std::to_string(i), Blob(2 << 20, static_cast<char>('a' + i)));
+  ThreadsFs fs;
+  CopyOptions o = Opts(&fs);
+  o.workers = 2;
+  MakeDirs(t.path() + "/dst");
+  int dfd = ::open((t.path() + "/dst").c_str(), O_RDONLY | O_DIRECTORY);
+  CopyStats st;
+  std::vector<std::string> m;
+  FaultSide side;
+  ASSERT_TRUE(CopyTree(t.path() + "/src", dfd, "data", o, &st, &m, &side).ok());
+  ::close(dfd);
+  EXPECT_EQ(st.files, 4u);
+  EXPECT_EQ(fs.threads.size(), 2u) << "the large files were not spread over both workers";
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(Read(t.path() + "/dst/data/big" + std::to_string(i)), Blob(2 << 20, static_cast<char>('a' + i)));
 }
 
 // ---- cache -----------------------------------------------------------------
