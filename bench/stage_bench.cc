@@ -36,6 +36,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -110,6 +111,18 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Who reads the source: `nobody` when we are root (as the prolog reads as
+// the job user), else ourselves.
+StageIdentity Reader() {
+  StageIdentity who;
+  if (::geteuid() == 0)
+    if (struct passwd* pw = ::getpwnam("nobody")) who = {true, pw->pw_uid, pw->pw_gid, "nobody"};
+  return who;
+}
+
+// The copy (and warm check) threads: --workers, else one per CPU, at least 2.
+unsigned CopyWorkers(const Args& a) { return a.workers ? a.workers : std::max(2u, std::thread::hardware_concurrency()); }
+
 // The kernel's cost of listing and statting every entry of `src` as `who`
 // with `threads` threads: what any per-file check pays at least. Forks a
 // reader (as the warm check does) and times it from fork to exit.
@@ -119,25 +132,25 @@ double SyscallFloor(const std::string& src, const StageIdentity& who, unsigned t
   if (pid == 0) {
     std::string error;
     if (who.drop && !DropToStageUser(who, &error)) ::_exit(2);
+    // Directories to list, and how many are being listed: a thread with
+    // nothing to take sleeps until another pushes one or the last ends.
     std::mutex mu;
+    std::condition_variable cv;
     std::vector<std::string> todo{src};
-    std::atomic<int> busy{0};
+    int busy = 0;
     std::atomic<bool> bad{false};
     auto work = [&] {
       std::vector<char> buf(1 << 16);
       for (;;) {
         std::string dir;
         {
-          std::lock_guard<std::mutex> l(mu);
-          if (todo.empty()) {
-            if (busy == 0) return;
-          } else {
-            dir = std::move(todo.back());
-            todo.pop_back();
-            ++busy;
-          }
+          std::unique_lock<std::mutex> l(mu);
+          cv.wait(l, [&] { return !todo.empty() || busy == 0; });
+          if (todo.empty()) return;
+          dir = std::move(todo.back());
+          todo.pop_back();
+          ++busy;
         }
-        if (dir.empty()) { std::this_thread::yield(); continue; }
         int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0) bad = true;
         long n;
@@ -152,11 +165,13 @@ double SyscallFloor(const std::string& src, const StageIdentity& who, unsigned t
             else if (S_ISDIR(sx.stx_mode)) {
               std::lock_guard<std::mutex> l(mu);
               todo.push_back(dir + "/" + nm);
+              cv.notify_one();
             }
           }
         }
         if (fd >= 0) ::close(fd);
-        --busy;
+        std::lock_guard<std::mutex> l(mu);
+        if (--busy == 0 && todo.empty()) cv.notify_all();
       }
     };
     std::vector<std::thread> ts;
@@ -194,18 +209,10 @@ void Prefault(const std::string& dir, uint64_t bytes) {
 struct Result { double cp, rsync, cold, warm, floor, sys_floor; };
 
 Result Run(const Args& a, const std::string& src, uint64_t bytes, bool with_rsync, const char* cp_cmd) {
-  StageIdentity who;
-  if (::geteuid() == 0) {
-    if (struct passwd* pw = ::getpwnam("nobody")) {
-      who.drop = true;
-      who.uid = pw->pw_uid;
-      who.gid = pw->pw_gid;
-      who.user = "nobody";
-    }
-  }
+  StageIdentity who = Reader();
   StageCacheOptions o;
   o.dir = a.dir + "/cache";
-  o.workers = a.workers ? a.workers : std::max(2u, std::thread::hardware_concurrency());
+  o.workers = CopyWorkers(a);
   o.verify_dirs_only = a.verify_dirs;
   std::vector<double> cp, rs, cold, warm, floor_t, sys_t;
   // The floor of a warm check: every entry statted once as the reader.
@@ -261,13 +268,6 @@ Result Run(const Args& a, const std::string& src, uint64_t bytes, bool with_rsyn
 const char* GoalText(bool ok) { return ok ? "OK" : "BELOW GOAL"; }
 
 using CountingFs = CountingStageFs;  // stage_copy.h
-
-StageIdentity Reader() {
-  StageIdentity who;
-  if (::geteuid() == 0)
-    if (struct passwd* pw = ::getpwnam("nobody")) who = {true, pw->pw_uid, pw->pw_gid, "nobody"};
-  return who;
-}
 
 int PeerBench(const Args& a) {
   if (::geteuid() != 0) { std::fprintf(stderr, "stage_bench: --peers needs root (munged, reading as nobody)\n"); return 1; }
@@ -408,7 +408,7 @@ int main(int argc, char** argv) {
   ::getloadavg(load, 1);  // other work on the machine moves the ratios: say how much there was
   std::printf("stage_bench: %s on %s, %u CPUs (load %.2f), %d reps (median), workers %u, stage_verify %s, source read as %s\n", a.dir.c_str(),
               mounted ? "tmpfs" : "the existing filesystem", std::thread::hardware_concurrency(), load[0], a.reps,
-              a.workers ? a.workers : std::max(2u, std::thread::hardware_concurrency()), a.verify_dirs ? "dirs" : "files", ::geteuid() == 0 ? "nobody" : "self");
+              CopyWorkers(a), a.verify_dirs ? "dirs" : "files", ::geteuid() == 0 ? "nobody" : "self");
 
   if (!a.peers.empty()) return PeerBench(a);
 
@@ -430,7 +430,7 @@ int main(int argc, char** argv) {
   std::printf("  floor (find -printf as the reader) %.3f s;  warm / floor = %.2fx\n", s.floor, s.warm / s.floor);
   std::printf("  syscall floor (getdents64 + statx per entry, %u threads, as the reader) %.3f s = %.1f%% of cold;"
               "  warm / syscall floor = %.2fx\n",
-              a.workers ? a.workers : std::max(2u, std::thread::hardware_concurrency()), s.sys_floor,
+              CopyWorkers(a), s.sys_floor,
               100 * s.sys_floor / s.cold, s.warm / s.sys_floor);
   }
 
