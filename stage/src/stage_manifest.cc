@@ -164,7 +164,7 @@ std::string CheckManifestBuilder::Serialize() const {
 }
 
 CheckManifest::~CheckManifest() {
-  if (map_) ::munmap(map_, map_len_);
+  if (map_) ::munmap(map_, size_);
 }
 
 Status CheckManifest::Validate(const char* data, size_t size, std::string* real) {
@@ -217,15 +217,15 @@ Expected<std::shared_ptr<CheckManifest>> CheckManifest::Load(const std::string& 
     ::close(fd);
     return Status::IOError(path + ": check manifest: truncated");
   }
-  auto m = std::make_shared<CheckManifest>();
-  m->map_len_ = static_cast<size_t>(st.st_size);
-  void* p = ::mmap(nullptr, m->map_len_, PROT_READ, MAP_PRIVATE, fd, 0);
+  size_t size = static_cast<size_t>(st.st_size);
+  void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   int e = errno;
   ::close(fd);
   if (p == MAP_FAILED) return Status::FromErrno(e, "map " + path);
+  auto m = std::make_shared<CheckManifest>();
   m->map_ = p;
   m->data_ = static_cast<const char*>(p);
-  m->size_ = m->map_len_;
+  m->size_ = size;
   Status s = Validate(m->data_, m->size_, &m->real_);
   if (!s.ok()) return Status::IOError(path + ": " + s.message());
   return m;

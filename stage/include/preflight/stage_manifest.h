@@ -100,10 +100,9 @@ class CheckManifest {
   friend struct WarmChecker;
   // Checks the header and every record's bounds over data_/size_.
   static Status Validate(const char* data, size_t size, std::string* real);
-  std::string owned_;      // Parse: the bytes
-  void* map_ = nullptr;    // Load: the mapping
-  size_t map_len_ = 0;
-  const char* data_ = nullptr;
+  std::string owned_;           // Parse: the bytes
+  void* map_ = nullptr;         // Load: the mapping, size_ bytes
+  const char* data_ = nullptr;  // owned_ or map_
   size_t size_ = 0;
   std::string real_;
 };
