@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "preflight_test/temp_dir.h"
+#include "stage_test_util.h"
 
 #include <cstdint>
 #include <cstring>
@@ -29,10 +30,9 @@ struct TempDir : preflight_test::TempDir {
   TempDir() : preflight_test::TempDir("stage_manifest", 0755) {}
 };
 
-void Write(const std::string& path, const std::string& data, mode_t mode = 0644) {
-  std::ofstream(path, std::ios::binary) << data;
-  ::chmod(path.c_str(), mode);
-}
+using preflight_test::kNoNobody;
+using preflight_test::NobodyReader;
+using preflight_test::Write;
 
 void MakeTree(const std::string& root) {
   MakeDirs(root + "/a/b");
@@ -162,9 +162,8 @@ bool KernelSaysReadable(const std::string& path, const StageIdentity& who) {
 // that read as the user: the warm check and the copy's walker. Nothing is
 // read as anyone else.
 TEST(WarmCheck, AReaderThatCannotDropIsTheNodesFaultNamed) {
-  if (::geteuid() != 0) GTEST_SKIP() << "skipped: needs root to drop to another user";
-  struct passwd* nobody = ::getpwnam("nobody");
-  if (!nobody) GTEST_SKIP() << "skipped: no user 'nobody'";
+  StageIdentity who;
+  if (!NobodyReader(&who)) GTEST_SKIP() << kNoNobody;
   TempDir t;
   std::string src = t.path() + "/src";
   MakeTree(src);
@@ -174,13 +173,12 @@ TEST(WarmCheck, AReaderThatCannotDropIsTheNodesFaultNamed) {
   ::chmod((t.path() + "/out").c_str(), 0777);
   pid_t pid = ::fork();
   if (pid == 0) {
-    if (::setgid(nobody->pw_gid) != 0 || ::setuid(nobody->pw_uid) != 0) ::_exit(2);
-    StageIdentity who{true, nobody->pw_uid, nobody->pw_gid, "nobody"};
+    if (::setgid(who.gid) != 0 || ::setuid(who.uid) != 0) ::_exit(2);
     WarmCheckResult r;
     FaultSide side;
     Status s = CheckUnchanged(src, *m, who, 2, 0, &r, &side);
     bool warm_ok = !s.ok() && side == FaultSide::kNode && !r.same &&
-                   s.message().find("cannot read as user " + std::to_string(nobody->pw_uid) + ": setgroups") == 0;
+                   s.message().find("cannot read as user " + std::to_string(who.uid) + ": setgroups") == 0;
     int fd = ::open((t.path() + "/out").c_str(), O_RDONLY | O_DIRECTORY);
     CopyOptions o;
     o.who = who;
@@ -201,15 +199,13 @@ TEST(WarmCheck, AReaderThatCannotDropIsTheNodesFaultNamed) {
 // Owner, group and other bits for a reader who is the owner, in the group,
 // or neither: the check's verdict equals the kernel's open() as that user.
 TEST(WarmCheck, ReadabilityIsTheKernelsForEveryOwnerGroupAndMode) {
-  if (::geteuid() != 0) GTEST_SKIP() << "skipped: needs root to drop to another user";
-  struct passwd* nobody = ::getpwnam("nobody");
-  if (!nobody) GTEST_SKIP() << "skipped: no user 'nobody'";
-  StageIdentity who{true, nobody->pw_uid, nobody->pw_gid, "nobody"};
+  StageIdentity who;
+  if (!NobodyReader(&who)) GTEST_SKIP() << kNoNobody;
   TempDir t;
   int cases = 0, readable = 0;
   uint64_t by_mode = 0;
-  for (uid_t owner : {uid_t{0}, nobody->pw_uid})
-    for (gid_t group : {gid_t{0}, nobody->pw_gid})
+  for (uid_t owner : {uid_t{0}, who.uid})
+    for (gid_t group : {gid_t{0}, who.gid})
       for (mode_t mode : {0400, 0040, 0004, 0440, 0044, 0404, 0000, 0444, 0640, 0604}) {
         std::string src = t.path() + "/s" + std::to_string(cases);
         MakeDirs(src);
@@ -239,17 +235,15 @@ TEST(WarmCheck, ReadabilityIsTheKernelsForEveryOwnerGroupAndMode) {
 // A POSIX ACL that denies `nobody` a file whose mode bits say "other may
 // read": the mode bits alone would serve it; the check must not.
 TEST(WarmCheck, AclDenyingTheReaderIsHonoured) {
-  if (::geteuid() != 0) GTEST_SKIP() << "skipped: needs root to drop to another user";
-  struct passwd* nobody = ::getpwnam("nobody");
-  if (!nobody) GTEST_SKIP() << "skipped: no user 'nobody'";
-  StageIdentity who{true, nobody->pw_uid, nobody->pw_gid, "nobody"};
+  StageIdentity who;
+  if (!NobodyReader(&who)) GTEST_SKIP() << kNoNobody;
   TempDir t;
   std::string src = t.path() + "/src";
   MakeTree(src);
   // system.posix_acl_access, version 2: user::rw- user:nobody:--- group::r-- mask::r-- other::r--
   struct Entry { uint16_t tag, perm; uint32_t id; };
   struct { uint32_t version; Entry e[5]; } __attribute__((packed)) acl = {
-      2, {{0x01, 6, UINT32_MAX}, {0x02, 0, nobody->pw_uid}, {0x04, 4, UINT32_MAX}, {0x10, 4, UINT32_MAX}, {0x20, 4, UINT32_MAX}}};
+      2, {{0x01, 6, UINT32_MAX}, {0x02, 0, who.uid}, {0x04, 4, UINT32_MAX}, {0x10, 4, UINT32_MAX}, {0x20, 4, UINT32_MAX}}};
   std::string f = src + "/a/f9";
   if (::setxattr(f.c_str(), "system.posix_acl_access", &acl, sizeof acl, 0) != 0)
     GTEST_SKIP() << "skipped: no POSIX ACLs here: " << std::strerror(errno);
@@ -273,10 +267,8 @@ TEST(WarmCheck, AclDenyingTheReaderIsHonoured) {
 }
 
 TEST(WarmCheck, UnreadableDirectoryIsAPermissionError) {
-  if (::geteuid() != 0) GTEST_SKIP() << "skipped: needs root to drop to another user";
-  struct passwd* nobody = ::getpwnam("nobody");
-  if (!nobody) GTEST_SKIP() << "skipped: no user 'nobody'";
-  StageIdentity who{true, nobody->pw_uid, nobody->pw_gid, "nobody"};
+  StageIdentity who;
+  if (!NobodyReader(&who)) GTEST_SKIP() << kNoNobody;
   TempDir t;
   std::string src = t.path() + "/src";
   MakeTree(src);

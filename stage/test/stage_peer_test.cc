@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "preflight_test/temp_dir.h"
+#include "stage_test_util.h"
 
 #include <atomic>
 #include <fstream>
@@ -33,16 +34,10 @@ struct TempDir : preflight_test::TempDir {
   TempDir() : preflight_test::TempDir("stage_peer", 0755) {}
 };
 
-void Write(const std::string& path, const std::string& data, mode_t mode = 0644) {
-  std::ofstream(path, std::ios::binary) << data;
-  ::chmod(path.c_str(), mode);
-}
-
-std::string Blob(size_t n, char seed) {
-  std::string s(n, 0);
-  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>(seed + i * 31 + (i >> 12));
-  return s;
-}
+using preflight_test::Blob;
+using preflight_test::kNoNobody;
+using preflight_test::NobodyReader;
+using preflight_test::Write;
 
 uint64_t MakeDataset(const std::string& root) {
   MakeDirs(root + "/a/b");
@@ -273,14 +268,13 @@ TEST(PeerCredential, OnlyRootCredentialsForThisJobAreAccepted) {
   // Not a credential at all.
   EXPECT_EQ(VerifyPeerCredential(m.socket(), "MUNGE:forged:", payload).code(), Status::Code::kPermission);
   // A user's genuine credential, with the right payload: not a prolog.
-  struct passwd* nobody = ::getpwnam("nobody");
-  ASSERT_NE(nobody, nullptr);
+  StageIdentity who;
+  ASSERT_TRUE(NobodyReader(&who));
   int p[2];
   ASSERT_EQ(::pipe(p), 0);
   pid_t pid = ::fork();
   if (pid == 0) {
     std::string err;
-    StageIdentity who{true, nobody->pw_uid, nobody->pw_gid, "nobody"};
     if (!DropToStageUser(who, &err)) ::_exit(2);
     auto c = EncodePeerCredential(m.socket(), payload);
     if (c.ok()) { ssize_t w = ::write(p[1], c->data(), c->size()); (void)w; }
@@ -297,7 +291,7 @@ TEST(PeerCredential, OnlyRootCredentialsForThisJobAreAccepted) {
   ASSERT_FALSE(user_cred.empty());
   s = VerifyPeerCredential(m.socket(), user_cred, payload);
   EXPECT_EQ(s.code(), Status::Code::kPermission);
-  EXPECT_NE(s.message().find("uid " + std::to_string(nobody->pw_uid)), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("uid " + std::to_string(who.uid)), std::string::npos) << s.message();
 }
 
 TEST_F(PeerFanOut, ThreeNodesReadTheSourceOnceAndEveryCopyIsIdentical) {

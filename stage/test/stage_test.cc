@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "preflight_test/temp_dir.h"
+#include "stage_test_util.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -37,18 +38,13 @@ struct TempDir : preflight_test::TempDir {
   TempDir() : preflight_test::TempDir("stage", 0700) {}
 };
 
-void Write(const std::string& path, const std::string& data, mode_t mode = 0644) {
-  std::ofstream(path, std::ios::binary) << data;
-  ::chmod(path.c_str(), mode);
-}
+using preflight_test::Blob;
+using preflight_test::kNoNobody;
+using preflight_test::NobodyReader;
+using preflight_test::Write;
 std::string Read(const std::string& path) {
   auto r = ReadWholeFile(path);
   return r ? *r : "<missing>";
-}
-std::string Blob(size_t n, char seed) {
-  std::string s(n, 0);
-  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>(seed + i * 31 + (i >> 12));
-  return s;
 }
 
 // A dataset with the shapes that matter: nesting, many small files, one
@@ -567,18 +563,12 @@ TEST(StageCache, TrimEvictsLeastRecentlyUsedNeverInUse) {
 }
 
 TEST(StageCache, ReadsAsTheJobUser) {
-  if (::geteuid() != 0) GTEST_SKIP() << "skipped: needs root to drop to another user";
-  struct passwd* nobody = ::getpwnam("nobody");
-  if (!nobody) GTEST_SKIP() << "skipped: no user 'nobody'";
+  StageIdentity who;
+  if (!NobodyReader(&who)) GTEST_SKIP() << kNoNobody;
   TempDir t;
   ::chmod(t.path().c_str(), 0755);
   std::string src = t.path() + "/src";
   MakeDataset(src);
-  StageIdentity who;
-  who.drop = true;
-  who.uid = nobody->pw_uid;
-  who.gid = nobody->pw_gid;
-  who.user = "nobody";
   auto o = CacheOpts(t.path() + "/cache");
   StagedDataset d;
   FaultSide side;
@@ -621,11 +611,10 @@ TEST(StageCache, DirsOnlyVerifyCatchesAddedFilesButNotInPlaceRewrites) {
   EXPECT_FALSE(d.hit);
   EXPECT_EQ(Read(d.data_path + "/a/b/new"), "new");
   EXPECT_EQ(Read(d.data_path + "/a/f3"), "changed");
-  if (::geteuid() != 0 || !::getpwnam("nobody")) return;
+  StageIdentity who;
+  if (!NobodyReader(&who)) return;
   // Another reader gets the full check, so a file it can't read is refused.
   Write(src + "/a/f3", "root only", 0600);
-  struct passwd* nobody = ::getpwnam("nobody");
-  StageIdentity who{true, nobody->pw_uid, nobody->pw_gid, "nobody"};
   Status s = StageDataset(o, src, who, "605", &d, &side);
   EXPECT_NE(s.message().find(src + "/a/f3: Permission denied"), std::string::npos) << s.message();
 }
