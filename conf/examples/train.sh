@@ -47,7 +47,10 @@ while [ "$step" -lt "$steps" ]; do
   fi
   step=$((step + 1))
   sum=$((sum + step))
-  echo "step $step loss $(awk "BEGIN{printf \"%.4f\", 1/$step}")"
+  # No $(...) in the loop: bash 5.2 parses a command substitution each time
+  # it runs it, and a trap that fires during that parse breaks it
+  # ("unexpected EOF while looking for matching `)'").
+  awk "BEGIN{printf \"step %d loss %.4f\n\", $step, 1/$step}"
   [ -n "${PREFLIGHT_HEARTBEAT_FILE:-}" ] && touch "$PREFLIGHT_HEARTBEAT_FILE"
   if [ "$every" -gt 0 ] && [ $((step % every)) = 0 ]; then checkpoint; fi
   sleep "$pause"
