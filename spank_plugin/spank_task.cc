@@ -49,13 +49,16 @@ using SiteConfig = std::function<const Expected<Config>&()>;
 // the prolog could not stage. task_init failing makes slurmstepd end the
 // task with status 1 (the job fails with our message in its stderr) and
 // does not drain the node, unlike a failing prolog; see stage_job.h.
+//
+// What was staged is read from the prolog's root-written record alone: the
+// request may arrive as the option (trusted) or as SLURM_SPANK_PREFLIGHT_STAGE
+// in the job's environment (an srun step inherits it, and a user can export
+// it by hand), and neither says that the data is there. A request without a
+// record of success fails the task: a job never runs without its data.
 int StageTaskInit(spank_t sp, const SiteConfig& site_config, const JobOptions& opts) {
   bool found = false;
-  std::string spec = GetJobEnv(sp, "SLURM_SPANK_PREFLIGHT_STAGE", &found);
-  if (!found) {
-    if (!opts.stage_given) return 0;
-    spec = StageSpecText(opts.stage);
-  }
+  GetJobEnv(sp, "SLURM_SPANK_PREFLIGHT_STAGE", &found);
+  if (!found && !opts.stage_given) return 0;
   std::string node = GetJobEnv(sp, "SLURMD_NODENAME");
   std::string job = GetJobEnv(sp, "SLURM_JOB_ID");
   const Expected<Config>& cfg = site_config();
@@ -68,9 +71,22 @@ int StageTaskInit(spank_t sp, const SiteConfig& site_config, const JobOptions& o
     std::fprintf(stderr, "%s", err->c_str());
     return -1;
   }
-  auto sources = ParseStageSpec(spec);
-  if (!sources) {
-    Log(LogLevel::kError, "task_init", "--stage", sources.status().message());
+  std::string kv_path = state::JobNodeFile(*cfg, job, node, state::kStageKv);
+  auto kv = ReadWholeFile(kv_path);
+  auto field = [&](const std::string& key) -> std::optional<std::string> {
+    if (!kv) return std::nullopt;
+    std::string text = "\n" + *kv;
+    size_t at = text.find("\n" + key + "=");
+    if (at == std::string::npos) return std::nullopt;
+    at += key.size() + 2;
+    return text.substr(at, text.find('\n', at) - at);
+  };
+  if (!kv || field("ok") != std::string("1")) {
+    std::fprintf(stderr,
+                 "preflight: stage on %s: this job asks for staged datasets (%s), but the prolog on %s "
+                 "recorded %s (%s); refusing to start without the data\n",
+                 node.c_str(), opts.stage_given ? "--stage" : "SLURM_SPANK_PREFLIGHT_STAGE in its environment",
+                 node.c_str(), kv ? "a failed staging" : "no staging", kv_path.c_str());
     return -1;
   }
   // Always set, unlike the other variables: the value is this node's path
@@ -81,8 +97,14 @@ int StageTaskInit(spank_t sp, const SiteConfig& site_config, const JobOptions& o
     if (rc != ESPANK_SUCCESS) Log(LogLevel::kError, "task_init", "cannot set " + name, spank_strerror(rc));
   };
   set("PREFLIGHT_STAGE_DIR", view);
-  for (const auto& s : *sources)
-    if (!s.list) set(StageVarName(s.name), view + "/" + s.name);
+  std::string names = field("datasets").value_or("");
+  for (size_t i = 0; i < names.size();) {
+    size_t j = names.find(',', i);
+    if (j == std::string::npos) j = names.size();
+    std::string name = names.substr(i, j - i);
+    if (!name.empty()) set(StageVarName(name), view + "/" + name);
+    i = j + 1;
+  }
   return 0;
 }
 

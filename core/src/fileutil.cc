@@ -1,5 +1,7 @@
 #include "preflight/fileutil.h"
 
+#include <cstdio>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,6 +28,50 @@ Status MakeDirs(const std::string& path, mode_t mode) {
   if (::stat(path.c_str(), &st) != 0) return Status::FromErrno(errno, "stat " + path);
   if (!S_ISDIR(st.st_mode)) return Status::IOError(path + ": not a directory");
   return Status::Ok();
+}
+
+Status MakePrivateDirs(const std::string& path, mode_t mode) {
+  if (path.empty() || path[0] != '/') return Status::InvalidArgument("'" + path + "': not an absolute path");
+  int fd = ::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(errno, "open /");
+  std::string cur;
+  size_t i = 1;
+  Status s;
+  uid_t me = ::geteuid();
+  while (s.ok() && i <= path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string::npos) j = path.size();
+    std::string name = path.substr(i, j - i);
+    i = j + 1;
+    if (name.empty() || name == ".") continue;
+    if (name == "..") { s = Status::InvalidArgument(path + ": '..' in a private directory path"); break; }
+    cur += "/" + name;
+    bool last = i > path.size() || path.find_first_not_of('/', j) == std::string::npos;
+    if (::mkdirat(fd, name.c_str(), mode) != 0 && errno != EEXIST) { s = Status::FromErrno(errno, "mkdir " + cur); break; }
+    int next = ::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (next < 0) {
+      int e = errno;
+      s = e == ELOOP || e == ENOTDIR ? Status::Permission(cur + ": a symlink or not a directory; refused (it must be a real directory owned by root)")
+                                     : Status::FromErrno(e, "open " + cur);
+      break;
+    }
+    ::close(fd);
+    fd = next;
+    struct stat st;
+    if (::fstat(fd, &st) != 0) { s = Status::FromErrno(errno, "stat " + cur); break; }
+    char mode_text[8];
+    std::snprintf(mode_text, sizeof mode_text, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    if (st.st_uid != 0 && st.st_uid != me) {
+      s = Status::Permission(cur + ": owned by uid " + std::to_string(st.st_uid) +
+                             ", not root; refused (a user could change what root writes there)");
+    } else if (last && (st.st_mode & 022)) {
+      s = Status::Permission(cur + ": mode " + mode_text + " lets others write in it; refused (make it root-owned, 0755 or stricter)");
+    } else if ((st.st_mode & 002) && !(st.st_mode & S_ISVTX)) {
+      s = Status::Permission(cur + ": mode " + mode_text + " lets anyone rename what is in it; refused");
+    }
+  }
+  ::close(fd);
+  return s;
 }
 
 Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t mode) {

@@ -1,11 +1,14 @@
 #include "preflight/stage_spec.h"
 
+#include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cctype>
 #include <cerrno>
-#include <fstream>
+#include <cstdint>
 #include <set>
 
 namespace preflight {
@@ -97,6 +100,9 @@ Status CheckDuplicates(const std::vector<StageSource>& v) {
 Expected<std::vector<StageSource>> ParseStageSpec(const std::string& text) {
   if (text.empty() || text == "(null)")
     return Status::InvalidArgument("expected SRC[:NAME][,SRC...] or @LISTFILE");
+  if (text.size() > kMaxStageSpecBytes)
+    return Status::InvalidArgument("the value is " + std::to_string(text.size()) + " bytes; the limit is " +
+                                   std::to_string(kMaxStageSpecBytes) + " (put a long list in a file: --stage=@LISTFILE)");
   std::vector<StageSource> out;
   size_t i = 0;
   while (i <= text.size()) {
@@ -107,9 +113,30 @@ Expected<std::vector<StageSource>> ParseStageSpec(const std::string& text) {
     out.push_back(*s);
     i = j + 1;
   }
+  if (out.size() > kMaxStageSources)
+    return Status::InvalidArgument(std::to_string(out.size()) + " datasets; the limit is " +
+                                   std::to_string(kMaxStageSources) + " per job");
   Status d = CheckDuplicates(out);
   if (!d.ok()) return d;
   return out;
+}
+
+bool OnPseudoFilesystem(int fd, std::string* what) {
+  struct statfs sf;
+  if (::fstatfs(fd, &sf) != 0) return false;
+  struct Fs { unsigned long magic; const char* name; };
+  static const Fs kPseudo[] = {
+      {PROC_SUPER_MAGIC, "proc"},     {SYSFS_MAGIC, "sysfs"},         {DEBUGFS_MAGIC, "debugfs"},
+      {TRACEFS_MAGIC, "tracefs"},     {CGROUP_SUPER_MAGIC, "cgroup"}, {CGROUP2_SUPER_MAGIC, "cgroup2"},
+      {SECURITYFS_MAGIC, "securityfs"}, {DEVPTS_SUPER_MAGIC, "devpts"}, {BPF_FS_MAGIC, "bpf"},
+      {PSTOREFS_MAGIC, "pstore"},     {EFIVARFS_MAGIC, "efivarfs"},   {0x62656570 /* CONFIGFS_MAGIC */, "configfs"},
+  };
+  for (const auto& f : kPseudo)
+    if (static_cast<unsigned long>(sf.f_type) == f.magic) {
+      if (what) *what = f.name;
+      return true;
+    }
+  return false;
 }
 
 std::string StageSpecText(const std::vector<StageSource>& sources) {
@@ -137,6 +164,15 @@ std::string Absolute(const std::string& p, const std::string& base) {
 Status CheckReadable(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return Status::FromErrno(errno, path);
+  int fd = ::open(path.c_str(), O_PATH | O_CLOEXEC);
+  if (fd >= 0) {
+    std::string fs;
+    bool pseudo = OnPseudoFilesystem(fd, &fs);
+    ::close(fd);
+    if (pseudo)
+      return Status::InvalidArgument(path + ": on the kernel's " + fs +
+                                     " pseudo filesystem, whose files change while read; refused");
+  }
   if (S_ISDIR(st.st_mode)) {
     if (::access(path.c_str(), R_OK | X_OK) != 0) return Status::FromErrno(errno, path);
   } else if (S_ISREG(st.st_mode)) {
@@ -161,12 +197,38 @@ Status ResolveStageSources(std::vector<StageSource>& sources, const std::string&
       continue;
     }
     std::string list = Absolute(s.path, cwd);
-    std::ifstream in(list);
-    if (!in) return Status::FromErrno(errno, "list file " + list);
+    // O_NONBLOCK: a FIFO must not hold sbatch forever; only a regular file
+    // of bounded size is read.
+    int fd = ::open(list.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return Status::FromErrno(errno, "list file " + list);
+    struct stat st;
+    if (::fstat(fd, &st) != 0) { int e = errno; ::close(fd); return Status::FromErrno(e, "list file " + list); }
+    if (!S_ISREG(st.st_mode)) { ::close(fd); return Status::InvalidArgument("list file " + list + ": not a regular file"); }
+    if (static_cast<uint64_t>(st.st_size) > kMaxStageListFileBytes) {
+      ::close(fd);
+      return Status::InvalidArgument("list file " + list + ": " + std::to_string(st.st_size) + " bytes; the limit is " +
+                                     std::to_string(kMaxStageListFileBytes));
+    }
+    std::string text;
+    char buf[65536];
+    for (;;) {
+      ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) { int e = errno; ::close(fd); return Status::FromErrno(e, "list file " + list); }
+      if (n == 0) break;
+      text.append(buf, static_cast<size_t>(n));
+      if (text.size() > kMaxStageListFileBytes) { ::close(fd); return Status::InvalidArgument("list file " + list + ": grew past " + std::to_string(kMaxStageListFileBytes) + " bytes while read"); }
+    }
+    ::close(fd);
     std::string dir = list.substr(0, list.find_last_of('/') + 1);
     std::string line;
     int lineno = 0;
-    while (std::getline(in, line)) {
+    size_t pos = 0;
+    while (pos < text.size()) {
+      size_t nl = text.find('\n', pos);
+      if (nl == std::string::npos) nl = text.size();
+      line = text.substr(pos, nl - pos);
+      pos = nl + 1;
       ++lineno;
       size_t hash = line.find('#');
       if (hash != std::string::npos) line.erase(hash);
@@ -178,11 +240,23 @@ Status ResolveStageSources(std::vector<StageSource>& sources, const std::string&
       Status r = CheckReadable(item->path);
       if (!r.ok()) return r.Context(where);
       out.push_back(*item);
+      if (out.size() > kMaxStageSources)
+        return Status::InvalidArgument(where + ": more than " + std::to_string(kMaxStageSources) +
+                                       " datasets; the limit is " + std::to_string(kMaxStageSources) + " per job");
     }
   }
   if (out.empty()) return Status::InvalidArgument("no datasets to stage");
+  if (out.size() > kMaxStageSources)
+    return Status::InvalidArgument(std::to_string(out.size()) + " datasets; the limit is " +
+                                   std::to_string(kMaxStageSources) + " per job");
   Status d = CheckDuplicates(out);
   if (!d.ok()) return d;
+  // What travels to the prolog and every task is the expanded text.
+  size_t bytes = StageSpecText(out).size();
+  if (bytes > kMaxStageSpecBytes)
+    return Status::InvalidArgument("the expanded dataset list is " + std::to_string(bytes) + " bytes; the limit is " +
+                                   std::to_string(kMaxStageSpecBytes) +
+                                   " (it travels in the job's environment; stage a parent directory instead of many entries)");
   sources = out;
   return Status::Ok();
 }

@@ -110,7 +110,7 @@ int Main(int argc, char** argv, Phase phase) {
     out.summary += st.summary;
     if (!st.ok && st.drain) {
       out.failed = true;
-      out.drain_reason = std::string(kDrainPrefix) + "stage " + st.message;
+      out.drain_reason = std::string(kDrainPrefix) + (st.owner == FaultOwner::kConfig ? "config: " : "stage ") + st.message;
       if (out.drain_reason.size() > 200) out.drain_reason = out.drain_reason.substr(0, 197) + "...";
     } else if (!st.ok) {
       Log(LogLevel::kError, "prolog", "job " + job->job_id + " fails (node stays in service)", "stage: " + st.message);

@@ -137,6 +137,16 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
   pool.Start(std::max(1u, o.workers));
   int droot = -1;
   uint64_t expect_files = 0;
+  uint64_t apparent = 0;  // bytes of the files announced so far
+  auto over_space = [&](const Record& r) -> Status {
+    apparent += r.size;
+    if (o.space_limit == 0 || apparent <= o.space_limit) return Status::Ok();
+    if (r.fd >= 0) ::close(r.fd);
+    *side = FaultSide::kDestSpace;
+    return Status::Failed("the dataset needs at least " + HumanBytes(static_cast<double>(apparent)) +
+                          " (apparent size, sparse files count in full), more than the " +
+                          HumanBytes(static_cast<double>(o.space_limit)) + " free");
+  };
   bool aborted = false;  // a worker failed first; its status is the one to report
   s = Receive(&c, o.deadline, src, side, [&](Record& r) -> Status {
     if (pool.failed()) {
@@ -148,6 +158,8 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
       manifest->push_back(std::string("root ") + r.type + " " + r.path);
       if (light && r.type == 'd') light->push_back(LightLine(r));
       if (r.type == 'f') {
+        Status sp = over_space(r);
+        if (!sp.ok()) return sp;
         ++expect_files;
         pool.Push({r.fd, dst_dir_fd, dst_name, dst_name, r.size, r.mode, r.mtime_sec, r.mtime_nsec});
         return Status::Ok();
@@ -177,6 +189,8 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
       if (fs.SymlinkAt(r.link.c_str(), droot, r.path.c_str()) != 0) { int e = errno; *side = DestSide(e); return Status::FromErrno(e, "symlink " + shown); }
       ++stats->symlinks;
     } else {
+      Status sp = over_space(r);
+      if (!sp.ok()) return sp;
       ++expect_files;
       pool.Push({r.fd, droot, r.path, shown, r.size, r.mode, r.mtime_sec, r.mtime_nsec, r.ctime_sec, r.ctime_nsec, ci});
     }

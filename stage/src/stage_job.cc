@@ -90,6 +90,11 @@ void WriteStageRecord(const Config& cfg, const JobContext& job, const StageJobRe
   std::string kv = "bytes=" + std::to_string(bytes) + "\nfiles=" + std::to_string(files) + "\nseconds=" +
                    std::to_string(r.seconds) + "\nhits=" + std::to_string(hits) + "\nmisses=" +
                    std::to_string(r.datasets.size() - hits) + "\nok=" + (r.ok ? "1" : "0") + "\n";
+  // The names the tasks may point at (spank_task.cc trusts only this
+  // root-written record, never the job's environment).
+  std::string names;
+  for (const auto& d : r.datasets) names += (names.empty() ? "" : ",") + d.first;
+  kv += "datasets=" + names + "\n";
   WriteFileAtomic(dir + "/" + job.node + ".stage.kv", kv, 0644);
   JsonWriter w;
   w.BeginObject().Field("node", job.node).Field("job_id", job.job_id).Field("ok", r.ok);
@@ -119,12 +124,13 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMa
   double t0 = MonotonicSeconds();
   std::string err_file = StageErrorFile(cfg, job.job_id, job.node);
   ::unlink(err_file.c_str());
-  auto fail = [&](const std::string& msg, bool drain) {
+  auto fail = [&](const std::string& msg, FaultOwner owner) {
     r.ok = false;
-    r.drain = drain;
+    r.owner = owner;
+    r.drain = ActionFor(owner).drain;
     r.message = msg;
-    r.summary += "preflight: stage on " + job.node + " FAILED: " + msg + "\n";
-    if (!drain) {
+    r.summary += "preflight: stage on " + job.node + " FAILED (" + FaultOwnerName(owner) + "): " + msg + "\n";
+    if (ActionFor(owner).fail_job) {
       MakeDirs(state::JobDir(cfg, job.job_id), 0755);
       WriteFileAtomic(err_file, "preflight: stage on " + job.node + ": " + msg + "\n", 0644);
     }
@@ -132,12 +138,12 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMa
   // The option table's own parse of --stage (options.h: JobOptionsFromEnv).
   OptionsFromEnv options = JobOptionsFromEnv(env);
   Status bad = options.ErrorFor("PREFLIGHT_STAGE");
-  if (!bad.ok()) { fail(bad.message(), false); return r; }
+  if (!bad.ok()) { fail(bad.message(), FaultOwner::kUser); return r; }
   const std::vector<StageSource>& sources = options.opts.stage;
-  if (cfg.stage.dir.empty()) { fail("--stage is not enabled on " + job.node + " (no stage_dir in the site config)", false); return r; }
+  if (cfg.stage.dir.empty()) { fail("--stage is not enabled on " + job.node + " (no stage_dir in the site config)", FaultOwner::kUser); return r; }
   StageIdentity who;
   if (::geteuid() == 0) {
-    if (job.uid == static_cast<uid_t>(-1)) { fail("job user unknown (no SLURM_JOB_UID); refusing to read sources as root", false); return r; }
+    if (job.uid == static_cast<uid_t>(-1)) { fail("job user unknown (no SLURM_JOB_UID); refusing to read sources as root", FaultOwner::kUser); return r; }
     who.drop = job.uid != 0;
     who.uid = job.uid;
     who.gid = job.gid == static_cast<gid_t>(-1) ? job.uid : job.gid;
@@ -146,12 +152,20 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMa
   std::string view = StageViewDir(cfg, job.job_id);
   StageCacheOptions co = CacheOptionsFor(cfg);
   co.deadline = t0 + cfg.stage.timeout_ms / 1000.0;
-  Status s = MakeDirs(cfg.stage.dir, 0711);
-  if (s.ok()) s = MakeDirs(cfg.stage.dir + "/jobs", 0711);
-  if (s.ok()) s = MakeDirs(co.dir, 0700);
-  if (s.ok()) s = CleanView(view);  // a requeued job's leftovers
+  // Root writes users' datasets under stage_dir: the whole chain must be
+  // folders no user can change (a 1777 scratch disk lets anyone pre-create
+  // or link stage_dir/cache). A bad chain is the site's to fix: drained
+  // once, named, never used.
+  Status s = MakePrivateDirs(cfg.stage.dir, 0711);
+  if (s.ok()) s = MakePrivateDirs(cfg.stage.dir + "/jobs", 0711);
+  if (s.ok()) s = MakePrivateDirs(co.dir, 0700);
+  if (!s.ok()) {
+    fail("stage_dir " + s.message(), s.code() == Status::Code::kPermission ? FaultOwner::kConfig : FaultOwner::kNode);
+    return r;
+  }
+  s = CleanView(view);  // a requeued job's leftovers
   if (s.ok() && ::mkdir(view.c_str(), 0700) != 0) s = Status::FromErrno(errno, "mkdir " + view);
-  if (!s.ok()) { fail(s.message(), true); return r; }
+  if (!s.ok()) { fail(s.message(), FaultOwner::kNode); return r; }
 
   // Peer fan-out: this node's place in the job's node list.
   PeerOptions peer;
@@ -184,7 +198,7 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMa
 
   for (const auto& src : sources) {
     if (src.list || src.path.empty() || src.path[0] != '/') {
-      fail("'" + src.path + "': not an absolute path (the submit side resolves paths; was --stage checked?)", false);
+      fail("'" + src.path + "': not an absolute path (the submit side resolves paths; was --stage checked?)", FaultOwner::kUser);
       break;
     }
     StagedDataset d;
@@ -199,14 +213,14 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMa
     }
     if (!s.ok()) {
       std::string as = who.drop ? " (read as user " + (who.user.empty() ? std::to_string(who.uid) : who.user) + ")" : "";
-      fail(s.message() + (side == FaultSide::kSource ? as : ""), side == FaultSide::kNode);
+      fail(s.message() + (side == FaultSide::kSource ? as : ""), side == FaultSide::kNode ? FaultOwner::kNode : FaultOwner::kUser);
       break;
     }
     std::string mp = view + "/" + src.name;
     int rc = d.is_dir ? ::mkdir(mp.c_str(), 0755) : ::close(::open(mp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444));
     if (rc != 0) s = Status::FromErrno(errno, "create " + mp);
     if (s.ok()) s = BindReadOnly(d.data_path, mp);
-    if (!s.ok()) { fail(s.message(), true); break; }
+    if (!s.ok()) { fail(s.message(), FaultOwner::kNode); break; }
     r.datasets.push_back({src.name, d});
     char line[512];
     std::snprintf(line, sizeof line, "preflight: stage on %s: %s <- %s: %llu files, %s, cache %s (%.2f s)",
@@ -217,7 +231,7 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMa
   if (r.ok && (::chown(view.c_str(), job.uid == static_cast<uid_t>(-1) ? ::geteuid() : job.uid,
                        job.gid == static_cast<gid_t>(-1) ? ::getegid() : job.gid) != 0 ||
                ::chmod(view.c_str(), 0700) != 0))
-    fail(Status::FromErrno(errno, "chown " + view).message(), true);
+    fail(Status::FromErrno(errno, "chown " + view).message(), FaultOwner::kNode);
   r.seconds = MonotonicSeconds() - t0;
   if (!r.ok) {
     CleanView(view);

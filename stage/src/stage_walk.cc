@@ -30,6 +30,7 @@
 
 #include "preflight/report.h"
 #include "preflight/stage_manifest.h"
+#include "preflight/stage_spec.h"
 #include "stage_user_child.h"
 #include "stage_walk.h"
 
@@ -254,6 +255,16 @@ struct Walker {
       const char* n = e->d_name;
       if (n[0] == '.' && (n[1] == 0 || (n[1] == '.' && n[2] == 0))) continue;
       std::string path = rel.empty() ? std::string(n) : rel + "/" + n;
+      if (path.size() > kMaxStageRelPathBytes) {
+        // The copy makes each entry relative to its root in one call, which
+        // the kernel bounds at PATH_MAX: a deeper tree is the user's to
+        // flatten, never a fault of the node that would copy it.
+        error = root + "/" + path.substr(0, 120) + "...: path is " + std::to_string(path.size()) +
+                " bytes below the dataset's root; the limit is " + std::to_string(kMaxStageRelPathBytes) +
+                " (PATH_MAX); refused";
+        ok = false;
+        break;
+      }
       unsigned char t = e->d_type;
       struct stat st;
       if (t == DT_UNKNOWN) {
@@ -306,6 +317,12 @@ struct Walker {
     int fd = ::open(real, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || ::fstat(fd, &st) != 0) { int e = errno; if (fd >= 0) ::close(fd); return Fail(src, e); }
+    std::string pseudo;
+    if (OnPseudoFilesystem(fd, &pseudo)) {
+      ::close(fd);
+      error = src + ": on the kernel's " + pseudo + " pseudo filesystem, whose files change while read; refused";
+      return false;
+    }
     if (S_ISDIR(st.st_mode) && mode == WalkMode::kLight) {
       // O(directories): stat each directory the copy recorded. Any change
       // of entries anywhere moves some directory's ctime, including one

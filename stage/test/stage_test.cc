@@ -626,5 +626,149 @@ TEST(StageJob, PrometheusNamesEveryFigure) {
   EXPECT_NE(p.find("preflight_stage_cache_bytes{node=\"n1\"} 0\n"), std::string::npos);
 }
 
+// ---- hostile input (issue 19): every bound refuses as the user's error ---------
+
+TEST(Hostile, OversizedStageValueIsRefusedAtSubmission) {
+  std::string spec;
+  for (int i = 0; spec.size() <= kMaxStageSpecBytes; ++i) spec += (spec.empty() ? "" : ",") + std::string("/d/x:n") + std::to_string(i);
+  auto v = ParseStageSpec(spec);
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.status().message().find("the limit is 16384"), std::string::npos) << v.status().message();
+  // Many entries in a list file: the expanded value is bounded too.
+  TempDir t;
+  MakeDirs(t.path() + "/ds1");
+  std::string list;
+  for (size_t i = 0; i < kMaxStageSources + 1; ++i) list += t.path() + "/ds1:n" + std::to_string(i) + "\n";
+  Write(t.path() + "/l.many", list);
+  auto l = ParseStageSpec("@l.many");
+  ASSERT_TRUE(l.ok());
+  Status s = ResolveStageSources(*l, t.path());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("the limit is 256 per job"), std::string::npos) << s.message();
+  // 200 entries with long names fit the count but not the encoded bound.
+  list.clear();
+  std::string longdir = t.path() + "/" + std::string(120, 'd');
+  MakeDirs(longdir);
+  for (int i = 0; i < 200; ++i) list += longdir + ":n" + std::to_string(i) + "\n";
+  Write(t.path() + "/l.long", list);
+  auto ll = ParseStageSpec("@l.long");
+  s = ResolveStageSources(*ll, t.path());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("expanded dataset list is"), std::string::npos) << s.message();
+}
+
+TEST(Hostile, ListFileMustBeABoundedRegularFile) {
+  TempDir t;
+  ASSERT_EQ(::mkfifo((t.path() + "/fifo").c_str(), 0644), 0);
+  auto f = ParseStageSpec("@fifo");
+  Status s = ResolveStageSources(*f, t.path());  // must not block
+  EXPECT_NE(s.message().find("not a regular file"), std::string::npos) << s.message();
+  Write(t.path() + "/huge", std::string(kMaxStageListFileBytes + 1, '#'));
+  auto h = ParseStageSpec("@huge");
+  s = ResolveStageSources(*h, t.path());
+  EXPECT_NE(s.message().find("the limit is 1048576"), std::string::npos) << s.message();
+}
+
+TEST(Hostile, PseudoFilesystemSourcesAreRefused) {
+  for (const char* src : {"/proc/self/status", "/proc/sys/kernel", "/sys/kernel"}) {
+    auto v = ParseStageSpec(std::string(src) + ":x");
+    ASSERT_TRUE(v.ok());
+    Status s = ResolveStageSources(*v, "/");
+    EXPECT_NE(s.message().find("pseudo filesystem"), std::string::npos) << src << ": " << s.message();
+  }
+  // The walker refuses them as well (a source the submit check never saw).
+  TempDir t;
+  FaultSide side;
+  Status s = CopyExpectingFailure("/proc/sys/kernel", t.path() + "/dst", nullptr, &side);
+  EXPECT_EQ(side, FaultSide::kSource);
+  EXPECT_NE(s.message().find("proc pseudo filesystem"), std::string::npos) << s.message();
+}
+
+TEST(Hostile, TreeDeeperThanPathMaxIsTheUsersError) {
+  TempDir t;
+  // 25 nested 250-byte names: 6275 bytes below the root, more than PATH_MAX.
+  std::string src = t.path() + "/deep";
+  ASSERT_TRUE(MakeDirs(src).ok());
+  int fd = ::open(src.c_str(), O_RDONLY | O_DIRECTORY);
+  for (int i = 0; i < 25; ++i) {
+    std::string name(250, static_cast<char>('a' + i % 26));
+    ASSERT_EQ(::mkdirat(fd, name.c_str(), 0755), 0);
+    int next = ::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY);
+    ::close(fd);
+    fd = next;
+  }
+  ::close(::openat(fd, "leaf", O_WRONLY | O_CREAT, 0644));
+  ::close(fd);
+  FaultSide side;
+  Status s = CopyExpectingFailure(src, t.path() + "/dst", nullptr, &side);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(side, FaultSide::kSource) << s.message();
+  EXPECT_NE(s.message().find("the limit is 4000 (PATH_MAX); refused"), std::string::npos) << s.message();
+  RemoveTree(src);  // RemoveTreeAt walks by descriptor
+}
+
+TEST(Hostile, DatasetLargerThanTheFreeSpaceIsRefusedBeforeItIsWritten) {
+  TempDir t;
+  std::string src = t.path() + "/sparse";
+  MakeDirs(src);
+  int fd = ::open((src + "/huge").c_str(), O_WRONLY | O_CREAT, 0644);
+  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(1) << 40), 0);  // 1 TiB, no blocks
+  ::close(fd);
+  MakeDirs(t.path() + "/dst");
+  int dfd = ::open((t.path() + "/dst").c_str(), O_RDONLY | O_DIRECTORY);
+  CopyOptions o = Opts();
+  o.space_limit = 1 << 30;
+  CopyStats st;
+  std::vector<std::string> m;
+  FaultSide side;
+  Status s = CopyTree(src, dfd, "data", o, &st, &m, &side);
+  ::close(dfd);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(side, FaultSide::kDestSpace);
+  EXPECT_NE(s.message().find("needs at least 1.0T"), std::string::npos) << s.message();
+  struct stat hs;
+  EXPECT_NE(::stat((t.path() + "/dst/data/huge").c_str(), &hs), 0) << "the file was written";
+  // Through the cache: the free space of the cache's disk is the bound.
+  StageCacheOptions co;
+  co.dir = t.path() + "/cache";
+  StagedDataset d;
+  s = StageDataset(co, src, {}, "700", &d, &side);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(side, FaultSide::kDestSpace) << s.message();
+}
+
+TEST(Hostile, PrivateDirsRefuseWhatAUserCouldHavePlaced) {
+  TempDir t;
+  std::string root = t.path() + "/scratch";
+  ASSERT_TRUE(MakeDirs(root).ok());
+  ASSERT_EQ(::chmod(root.c_str(), 01777), 0);  // NVMe scratch: anyone may create here
+  // The chain is created private under a sticky world-writable parent.
+  EXPECT_TRUE(MakePrivateDirs(root + "/pf/cache", 0700).ok());
+  // stage_dir itself world-writable: refused.
+  Status s = MakePrivateDirs(root, 0711);
+  EXPECT_EQ(s.code(), Status::Code::kPermission);
+  EXPECT_NE(s.message().find("mode 1777 lets others write in it"), std::string::npos) << s.message();
+  // A symlink a user planted where root expects a folder: refused, not followed.
+  ASSERT_EQ(::symlink((t.path() + "/elsewhere").c_str(), (root + "/pf/jobs").c_str()), 0);
+  MakeDirs(t.path() + "/elsewhere");
+  s = MakePrivateDirs(root + "/pf/jobs", 0711);
+  EXPECT_EQ(s.code(), Status::Code::kPermission);
+  EXPECT_NE(s.message().find("a symlink or not a directory"), std::string::npos) << s.message();
+  // A folder others can write (without the sticky bit) in the chain.
+  MakeDirs(root + "/open/inner");
+  ::chmod((root + "/open").c_str(), 0777);
+  s = MakePrivateDirs(root + "/open/inner", 0700);
+  EXPECT_EQ(s.code(), Status::Code::kPermission);
+  EXPECT_NE(s.message().find("lets anyone rename"), std::string::npos) << s.message();
+  // Owned by another user: refused (root only; a non-root run skips this part).
+  struct passwd* pw = ::getpwnam("nobody");
+  if (::geteuid() == 0 && pw) {
+    MakeDirs(root + "/theirs");
+    ASSERT_EQ(::chown((root + "/theirs").c_str(), pw->pw_uid, pw->pw_gid), 0);
+    s = MakePrivateDirs(root + "/theirs", 0700);
+    EXPECT_NE(s.message().find("owned by uid " + std::to_string(pw->pw_uid)), std::string::npos) << s.message();
+  }
+}
+
 }  // namespace
 }  // namespace preflight

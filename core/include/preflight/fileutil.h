@@ -10,6 +10,17 @@ namespace preflight {
 
 // mkdir -p with `mode` for the directories it creates.
 Status MakeDirs(const std::string& path, mode_t mode = 0755);
+// A directory root writes into on others' behalf, made safe against users
+// who can write somewhere above it (a 1777 NVMe scratch, say). Walks `path`
+// from "/" with openat(O_NOFOLLOW) one component at a time, creating what is
+// missing with `mode`, and refuses (Code::kPermission, naming the component
+// and why) a symlink anywhere, a non-directory, an owner other than root or
+// the caller's euid, a directory in the chain that others can write without
+// the sticky bit, and `path` itself writable by group or others at all. So
+// a directory a user pre-created or linked is never used. The result is a
+// site (config) fault: the node's admin must fix the folder.
+Status MakePrivateDirs(const std::string& path, mode_t mode);
+
 // Write to PATH.tmp.PID, fsync, rename over PATH: readers see the old file or
 // the whole new one, never a part.
 Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t mode = 0644);

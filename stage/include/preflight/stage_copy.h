@@ -97,6 +97,11 @@ struct CopyOptions {
   // directory source, statting just these directories (relative paths).
   bool dirs_only = false;
   const std::vector<std::string>* light_dirs = nullptr;
+  // CopyTree: refuse (kDestSpace, before writing it) the file that takes
+  // the dataset's apparent size past this many bytes; 0: no limit. The copy
+  // writes holes out, so a sparse file counts at its apparent size: a 1 TB
+  // sparse file is refused at once instead of filling the disk.
+  uint64_t space_limit = 0;
 };
 
 struct CopyStats {

@@ -22,6 +22,10 @@
 //   the node's trouble -- local disk EIO/EROFS, mount failure, the cache
 //     folder unusable -- returns drain=true: the prolog exits 1, Slurm
 //     drains the node with the reason and requeues the job elsewhere.
+//   the site's -- a stage_dir chain that others can write or that holds a
+//     symlink (MakePrivateDirs) -- owner kConfig: drained once, the reason
+//     naming the folder, never used.
+// The classes and what each does are fault.h's one rule.
 #pragma once
 
 #include <string>
@@ -29,6 +33,7 @@
 #include <vector>
 
 #include "preflight/config.h"
+#include "preflight/fault.h"
 #include "preflight/job.h"
 #include "preflight/report.h"
 #include "preflight/stage_cache.h"
@@ -38,7 +43,8 @@ namespace preflight {
 struct StageJobResult {
   bool requested = false;   // the job asked for --stage
   bool ok = true;
-  bool drain = false;       // node fault: the prolog must fail
+  bool drain = false;       // node or config fault: the prolog must fail
+  FaultOwner owner = FaultOwner::kNone;  // who is at fault when !ok (fault.h)
   std::string message;      // "stage <path>: <cause>" when !ok
   std::string summary;      // lines for the job's output
   std::vector<std::pair<std::string, StagedDataset>> datasets;  // name, dataset
