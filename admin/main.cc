@@ -266,6 +266,10 @@ int CacheCmd(const std::vector<std::string>& args_in, const CommonCli& cli) {
     return 0;
   }
   if (sub == "gc" && args.size() <= 1) {
+    // Holds of jobs with no slurmstepd left here (slurmd killed before the
+    // epilog) would keep their datasets forever: released first.
+    for (const auto& line : ReleaseStaleJobs(*cfg, LiveSlurmJobs(), static_cast<double>(::time(nullptr))))
+      std::printf("%s\n", line.c_str());
     std::vector<std::string> removed;
     Status s = TrimCache(o, o.quota, &removed);
     for (const auto& r : removed) std::printf("removed %s\n", r.c_str());
@@ -290,6 +294,38 @@ int CacheCmd(const std::vector<std::string>& args_in, const CommonCli& cli) {
   }
   Log(LogLevel::kError, "cache", "bad arguments", "expected ls, gc or rm KEY|SOURCE... [node=NAME]");
   return 2;
+}
+
+bool g_state_dry_run = false;
+
+// preflight state gc [--dry-run] [node=NAME]: prune state_dir/jobs to
+// state_keep and state_keep_size (state_paths.h: PruneJobState), as the
+// epilog does after every job.
+int StateCmd(const std::vector<std::string>& args_in, const CommonCli& cli) {
+  std::vector<std::string> args = args_in;
+  std::string node = ShortHostname();
+  if (!args.empty() && args.back().rfind("node=", 0) == 0) {
+    node = args.back().substr(5);
+    args.pop_back();
+  }
+  bool dry = g_state_dry_run;
+  if (args.size() != 1 || args[0] != "gc") {
+    Log(LogLevel::kError, "state", "bad arguments", "expected: state gc [--dry-run] [node=NAME]");
+    return 2;
+  }
+  auto cfg = LoadCliConfig(cli, node);
+  if (!cfg) {
+    Log(LogLevel::kError, "state", "site config", cfg.status().message());
+    return 1;
+  }
+  state::StateGcResult r = state::PruneJobState(*cfg, "", static_cast<double>(::time(nullptr)), dry);
+  for (const auto& line : r.removed) std::printf("%s %s\n", dry ? "would remove" : "removed", line.c_str());
+  std::printf("kept %zu job folder(s), %llu bytes; %s %llu bytes (state_keep %s, state_keep_size %llu)\n", r.kept,
+              static_cast<unsigned long long>(r.kept_bytes), dry ? "would free" : "freed",
+              static_cast<unsigned long long>(r.removed_bytes), std::to_string(cfg->state_keep_ms / 1000).append("s").c_str(),
+              static_cast<unsigned long long>(cfg->state_keep_bytes));
+  for (const auto& e : r.errors) Log(LogLevel::kError, "state", "gc", e);
+  return r.errors.empty() ? 0 : 1;
 }
 
 // preflight slurm job|steps|nodes ARG: slurmctld's records as JSON (slurmapi/).
@@ -363,6 +399,7 @@ const Command kCommands[] = {
              "  topo --compare FILE...          compare nodes' rails records, name the odd node", TopoCmd},
     {"fleet", "fleet [HOSTLIST|FILE]...          nodes' driver/VBIOS/InfoROM/HCA firmware/kernel records; name the odd node", FleetCmd},
     {"cache", "cache ls|gc|rm KEY|SRC [node=N]  list, trim or remove --stage cached datasets", CacheCmd},
+    {"state", "state gc [--dry-run] [node=N]     prune state_dir/jobs to state_keep and state_keep_size", StateCmd},
     {"slurm", "slurm job J|steps J|nodes LIST  slurmctld's records as JSON (what root-run code reads)", SlurmRecordsCmd},
 };
 
@@ -382,6 +419,9 @@ int Main(int argc, char** argv) {
       ("json", po::bool_switch(&g_topo.json), "print JSON instead of the table")
       ("compare", po::bool_switch(&g_topo.compare), "compare the rails records FILE... of several nodes; name the odd one");
   visible.add(topo_opts);
+  po::options_description state_opts("state gc options");
+  state_opts.add_options()("dry-run", po::bool_switch(&g_state_dry_run), "list what would be removed; remove nothing");
+  visible.add(state_opts);
   po::variables_map vm;
   Status s = ParseCommandLineWords(argc, argv, visible, &words, vm);
   if (!s.ok()) {

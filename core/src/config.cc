@@ -388,6 +388,10 @@ const std::vector<ConfigKey>& ConfigKeys() {
     std::vector<ConfigKey> keys = {
       {"state_dir", "path", "Directory for per-job result files and node state (root-owned)",
        PF_PATH(state_dir)},
+      {"state_keep", "duration", "How long finished jobs' records stay in state_dir/jobs (pruned by the epilog and `preflight state gc`); 0: no age bound",
+       PF_PARSED(state_keep_ms, ParseDurationMs, DurationText)},
+      {"state_keep_size", "size", "Most bytes finished jobs' records may take in state_dir/jobs, oldest pruned first; 0: no size bound",
+       PF_PARSED(state_keep_bytes, ParseSize, SizeText)},
       {"textfile_dir", "path", "node_exporter textfile collector directory; empty disables metrics",
        PF_PATH(textfile_dir)},
       {"default_level", "level", "Check level for jobs that did not pass --nccl-check (off, quick, full)",

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <exception>
 #include <iostream>
 
@@ -103,6 +104,14 @@ int Main(int argc, char** argv, Phase phase) {
   UnstageResult unstage;
   if (phase == Phase::kEpilog) unstage = UnstageForJob(*cfg, *job);
   NodeRunOutcome out = RunNode(*cfg, *job, phase, job_failed, unstage.checks, unstage.notes);
+  // Keep what preflight leaves per job in bounds (state_keep, state_keep_size;
+  // stage views and holds of jobs whose epilog never ran). Never fatal.
+  if (phase == Phase::kEpilog || phase == Phase::kHealth) {
+    double now = static_cast<double>(::time(nullptr));
+    state::StateGcResult gc = state::PruneJobState(*cfg, job->job_id, now);
+    for (const auto& e : gc.errors) Log(LogLevel::kError, prog, "state gc", e);
+    for (const auto& line : ReleaseStaleJobs(*cfg, LiveSlurmJobs(), now)) Log(LogLevel::kInfo, prog, "stage", line);
+  }
   // Prolog: stage datasets only on a node that passed its checks. See
   // stage_job.h for which failures fail the job and which drain the node.
   if (phase == Phase::kProlog && !out.failed && !job->job_id.empty()) {

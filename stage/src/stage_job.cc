@@ -242,6 +242,64 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMa
   return r;
 }
 
+std::set<std::string> LiveSlurmJobs(const std::string& proc) {
+  std::set<std::string> live;
+  DIR* d = ::opendir(proc.c_str());
+  if (!d) return live;
+  while (struct dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    auto cmd = ReadWholeFile(proc + "/" + e->d_name + "/cmdline");
+    if (!cmd || cmd->compare(0, 13, "slurmstepd: [") != 0) continue;
+    size_t end = cmd->find_first_of(".]", 13);
+    if (end != std::string::npos && end > 13) live.insert(cmd->substr(13, end - 13));
+  }
+  ::closedir(d);
+  return live;
+}
+
+std::vector<std::string> ReleaseStaleJobs(const Config& cfg, const std::set<std::string>& live, double now) {
+  std::vector<std::string> out;
+  if (cfg.stage.dir.empty()) return out;
+  double grace = cfg.stage.timeout_ms / 1000.0 + 600;
+  StageCacheOptions co = CacheOptionsFor(cfg);
+  auto old_enough = [&](const std::string& path) {
+    struct stat st;
+    return ::lstat(path.c_str(), &st) == 0 && now - st.st_mtim.tv_sec > grace;
+  };
+  std::set<std::string> stale;
+  if (DIR* d = ::opendir((cfg.stage.dir + "/jobs").c_str())) {
+    while (struct dirent* e = ::readdir(d)) {
+      std::string j = e->d_name;
+      if (j == "." || j == ".." || live.count(j)) continue;
+      if (old_enough(cfg.stage.dir + "/jobs/" + j)) stale.insert(j);
+    }
+    ::closedir(d);
+  }
+  if (DIR* d = ::opendir(co.dir.c_str())) {
+    while (struct dirent* e = ::readdir(d)) {
+      std::string key = e->d_name;
+      if (key.size() != 16) continue;
+      if (DIR* r = ::opendir((co.dir + "/" + key + "/refs").c_str())) {
+        while (struct dirent* f = ::readdir(r)) {
+          std::string j = f->d_name;
+          if (j == "." || j == ".." || live.count(j)) continue;
+          if (old_enough(co.dir + "/" + key + "/refs/" + j)) stale.insert(j);
+        }
+        ::closedir(r);
+      }
+    }
+    ::closedir(d);
+  }
+  for (const auto& j : stale) {
+    Status s = CleanView(StageViewDir(cfg, j));
+    Status r = ReleaseJob(co, j);
+    if (s.ok()) s = r;
+    out.push_back("job " + j + ": no slurmstepd on this host; view and cache hold released" +
+                  (s.ok() ? std::string() : " (" + s.message() + ")"));
+  }
+  return out;
+}
+
 std::string StagePrometheus(const std::string& node, const std::vector<std::pair<std::string, std::string>>& notes) {
   std::string o;
   auto get = [&](const std::string& k) {

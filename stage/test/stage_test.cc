@@ -29,6 +29,7 @@
 #include "preflight/stage_cache.h"
 #include "preflight/stage_copy.h"
 #include "preflight/stage_job.h"
+#include "preflight/state_paths.h"
 
 namespace preflight {
 namespace {
@@ -768,6 +769,89 @@ TEST(Hostile, PrivateDirsRefuseWhatAUserCouldHavePlaced) {
     s = MakePrivateDirs(root + "/theirs", 0700);
     EXPECT_NE(s.message().find("owned by uid " + std::to_string(pw->pw_uid)), std::string::npos) << s.message();
   }
+}
+
+TEST(Hostile, JobStateIsPrunedByAgeAndSizeNeverTheRunningJob) {
+  TempDir t;
+  Config cfg;
+  cfg.state_dir = t.path() + "/state";
+  cfg.state_keep_ms = 3600 * 1000;  // 1 h
+  cfg.state_keep_bytes = 0;
+  double now = static_cast<double>(::time(nullptr));
+  auto job = [&](const std::string& id, double age, bool finished, size_t bytes = 100) {
+    std::string d = cfg.state_dir + "/jobs/" + id;
+    MakeDirs(d);
+    Write(d + "/n1.prolog.json", std::string(bytes, 'x'));
+    if (finished) Write(d + "/n1.epilog.json", "{}");
+    struct timespec ts[2] = {{static_cast<time_t>(now - age), 0}, {static_cast<time_t>(now - age), 0}};
+    for (const char* f : {"/n1.prolog.json", "/n1.epilog.json", ""}) ::utimensat(AT_FDCWD, (d + f).c_str(), ts, AT_SYMLINK_NOFOLLOW);
+  };
+  job("10", 7200, true);        // finished, old: goes
+  job("11", 60, true);          // finished, recent: stays
+  job("12", 7200, false);       // unfinished, 2 h: stays (a running job's later steps read it)
+  job("13", 5 * 3600, false);   // unfinished, past 4 x state_keep: goes
+  job("14", 9 * 3600, true);    // the running job: never touched
+  auto exists = [&](const std::string& id) { return ::access((cfg.state_dir + "/jobs/" + id).c_str(), F_OK) == 0; };
+  state::StateGcResult dry = state::PruneJobState(cfg, "14", now, true);
+  EXPECT_EQ(dry.removed.size(), 2u);
+  EXPECT_TRUE(exists("10"));  // a dry run removes nothing
+  state::StateGcResult r = state::PruneJobState(cfg, "14", now);
+  EXPECT_TRUE(r.errors.empty());
+  EXPECT_FALSE(exists("10"));
+  EXPECT_TRUE(exists("11"));
+  EXPECT_TRUE(exists("12"));
+  EXPECT_FALSE(exists("13"));
+  EXPECT_TRUE(exists("14"));
+  // Over the size bound: the oldest finished folders go first.
+  cfg.state_keep_ms = 0;
+  cfg.state_keep_bytes = 40000;
+  for (int i = 0; i < 6; ++i) job("2" + std::to_string(i), 600 - i * 60, true, 8000);
+  r = state::PruneJobState(cfg, "14", now);
+  EXPECT_LE(r.kept_bytes, 40000u) << "kept " << r.kept_bytes;
+  EXPECT_FALSE(exists("20"));
+  EXPECT_TRUE(exists("25"));
+  EXPECT_TRUE(exists("12"));  // unfinished: never pruned for size
+  EXPECT_TRUE(exists("14"));
+  // A symlink planted in jobs/ is neither followed nor counted.
+  MakeDirs(t.path() + "/victim");
+  Write(t.path() + "/victim/keep", "x");
+  ::symlink((t.path() + "/victim").c_str(), (cfg.state_dir + "/jobs/99").c_str());
+  state::PruneJobState(cfg, "14", now + 1e6);
+  EXPECT_EQ(::access((t.path() + "/victim/keep").c_str(), F_OK), 0);
+}
+
+TEST(Hostile, HoldsOfJobsWithNoSlurmstepdAreReleased) {
+  TempDir t;
+  Config cfg;
+  cfg.stage.dir = t.path() + "/stage";
+  cfg.stage.timeout_ms = 1000;
+  std::string src = t.path() + "/src";
+  MakeDataset(src);
+  StageCacheOptions co = CacheOptionsFor(cfg);
+  StagedDataset d;
+  FaultSide side;
+  ASSERT_TRUE(StageDataset(co, src, {}, "801", &d, &side).ok());
+  ASSERT_TRUE(StageDataset(co, src, {}, "802", &d, &side).ok());
+  MakeDirs(cfg.stage.dir + "/jobs/801/ds");
+  // A fake /proc: job 802 still has a slurmstepd, 801 has none.
+  std::string proc = t.path() + "/proc";
+  MakeDirs(proc + "/4242");
+  Write(proc + "/4242/cmdline", std::string("slurmstepd: [802.batch]\0", 24));
+  MakeDirs(proc + "/4243");
+  Write(proc + "/4243/cmdline", std::string("/usr/bin/sleep\0" "1000\0", 20));
+  std::set<std::string> live = LiveSlurmJobs(proc);
+  EXPECT_EQ(live, std::set<std::string>({"802"}));
+  double now = static_cast<double>(::time(nullptr));
+  // Within the grace (a prolog may still be staging): kept.
+  EXPECT_TRUE(ReleaseStaleJobs(cfg, live, now).empty());
+  auto lines = ReleaseStaleJobs(cfg, live, now + 1 + 601);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("job 801: no slurmstepd"), std::string::npos) << lines[0];
+  EXPECT_NE(::access((cfg.stage.dir + "/jobs/801").c_str(), F_OK), 0);
+  auto list = ListCache(co);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].jobs, std::vector<std::string>({"802"}));
 }
 
 }  // namespace

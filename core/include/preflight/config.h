@@ -118,6 +118,10 @@ struct StageConfig {
 struct Config {
   // Where per-job results (JSON) and node state live. Root-owned.
   std::string state_dir = "/var/lib/preflight";
+  // How long and how much of <state_dir>/jobs is kept for on-call
+  // (state_paths.h: PruneJobState); 0: no bound of that kind.
+  uint32_t state_keep_ms = 7u * 24 * 3600 * 1000;
+  uint64_t state_keep_bytes = 256ull << 20;
   // node_exporter textfile collector directory; empty disables metrics.
   std::string textfile_dir;
   // Level used for jobs that did not pass --nccl-check (off: check only on request).

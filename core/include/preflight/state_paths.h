@@ -11,7 +11,7 @@
 //     <node>.versions.json              driver/firmware versions  node checks -> healthcheck, --nccl-check, preflight fleet
 //     <node>.comment                    the node Comment preflight set healthcheck (clears only its own)
 //     <node>.<tool>.json                last report of a job-less run (healthcheck)
-//   <state_dir>/jobs/<job>/             per job, removed by the epilog (root 0755)
+//   <state_dir>/jobs/<job>/             per job, kept for on-call, pruned (PruneJobState) (root 0755)
 //     <node>.gpus                       the job's GPUs on the node  prolog -> plugin (env)
 //     <node>.prolog.txt                 prolog summary line        prolog -> plugin (job output)
 //     <node>.env.jsonl                  one line per task's env    plugin -> tools
@@ -21,7 +21,9 @@
 // A node name is never empty in a path: "localhost" stands in.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "preflight/config.h"
 
@@ -47,5 +49,22 @@ inline constexpr const char* kEnvRecord = ".env.jsonl";
 inline constexpr const char* kStageKv = ".stage.kv";
 inline constexpr const char* kStageError = ".stage-error";
 inline constexpr const char* kStageJson = ".stage.json";  // per dataset: bytes read from the source and from peers
+
+// Keeping state_dir in bounds (state_keep, state_keep_size; preflight(8)
+// `state gc`). A job's folder is finished once an epilog wrote its result
+// there (<node>.epilog.json). Finished folders go when their newest file is
+// older than state_keep, then oldest first while all kept folders together
+// exceed state_keep_size. A folder no epilog finished (slurmd died, the
+// node rebooted) goes only after 4 x state_keep, since a running job's
+// later steps still read it. `running_job` is never touched. Never follows
+// a symlink; removal errors are listed, not fatal.
+struct StateGcResult {
+  std::vector<std::string> removed;  // "<job> <bytes> <why>"
+  std::vector<std::string> errors;
+  size_t kept = 0;
+  uint64_t kept_bytes = 0;
+  uint64_t removed_bytes = 0;
+};
+StateGcResult PruneJobState(const Config& cfg, const std::string& running_job, double now_epoch, bool dry_run = false);
 
 }  // namespace preflight::state

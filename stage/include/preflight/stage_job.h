@@ -28,6 +28,7 @@
 // The classes and what each does are fault.h's one rule.
 #pragma once
 
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -64,6 +65,18 @@ struct UnstageResult {
 // references, trim the cache to stage_cache_quota, write the node's stage
 // metrics (<textfile_dir>/preflight_<node>_stage.prom).
 UnstageResult UnstageForJob(const Config& cfg, const JobContext& job);
+
+// Jobs with a slurmstepd on this host: slurmstepd titles itself
+// "slurmstepd: [JOB.STEP]" (every release since 2.x), read from
+// <proc>/*/cmdline. On an emulated cluster every node shares one /proc, so
+// a job alive on any of them counts as alive: that errs on keeping.
+std::set<std::string> LiveSlurmJobs(const std::string& proc = "/proc");
+
+// Views and cache holds left by jobs that are gone (slurmd was killed, so
+// no epilog ran): a job not in `live` whose view or hold is older than
+// stage_timeout + 10 minutes (a prolog may stage that long before any
+// slurmstepd exists) is unmounted and released. Returns one line per job.
+std::vector<std::string> ReleaseStaleJobs(const Config& cfg, const std::set<std::string>& live, double now_epoch);
 
 std::string StageViewDir(const Config& cfg, const std::string& job_id);
 std::string StageErrorFile(const Config& cfg, const std::string& job_id, const std::string& node);
