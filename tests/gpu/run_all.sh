@@ -84,7 +84,9 @@ PY
 }
 pywheels=$(pyfind 2>/dev/null)
 nccl=$(awk '$1 == "nvidia.nccl" {print $2; exit}' <<<"$pywheels")
-echo "NCCL: ${nccl:-not found (python3: no nvidia.nccl with lib/libnccl.so.2)}"
+# No wheel: a system NCCL (ldconfig), as on a cluster node.
+[ -n "$nccl" ] || nccl=$(ldconfig -p 2>/dev/null | awk '$1 == "libnccl.so.2" && /x86-64/ {print $NF; exit}')
+echo "NCCL: ${nccl:-not found (python3: no nvidia.nccl with lib/libnccl.so.2; ldconfig: none)}"
 [ -n "$nccl" ] && echo "nccl_library = $nccl" >>"$conf"
 cudart=""
 for c in ${CUDA_HOME:+$CUDA_HOME/lib64/libcudart.so.13} /usr/local/cuda/lib64/libcudart.so.13 /usr/local/cuda-13*/lib64/libcudart.so.13 \
