@@ -115,8 +115,10 @@ for f in "$bundle"/bin/*; do cmake -DF="$f" -P "$bundle/rpath.cmake"; done
 rm "$bundle/rpath.cmake"
 
 # Every library the binaries load (ldd lists the whole closure), except the
-# system's, copied under its soname.
-for f in "$bundle"/bin/* "$bundle"/lib/fake/*; do
+# system's, copied under its soname. ldd runs on the build tree's binaries,
+# whose RUNPATH still finds a library outside the system's dirs (a Slurm
+# built from source under SLURM_ROOT).
+for f in "${bins[@]/#/$build/}" "$build/$fake"; do
   while read -r lib path; do
     [[ $lib =~ $system_re ]] && continue
     [ -e "$bundle/lib/$lib" ] && continue
