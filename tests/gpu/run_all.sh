@@ -37,6 +37,8 @@ step() { echo; echo "=== $* (at $SECONDS s of $budget)"; }
 summary() { printf '%-5s %-10s %s\n' "$1" "$2" "$3" | tee -a "$out/summary.txt"; }
 # Seconds a step may take: its own bound, or what the budget leaves (less 10).
 bound() { local l=$((budget - SECONDS - 10)); [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }
+# Under 15 s left: the step is not started (SKIP, and the run fails).
+late() { [ "$(bound 15)" -lt 15 ] && { summary SKIP "$1" "not started: the ${budget} s budget is spent"; rc=1; }; }
 finish() {
   echo; echo "run_all: exit $1 after $SECONDS s; results in $out:"; ls "$out"
   exit "$1"
@@ -117,41 +119,49 @@ cat "$work/smi-L.txt"; timeout -k 2 30 nvidia-smi topo -m
 summary ok machine "$n GPU(s)"
 
 step "nvml: NVML checks vs nvidia-smi, bandwidth tier, DCGM, a hung NVML call"
-t=$(bound 240)
-NVML=${nvml:-libnvidia-ml.so.1} CUDART=$cudart OUT=$work/nvml timeout -k 5 "$t" "$src/tests/gpu/run_gpu_checks.sh" "$bundle" 2>&1 |
-  tee "$work/nvml.log"; r=${PIPESTATUS[0]}
-cat "$work"/nvml/{results,bandwidth,dcgm,hang}.tsv >"$out/gpu-checks.tsv" 2>/dev/null
-[ $r = 0 ] && summary ok nvml "$(grep -c '^ok: ' "$work/nvml.log") checks ok" ||
-  { summary FAIL nvml "exit $r$([ $r = 124 ] && echo ", ran past $t s")"; rc=1; }
+if ! late nvml; then
+  t=$(bound 240)
+  NVML=${nvml:-libnvidia-ml.so.1} CUDART=$cudart OUT=$work/nvml timeout -k 5 "$t" "$src/tests/gpu/run_gpu_checks.sh" "$bundle" 2>&1 |
+    tee "$work/nvml.log"; r=${PIPESTATUS[0]}
+  cat "$work"/nvml/{results,bandwidth,dcgm,hang}.tsv >"$out/gpu-checks.tsv" 2>/dev/null
+  [ $r = 0 ] && summary ok nvml "$(grep -c '^ok: ' "$work/nvml.log") checks ok" ||
+    { summary FAIL nvml "exit $r$([ $r = 124 ] && echo ", ran past $t s")"; rc=1; }
+fi
 
 step "nccl: preflight-nccl vs the plain NCCL loop on $n GPU(s)"
-t=$(bound 200)
-PF_CONFIG=$conf REF_NCCL=$nccl REF_CUDART=$cudart STEP_TIMEOUT=$(( (t - 10) / 4 )) \
-  timeout -k 5 "$t" "$src/tests/gpu/run_nccl_check.sh" "$bundle" 2>&1 | tee "$out/nccl.txt"; r=${PIPESTATUS[0]}
-[ $r = 0 ] && summary ok nccl "$(grep -c '^# OK' "$out/nccl.txt") levels at >= 0.97x the reference" ||
-  { summary FAIL nccl "exit $r: $(grep -m1 -E '^# FAILED|failed|"message"' "$out/nccl.txt" | cut -c1-200)"; rc=1; }
+if ! late nccl; then
+  t=$(bound 200)
+  PF_CONFIG=$conf REF_NCCL=$nccl REF_CUDART=$cudart STEP_TIMEOUT=$(( (t - 10) / 4 )) \
+    timeout -k 5 "$t" "$src/tests/gpu/run_nccl_check.sh" "$bundle" 2>&1 | tee "$out/nccl.txt"; r=${PIPESTATUS[0]}
+  [ $r = 0 ] && summary ok nccl "$(grep -c '^# OK' "$out/nccl.txt") levels at >= 0.97x the reference" ||
+    { summary FAIL nccl "exit $r: $(grep -m1 -E '^# FAILED|failed|"message"' "$out/nccl.txt" | cut -c1-200)"; rc=1; }
+fi
 
 step "nccl-2: 2 ranks on this machine's GPUs (information where it has one GPU)"
-t=$(bound 45)
-o=$(CUDA_VISIBLE_DEVICES=0,1 timeout -k 5 "$t" env LD_LIBRARY_PATH=$lib "$bundle/bin/preflight-nccl" --config "$conf" --intra-node \
-      --backend nccl --ranks 2 --level quick 2>&1); r=$?
-echo "$o" | tee -a "$out/nccl.txt" | tail -5
-if [ $r = 0 ]; then summary ok nccl-2 "2 ranks passed"
-elif [ "$n" -lt 2 ]; then summary info nccl-2 "1 GPU: $(grep -m1 -E 'FAILED|wants GPU|Duplicate' <<<"$o" | cut -c1-150)"
-else summary FAIL nccl-2 "exit $r"; rc=1; fi
+if ! late nccl-2; then
+  t=$(bound 45)
+  o=$(CUDA_VISIBLE_DEVICES=0,1 timeout -k 5 "$t" env LD_LIBRARY_PATH=$lib "$bundle/bin/preflight-nccl" --config "$conf" --intra-node \
+        --backend nccl --ranks 2 --level quick 2>&1); r=$?
+  echo "$o" | tee -a "$out/nccl.txt" | tail -5
+  if [ $r = 0 ]; then summary ok nccl-2 "2 ranks passed"
+  elif [ "$n" -lt 2 ]; then summary info nccl-2 "1 GPU: $(grep -m1 -E 'FAILED|wants GPU|Duplicate' <<<"$o" | cut -c1-150)"
+  else summary FAIL nccl-2 "exit $r"; rc=1; fi
+fi
 
 step "topo: the topology environment from the live hwloc probe"
-t=$(bound 30)
-timeout -k 2 "$t" env LD_LIBRARY_PATH=$lib HWLOC_PLUGINS_PATH=$lib "$bundle/bin/preflight" --config "$conf" topo >"$out/topo.txt" 2>&1; r1=$?
-cat "$out/topo.txt"
-timeout -k 2 "$t" env LD_LIBRARY_PATH=$lib HWLOC_PLUGINS_PATH=$lib "$bundle/bin/preflight" --config "$conf" topo --json >"$out/topo.json" 2>&1; r2=$?
-smi_bus=$(timeout -k 2 30 nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader | tr 'A-F' 'a-f' | sed 's/^0000\(....:\)/\1/' | sort | tr '\n' ' ')
-topo_bus=$(python3 -c 'import json,sys; print(" ".join(sorted(g["busid"].lower() for g in json.load(open(sys.argv[1]))["gpus"] if g["vendor"] == "nvidia")))' "$out/topo.json" 2>/dev/null)
-echo "nvidia-smi bus ids: $smi_bus"; echo "hwloc probe GPUs:   $topo_bus"
-if [ $r1 = 0 ] && [ $r2 = 0 ] && [ "$(echo $smi_bus)" = "$(echo $topo_bus)" ]; then
-  summary ok topo "hwloc sees the $n GPU(s) nvidia-smi lists; env in topo.txt"
-else
-  summary FAIL topo "exit $r1/$r2; GPUs hwloc '$topo_bus' vs nvidia-smi '$smi_bus'"; rc=1
+if ! late topo; then
+  t=$(bound 30)
+  timeout -k 2 "$t" env LD_LIBRARY_PATH=$lib HWLOC_PLUGINS_PATH=$lib "$bundle/bin/preflight" --config "$conf" topo >"$out/topo.txt" 2>&1; r1=$?
+  cat "$out/topo.txt"
+  timeout -k 2 "$t" env LD_LIBRARY_PATH=$lib HWLOC_PLUGINS_PATH=$lib "$bundle/bin/preflight" --config "$conf" topo --json >"$out/topo.json" 2>&1; r2=$?
+  smi_bus=$(timeout -k 2 30 nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader | tr 'A-F' 'a-f' | sed 's/^0000\(....:\)/\1/' | sort | tr '\n' ' ')
+  topo_bus=$(python3 -c 'import json,sys; print(" ".join(sorted(g["busid"].lower() for g in json.load(open(sys.argv[1]))["gpus"] if g["vendor"] == "nvidia")))' "$out/topo.json" 2>/dev/null)
+  echo "nvidia-smi bus ids: $smi_bus"; echo "hwloc probe GPUs:   $topo_bus"
+  if [ $r1 = 0 ] && [ $r2 = 0 ] && [ "$(echo $smi_bus)" = "$(echo $topo_bus)" ]; then
+    summary ok topo "hwloc sees the $n GPU(s) nvidia-smi lists; env in topo.txt"
+  else
+    summary FAIL topo "exit $r1/$r2; GPUs hwloc '$topo_bus' vs nvidia-smi '$smi_bus'"; rc=1
+  fi
 fi
 cp "$conf" "$out/preflight.conf"
 
