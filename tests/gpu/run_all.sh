@@ -3,7 +3,7 @@
 # from the bundle alone (tests/gpu/bundle.sh, carried with the working
 # tree): nothing is compiled or installed here.
 #
-#   tests/gpu/run_all.sh [BUNDLE]        (default: gpu-bundle)
+#   bash tests/gpu/run_all.sh [BUNDLE]   (default: gpu-bundle)
 #   env: OUT (where the result files go, at most 8; default a temp dir),
 #        BUDGET_S (wall-clock budget for all steps, default 450)
 #
@@ -47,6 +47,7 @@ finish() {
 step "bundle $bundle"
 [ -f "$bundle/MANIFEST" ] || { echo "no bundle at $bundle (run tests/gpu/bundle.sh where the project builds, carry the folder)"; summary FAIL bundle "missing"; finish 2; }
 head -5 "$bundle/MANIFEST"
+chmod u+x "$bundle"/bin/* 2>/dev/null  # in case the copy lost the modes
 need=$(awk '/^needs / {print $2}' "$bundle/MANIFEST"); need=${need#GLIBC_}
 have=$(getconf GNU_LIBC_VERSION | awk '{print $2}')
 echo "glibc here $have, the bundle needs $need"
@@ -121,7 +122,7 @@ summary ok machine "$n GPU(s)"
 step "nvml: NVML checks vs nvidia-smi, bandwidth tier, DCGM, a hung NVML call"
 if ! late nvml; then
   t=$(bound 240)
-  NVML=${nvml:-libnvidia-ml.so.1} CUDART=$cudart OUT=$work/nvml timeout -k 5 "$t" "$src/tests/gpu/run_gpu_checks.sh" "$bundle" 2>&1 |
+  NVML=${nvml:-libnvidia-ml.so.1} CUDART=$cudart OUT=$work/nvml timeout -k 5 "$t" bash "$src/tests/gpu/run_gpu_checks.sh" "$bundle" 2>&1 |
     tee "$work/nvml.log"; r=${PIPESTATUS[0]}
   cat "$work"/nvml/{results,bandwidth,dcgm,hang}.tsv >"$out/gpu-checks.tsv" 2>/dev/null
   [ $r = 0 ] && summary ok nvml "$(grep -c '^ok: ' "$work/nvml.log") checks ok" ||
@@ -132,7 +133,7 @@ step "nccl: preflight-nccl vs the plain NCCL loop on $n GPU(s)"
 if ! late nccl; then
   t=$(bound 200)
   PF_CONFIG=$conf REF_NCCL=$nccl REF_CUDART=$cudart STEP_TIMEOUT=$(( (t - 10) / 4 )) \
-    timeout -k 5 "$t" "$src/tests/gpu/run_nccl_check.sh" "$bundle" 2>&1 | tee "$out/nccl.txt"; r=${PIPESTATUS[0]}
+    timeout -k 5 "$t" bash "$src/tests/gpu/run_nccl_check.sh" "$bundle" 2>&1 | tee "$out/nccl.txt"; r=${PIPESTATUS[0]}
   [ $r = 0 ] && summary ok nccl "$(grep -c '^# OK' "$out/nccl.txt") levels at >= 0.97x the reference" ||
     { summary FAIL nccl "exit $r: $(grep -m1 -E '^# FAILED|failed|"message"' "$out/nccl.txt" | cut -c1-200)"; rc=1; }
 fi
