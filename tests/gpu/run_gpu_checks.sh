@@ -26,7 +26,7 @@ bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 command -v nvidia-smi >/dev/null || { echo "FAIL: no nvidia-smi on this machine"; exit 1; }
 [ -x "$bundle/bin/gpu-check" ] || { echo "FAIL: no $bundle/bin/gpu-check (run tests/gpu/bundle.sh)"; exit 1; }
 nvml=${NVML:-libnvidia-ml.so.1}
-gpu_check() { LD_LIBRARY_PATH=$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$bundle/bin/gpu-check" "$@"; }
+gpu_check() { LD_LIBRARY_PATH=$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} HWLOC_PLUGINS_PATH=$bundle/lib "$bundle/bin/gpu-check" "$@"; }
 nvidia-smi -L >"$out/smi-L.txt" 2>&1
 n=$(grep -c '^GPU ' "$out/smi-L.txt")
 nvidia-smi --query-gpu=index,pci.bus_id,temperature.gpu,persistence_mode,compute_mode,pcie.link.width.current,ecc.errors.uncorrected.volatile.total,ecc.errors.uncorrected.aggregate.total \
