@@ -24,6 +24,11 @@ const std::vector<BwProfile>& BwProfiles() {
   return kProfiles;
 }
 
+std::vector<std::string> CudaRuntimeNames(const std::string& configured) {
+  if (configured == Config().cuda_runtime) return {configured, "libcudart.so.12"};
+  return {configured};
+}
+
 const BwProfile* FindBwProfile(const std::string& name, const std::string& gpu_name) {
   for (const auto& p : BwProfiles())
     if (name == "auto" ? gpu_name.find(p.match) != std::string::npos : name == p.name) return &p;
@@ -172,17 +177,21 @@ std::vector<CheckResult> CheckBandwidth(const CheckEnv& env) {
   using checks_internal::Skip;
   CheckResult r = checks_internal::Make("gpu.bandwidth", "node");
   auto skip = [&](const std::string& why) { return std::vector<CheckResult>{Skip(r, why)}; };
-  ProbeStep("gpu.bandwidth", "", "dlopen " + c.cuda_runtime);
-  void* h = ::dlopen(c.cuda_runtime.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (h == nullptr) {
+  void* h = nullptr;
+  std::string tried, lib;
+  for (const std::string& name : CudaRuntimeNames(c.cuda_runtime)) {
+    ProbeStep("gpu.bandwidth", "", "dlopen " + name);
+    h = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (h != nullptr) { lib = name; break; }
     const char* e = ::dlerror();
-    return skip("no CUDA runtime (" + std::string(e ? e : c.cuda_runtime) + ")");
+    tried += (tried.empty() ? "" : "; ") + std::string(e ? e : name);
   }
+  if (h == nullptr) return skip("no CUDA runtime (" + tried + ")");
   Cudart cu;
   std::string miss;
   Sym(h, "cudaGetDeviceCount", cu.GetDeviceCount, miss);
   Sym(h, "cudaGetErrorString", cu.GetErrorString, miss);
-  if (!miss.empty()) return skip(c.cuda_runtime + " lacks " + miss);
+  if (!miss.empty()) return skip(lib + " lacks " + miss);
   int n = 0;
   ProbeStep("gpu.bandwidth", "", "cudaGetDeviceCount");
   int e = cu.GetDeviceCount(&n);
@@ -199,7 +208,7 @@ std::vector<CheckResult> CheckBandwidth(const CheckEnv& env) {
   Sym(h, "cudaDeviceSynchronize", cu.DeviceSynchronize, miss);
   if (!miss.empty()) {
     r.verdict = Verdict::kFail;
-    r.message = c.cuda_runtime + " lacks " + miss + " on a node with " + std::to_string(n) + " CUDA devices";
+    r.message = lib + " lacks " + miss + " on a node with " + std::to_string(n) + " CUDA devices";
     return {r};
   }
   std::string name = GpuName(c);

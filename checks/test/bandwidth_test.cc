@@ -33,6 +33,18 @@ TEST(Bandwidth, SkippedWithTheReasonOnCpuNodes) {
   EXPECT_TRUE(RunTier(cfg, Level::kQuick).empty()) << "full level only";
 }
 
+TEST(Bandwidth, DefaultRuntimeIsCuda13ThenCuda12) {
+  EXPECT_EQ(Config().cuda_runtime, "libcudart.so.13");
+  EXPECT_EQ(CudaRuntimeNames(Config().cuda_runtime), (std::vector<std::string>{"libcudart.so.13", "libcudart.so.12"}));
+  EXPECT_EQ(CudaRuntimeNames("/opt/cuda/libcudart.so.12"), (std::vector<std::string>{"/opt/cuda/libcudart.so.12"}));
+  // Neither soname loadable: the skip names both attempts.
+  Config cfg;
+  cfg.cuda_runtime = "/nonexistent/a/libcudart.so.13";
+  auto rs = RunTier(cfg);
+  ASSERT_EQ(rs.size(), 1u);
+  EXPECT_NE(rs[0].message.find("/nonexistent/a/libcudart.so.13"), std::string::npos) << rs[0].message;
+}
+
 TEST(Bandwidth, ProfilesByNameAndFromTheGpuName) {
   EXPECT_STREQ(FindBwProfile("auto", "NVIDIA H100 80GB HBM3")->name, "H100");
   EXPECT_STREQ(FindBwProfile("auto", "NVIDIA H200")->name, "H200");

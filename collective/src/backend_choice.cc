@@ -54,7 +54,7 @@ Expected<std::unique_ptr<Backend>> MakeBackend(const std::string& backend, Boots
     return MakeHostBackend(boot, ho);
   }
   if (backend == "nccl") {
-    auto b = MakeNcclBackend(boot, NcclOptions{});
+    auto b = MakeNcclBackend(boot, NcclOptionsFor(cfg));
     if (!b) return Status::Failed("GPU check asked for, but the NCCL backend cannot run on " + boot.Node() + ": " +
                                   b.status().message());
     return b;

@@ -27,7 +27,7 @@ CheckRun RunIntraNode(const Config& cfg, const std::string& node, Level level, c
   run.result.backend = backend == "nccl" ? "nccl" : "host-tcp";
   GpuInventory inv;
   if (backend == "nccl") {
-    auto p = ProbeGpus(NcclOptions{});
+    auto p = ProbeGpus(NcclOptionsFor(cfg));
     if (!p) {
       run.error = "GPU check asked for, but the NCCL backend cannot run on " + node + ": " + p.status().message();
       run.judgement.message = run.error;

@@ -215,6 +215,13 @@ class NcclBackend : public Backend {
 
 }  // namespace
 
+NcclOptions NcclOptionsFor(const Config& cfg) {
+  NcclOptions o;
+  o.cudart = cfg.cuda_runtime;
+  o.nccl = cfg.nccl.library;
+  return o;
+}
+
 Expected<GpuInventory> ProbeGpus(const NcclOptions& opt) {
   Loaded& l = Load(opt, false);
   if (!l.cuda_ok) return l.cuda_status;

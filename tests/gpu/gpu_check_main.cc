@@ -2,24 +2,28 @@
 // harness, CheckGpus and CheckXid, NVML dlopen'ed) once on this machine and
 // prints one tab-separated line per result:
 //   check  device  value  threshold  verdict  message  seconds
-// followed by "total SECONDS". Built without Boost or Slurm by
-// tests/gpu/run_gpu_checks.sh, which compares the figures with nvidia-smi.
+// followed by "total SECONDS". Built by CMake (target gpu-check) and carried
+// to the GPU machine in the bundle (tests/gpu/bundle.sh);
+// tests/gpu/run_gpu_checks.sh compares the figures with nvidia-smi.
 //
-//   gpu-check LIBRARY EXPECTED_GPUS STATE_DIR [TIMEOUT_MS [bandwidth]]
-// With "bandwidth": the full level's bandwidth tier (gpu.bandwidth: CUDA
-// runtime dlopen'ed, H2D/D2H per GPU, P2P per pair) instead.
+//   gpu-check LIBRARY EXPECTED_GPUS STATE_DIR [TIMEOUT_MS [MODE [ARG]]]
+// MODE "bandwidth": the full level's bandwidth tier (gpu.bandwidth: the CUDA
+// runtime ARG, or the cuda_runtime default, dlopen'ed; H2D/D2H per GPU, P2P
+// per pair) instead. MODE "dcgm": gpu.dcgm (dcgmi diag -r 1, the
+// dcgmi ARG or dcgmi on PATH), bounded by TIMEOUT_MS.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "preflight/bandwidth.h"
 #include "preflight/checks.h"
+#include "preflight/dcgm.h"
 #include "preflight/health_checks.h"
 
 int main(int argc, char** argv) {
   using namespace preflight;
   if (argc < 4) {
-    std::fprintf(stderr, "usage: gpu-check LIBRARY EXPECTED_GPUS STATE_DIR [TIMEOUT_MS]\n");
+    std::fprintf(stderr, "usage: gpu-check LIBRARY EXPECTED_GPUS STATE_DIR [TIMEOUT_MS [bandwidth|dcgm [ARG]]]\n");
     return 2;
   }
   Config cfg;
@@ -27,13 +31,24 @@ int main(int argc, char** argv) {
   cfg.gpu_count = std::strtoull(argv[2], nullptr, 10);
   cfg.state_dir = argv[3];
   cfg.probe_timeout_ms = argc > 4 ? static_cast<uint32_t>(std::atoi(argv[4])) : 10000;
+  std::string mode = argc > 5 ? argv[5] : "";
+  if (!mode.empty() && mode != "bandwidth" && mode != "dcgm") {
+    std::fprintf(stderr, "gpu-check: unknown mode '%s' (bandwidth, dcgm)\n", mode.c_str());
+    return 2;
+  }
+  if (argc > 6 && mode == "bandwidth") cfg.cuda_runtime = argv[6];
+  if (argc > 6 && mode == "dcgm") cfg.dcgmi = argv[6];
+  if (mode == "dcgm") {  // the health check's sweep at diag level 1, bounded by TIMEOUT_MS
+    cfg.dcgm_health_level = 1;
+    cfg.dcgm_timeout_ms = cfg.probe_timeout_ms;
+  }
   JobContext job;
   job.node = "gpu-check";
   FsRoot fs("/");
-  bool bandwidth = argc > 5 && std::string(argv[5]) == "bandwidth";
-  CheckEnv env{cfg, fs, job, Phase::kHealth, bandwidth ? Level::kFull : Level::kQuick};
+  CheckEnv env{cfg, fs, job, Phase::kHealth, mode.empty() ? Level::kQuick : Level::kFull};
   std::vector<CheckDescriptor> ds = {{"gpu", "", Level::kQuick, CheckGpus}, {"gpu.xid", "", Level::kQuick, CheckXid}};
-  if (bandwidth) ds = {{"gpu.bandwidth", "", Level::kFull, CheckBandwidth}};
+  if (mode == "bandwidth") ds = {{"gpu.bandwidth", "", Level::kFull, CheckBandwidth}};
+  if (mode == "dcgm") ds = {{"gpu.dcgm", "", Level::kFull, CheckDcgm}};
   double t0 = MonotonicSeconds();
   auto rs = RunChecks(env, ds);
   double dt = MonotonicSeconds() - t0;

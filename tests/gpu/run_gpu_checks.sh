@@ -1,11 +1,14 @@
 #!/bin/bash
-# The real NVML path on a GPU machine, in one short call: builds preflight's
-# GPU checks (core sources + tests/gpu/gpu_check_main.cc, no Boost or Slurm
-# needed) and the fake NVML, runs the checks against the real
-# libnvidia-ml.so.1, and checks every figure against nvidia-smi. Also proves
-# on this machine that a hung NVML call fails its check within the budget.
+# The real NVML path on a GPU machine, in one short call, from the GPU
+# bundle (tests/gpu/bundle.sh: gpu-check and the fake NVML, built by CMake;
+# nothing is compiled here): runs preflight's GPU checks against the real
+# libnvidia-ml.so.1, and checks every figure against nvidia-smi; then the
+# bandwidth tier and, where dcgmi is installed, gpu.dcgm. Also proves on
+# this machine that a hung NVML call fails its check within the budget.
 #
-#   tests/gpu/run_gpu_checks.sh            (from the repository root; writes to $OUT or a temp dir)
+#   tests/gpu/run_gpu_checks.sh [BUNDLE]     (default: gpu-bundle; writes to $OUT or a temp dir)
+#   env: NVML (library for gpu-check; default libnvidia-ml.so.1), CUDART
+#   (CUDA runtime for the bandwidth tier; default: the cuda_runtime default)
 #
 # Exit 0: NVML loaded through dlopen, our declared ABI agrees with the
 # driver (bus ids, temperatures, modes, link widths and ECC counts match
@@ -13,6 +16,7 @@
 # (a throttled or hot GPU) are printed, not failures of this script.
 set -uo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
+bundle=$(realpath -m "${1:-$src/gpu-bundle}")
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
 fails=0
@@ -20,23 +24,9 @@ ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 command -v nvidia-smi >/dev/null || { echo "FAIL: no nvidia-smi on this machine"; exit 1; }
-cxx=${CXX:-g++}
-cc=${CC:-gcc}
-# The check harness and its checks (checks/) over topo/ and core/, built
-# without CMake: a bare GPU machine may have only a compiler. The check
-# registry includes the GPU-NIC placement check, which needs hwloc
-# (libhwloc-dev; on a bare GPU machine carry its .deb and dpkg -x it).
-hwloc=$(pkg-config --cflags --libs hwloc 2>/dev/null || echo -lhwloc)
-inc=(-I"$src/core/include" -I"$src/topo/include" -I"$src/checks/include")
-srcs=("$src"/core/src/{clock,status,fsroot,fileutil,report,json,config,options,job,process,severity,stage_spec,state_paths,topo_expect}.cc
-      "$src"/topo/src/{topo,topo_load,topo_cache,topo_show,placement,rails}.cc "$src"/checks/src/*.cc)
-$cxx -std=c++17 ${GPU_CHECK_OPT:--O2} -Wall "${inc[@]}" "${srcs[@]}" \
-  "$src/tests/gpu/gpu_check_main.cc" $hwloc -ldl -o "$out/gpu-check" >"$out/build.log" 2>&1 || { cat "$out/build.log"; echo "FAIL: build"; exit 1; }
-mkdir -p "$out/fake"
-$cc -shared -fPIC -O2 -I"$src/checks/include" "$src/tests/fakes/fake_nvml.c" -o "$out/fake/libnvidia-ml.so.1" >>"$out/build.log" 2>&1 ||
-  { cat "$out/build.log"; echo "FAIL: build fake"; exit 1; }
-ok "built gpu-check and the fake NVML"
-
+[ -x "$bundle/bin/gpu-check" ] || { echo "FAIL: no $bundle/bin/gpu-check (run tests/gpu/bundle.sh)"; exit 1; }
+nvml=${NVML:-libnvidia-ml.so.1}
+gpu_check() { LD_LIBRARY_PATH=$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} HWLOC_PLUGINS_PATH=$bundle/lib "$bundle/bin/gpu-check" "$@"; }
 nvidia-smi -L >"$out/smi-L.txt" 2>&1
 n=$(grep -c '^GPU ' "$out/smi-L.txt")
 nvidia-smi --query-gpu=index,pci.bus_id,temperature.gpu,persistence_mode,compute_mode,pcie.link.width.current,ecc.errors.uncorrected.volatile.total,ecc.errors.uncorrected.aggregate.total \
@@ -45,13 +35,13 @@ nvidia-smi -q >"$out/smi-q.txt" 2>&1 || true
 echo "nvidia-smi sees $n GPU(s)"; cat "$out/smi.csv"
 
 # Twice: the first run records the kernel log baseline; the second is the steady-state cost.
-"$out/gpu-check" libnvidia-ml.so.1 "$n" "$out/state" 10000 >"$out/first.tsv" 2>&1
-"$out/gpu-check" libnvidia-ml.so.1 "$n" "$out/state" 10000 >"$out/results.tsv" 2>&1
+gpu_check "$nvml" "$n" "$out/state" 10000 >"$out/first.tsv" 2>&1
+gpu_check "$nvml" "$n" "$out/state" 10000 >"$out/results.tsv" 2>&1
 cat "$out/results.tsv"
 r=$out/results.tsv
 field() { awk -F'\t' -v c="$1" -v d="$2" -v f="$3" '$1 == c && index($2, d) == 1 {print $f; exit}' "$r"; }
 
-grep -q $'^gpu.nvml\t' "$r" && bad "NVML not usable: $(grep $'^gpu.nvml\t' "$r" | cut -f6)" || ok "libnvidia-ml.so.1 loaded and initialised through dlopen"
+grep -q $'^gpu.nvml\t' "$r" && bad "NVML not usable: $(grep $'^gpu.nvml\t' "$r" | cut -f6)" || ok "$nvml loaded and initialised through dlopen"
 grep -qE 'probe hung|probe crashed|probe ended' "$r" && bad "a probe hung or crashed on real hardware" || ok "no probe hung or crashed"
 [ "$(field gpu.count node 3)" = "$n" ] && ok "gpu.count = $n as nvidia-smi" || bad "gpu.count $(field gpu.count node 3) != nvidia-smi's $n"
 
@@ -83,12 +73,13 @@ total=$(awk -F'\t' '$1 == "total" {print $2}' "$r")
 echo "GPU + Xid checks on $n real GPU(s): $total s (target for the whole quick level: < 0.3 s on 8 GPUs)"
 
 # The bandwidth tier (gpu.bandwidth, full level): H2D/D2H per GPU, P2P per
-# pair, against the GPU's profile. Needs libcudart.so.12 on the machine; a
-# machine without it (this script's CPU selftest) shows the skip, not a failure.
-"$out/gpu-check" libnvidia-ml.so.1 "$n" "$out/state" 120000 bandwidth >"$out/bandwidth.tsv" 2>&1
+# pair, against the GPU's profile. Needs the CUDA runtime ($CUDART, else
+# libcudart.so.13 or .12 on the loader path); a machine without it (this
+# script's CPU selftest) shows the skip, not a failure.
+gpu_check "$nvml" "$n" "$out/state" 90000 bandwidth ${CUDART:+"$CUDART"} >"$out/bandwidth.tsv" 2>&1
 cat "$out/bandwidth.tsv"
-if grep -q $'^gpu.bandwidth\tnode\t.*\tskipped\tskipped: no CUDA runtime' "$out/bandwidth.tsv"; then
-  echo "bandwidth tier: skipped here (no CUDA runtime): $(grep $'^gpu.bandwidth' "$out/bandwidth.tsv" | cut -f6)"
+if grep -qE $'^gpu.bandwidth\tnode\t.*\tskipped\tskipped: no CUDA (runtime|device)' "$out/bandwidth.tsv"; then
+  echo "bandwidth tier: skipped here: $(grep $'^gpu.bandwidth' "$out/bandwidth.tsv" | cut -f6)"
 else
   nb=$(grep -cE $'^gpu.bandwidth\tGPU[0-9]+ (h2d|d2h)\t' "$out/bandwidth.tsv" || true)
   [ "$nb" = $((2 * n)) ] && ok "bandwidth tier measured H2D and D2H on all $n GPU(s)" || bad "bandwidth tier: $nb H2D/D2H results for $n GPU(s)"
@@ -98,9 +89,20 @@ else
 fi
 
 # A hung NVML call fails its check within the budget, on this machine too.
-PREFLIGHT_FAKE_NVML="gpus 2;hang nvmlDeviceGetTemperature 1" "$out/gpu-check" "$out/fake/libnvidia-ml.so.1" 2 "$out/fake-state" 500 >"$out/hang.tsv" 2>&1
+PREFLIGHT_FAKE_NVML="gpus 2;hang nvmlDeviceGetTemperature 1" gpu_check "$bundle/lib/fake/libnvidia-ml.so.1" 2 "$out/fake-state" 500 >"$out/hang.tsv" 2>&1
 grep -q $'^gpu.temperature\tGPU1 0000:2a:00.0\tno answer\t< 500 ms\tfail\tprobe hung in nvmlDeviceGetTemperature' "$out/hang.tsv" &&
   ok "fake NVML hang fails gpu.temperature GPU1 after 500 ms ($(awk -F'\t' '$1 == "total" {print $2}' "$out/hang.tsv") s)" || { cat "$out/hang.tsv"; bad "hang not reported"; }
+
+# DCGM's diagnostic (gpu.dcgm, dcgmi diag -r 1) where the image has DCGM;
+# its findings are information, a hang or crash of the probe a failure.
+if command -v dcgmi >/dev/null; then
+  gpu_check "$nvml" "$n" "$out/state" 100000 dcgm "$(command -v dcgmi)" >"$out/dcgm.tsv" 2>&1
+  cat "$out/dcgm.tsv"
+  grep -q $'^gpu.dcgm\t' "$out/dcgm.tsv" && ok "gpu.dcgm ran: $(awk -F'\t' '$1 == "gpu.dcgm" {print $5 ": " $6; exit}' "$out/dcgm.tsv")" || bad "gpu.dcgm gave no result"
+  grep -qE 'probe hung|probe crashed' "$out/dcgm.tsv" && bad "gpu.dcgm probe hung or crashed"
+else
+  echo "gpu.dcgm: skipped here (no dcgmi on this machine)" | tee "$out/dcgm.tsv"
+fi
 
 echo "outputs in $out"
 [ $fails = 0 ] && echo "GPU CHECKS: OK" || echo "GPU CHECKS: FAILED ($fails)"

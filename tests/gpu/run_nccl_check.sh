@@ -1,44 +1,48 @@
 #!/bin/bash
 # On a GPU machine: preflight-nccl's NCCL backend against a plain NCCL
 # all-reduce loop (tests/gpu/nccl_ref_allreduce.cc, not nccl-tests), at the
-# same sizes, iterations and GPU count; prints both and their ratio.
+# same sizes, iterations and GPU count; prints both and their ratio. Both
+# come from the GPU bundle (tests/gpu/bundle.sh); nothing is compiled here.
 #
-#   tests/gpu/run_nccl_check.sh [BUILD_DIR]      (default: build)
+#   tests/gpu/run_nccl_check.sh [BUNDLE]      (default: gpu-bundle)
 #   env: NGPUS (default: all GPUs nvidia-smi lists), LEVELS (default
-#   "quick full"), MAX_BYTES (cap on sizes, default 8G), CUDA_ROOT.
+#   "quick full"), MAX_BYTES (cap on sizes, default 8G), STEP_TIMEOUT (bound
+#   on each run, default 120 s), PF_CONFIG (site config for preflight-nccl,
+#   e.g. with cuda_runtime and nccl_library; default /dev/null), REF_CUDART
+#   and REF_NCCL (the libraries the reference loads; default the sonames).
 #
 # Pass criteria (issue 5): at the largest size preflight's busbw (algbw with
 # one GPU, where busbw is 0 by definition) is >= 0.97x the reference's, and
 # the quick verdict takes under 10 s. Exit 0 when both hold.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-build=$(realpath "${1:-$here/../../build}")
-cuda=${CUDA_ROOT:-/usr/local/cuda}
-export LD_LIBRARY_PATH=$cuda/lib64:$cuda/lib:${LD_LIBRARY_PATH:-}
+bundle=$(realpath -m "${1:-$here/../../gpu-bundle}")
 ngpus=${NGPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)}
 [ "${ngpus:-0}" -ge 1 ] || { echo "run_nccl_check: no GPU found (nvidia-smi -L)"; exit 77; }
-nccl=$build/collective/preflight-nccl
-[ -x "$nccl" ] || { echo "run_nccl_check: $nccl not built"; exit 2; }
+nccl=$bundle/bin/preflight-nccl
+ref=$bundle/bin/nccl-ref-allreduce
+[ -x "$nccl" ] && [ -x "$ref" ] || { echo "run_nccl_check: $nccl or $ref missing (run tests/gpu/bundle.sh)"; exit 2; }
+export LD_LIBRARY_PATH=$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+limit=${STEP_TIMEOUT:-120}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-ref=$work/nccl_ref_allreduce
-g++ -std=c++17 -O2 -I"$cuda/include" "$here/nccl_ref_allreduce.cc" -L"$cuda/lib64" -lnccl -lcudart -o "$ref"
 
 nvidia-smi -L | head -n "$ngpus"
-echo "NCCL: $(ls "$cuda"/lib64/libnccl.so.* 2>/dev/null | head -1)"
+echo "NCCL: ${REF_NCCL:-libnccl.so.2 (loader path)}; config: ${PF_CONFIG:-/dev/null}"
 status=0
 for level in ${LEVELS:-quick full}; do
   case $level in quick) warmup=2; iters=5 ;; full) warmup=5; iters=20 ;; *) echo "bad level $level"; exit 2 ;; esac
   t0=$(date +%s.%N)
   rc=0
-  CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((ngpus - 1))) "$nccl" --config /dev/null --intra-node --backend nccl \
+  CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((ngpus - 1))) timeout -k 5 "$limit" "$nccl" --config "${PF_CONFIG:-/dev/null}" --intra-node --backend nccl \
     --ranks "$ngpus" --level "$level" --max-bytes "${MAX_BYTES:-8G}" --json >"$work/pf.json" || rc=$?
   t1=$(date +%s.%N)
   secs=$(python3 -c "print($t1 - $t0)")
-  sizes=$(python3 -c 'import json,sys; print(" ".join(str(s["bytes"]) for s in json.load(open(sys.argv[1]))["sizes"]))' "$work/pf.json")
-  [ -n "$sizes" ] || { echo "preflight-nccl produced no sizes (exit $rc):"; cat "$work/pf.json"; exit 1; }
+  sizes=$(python3 -c 'import json,sys; print(" ".join(str(s["bytes"]) for s in json.load(open(sys.argv[1]))["sizes"]))' "$work/pf.json" 2>/dev/null || true)
+  [ -n "$sizes" ] || { echo "preflight-nccl produced no sizes (exit $rc$([ $rc = 124 ] && echo ": ran past ${limit} s")):"; cat "$work/pf.json"; status=1; continue; }
   # shellcheck disable=SC2086
-  "$ref" "$ngpus" "$warmup" "$iters" $sizes >"$work/ref.txt"
+  timeout -k 5 "$limit" "$ref" "$ngpus" "$warmup" "$iters" $sizes >"$work/ref.txt" ||
+    { echo "reference all-reduce failed or ran past ${limit} s (exit $?)"; status=1; continue; }
   python3 - "$work/pf.json" "$work/ref.txt" "$level" "$ngpus" "$secs" "$rc" <<'PY' || status=1
 import json, sys
 pf = json.load(open(sys.argv[1]))

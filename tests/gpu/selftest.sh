@@ -1,13 +1,16 @@
 #!/bin/bash
-# Checks run_gpu_checks.sh itself on a machine without a GPU: the fake NVML
-# stands in as libnvidia-ml.so.1 and a stub nvidia-smi reports the same two
-# GPUs; the script must pass, and must fail when nvidia-smi disagrees.
+# Checks run_gpu_checks.sh itself on a machine without a GPU, from the GPU
+# bundle (tests/gpu/bundle.sh): the bundle's fake NVML stands in as the
+# NVML library and a stub nvidia-smi reports the same two GPUs; the script
+# must pass, and must fail when nvidia-smi disagrees.
+#
+#   tests/gpu/selftest.sh BUNDLE
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
+bundle=$(realpath "${1:?usage: selftest.sh BUNDLE}")
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
-mkdir -p "$d/bin" "$d/lib"
-${CC:-gcc} -shared -fPIC -I"$src/checks/include" "$src/tests/fakes/fake_nvml.c" -o "$d/lib/libnvidia-ml.so.1"
+mkdir -p "$d/bin"
 stub() {
   cat >"$d/bin/nvidia-smi" <<STUB
 #!/bin/bash
@@ -19,11 +22,12 @@ esac
 STUB
   chmod +x "$d/bin/nvidia-smi"
 }
-run() { GPU_CHECK_OPT=-O0 PATH=$d/bin:$PATH LD_LIBRARY_PATH=$d/lib PREFLIGHT_FAKE_NVML="gpus 2;ecc_unsupported 1" OUT=$d/out$1 \
-  bash "$src/tests/gpu/run_gpu_checks.sh" >"$d/log$1" 2>&1; }
+run() { PATH=$d/bin:$PATH NVML=$bundle/lib/fake/libnvidia-ml.so.1 CUDART=$d/no-such-libcudart.so.13 \
+  PREFLIGHT_FAKE_NVML="gpus 2;ecc_unsupported 1" OUT=$d/out$1 bash "$src/tests/gpu/run_gpu_checks.sh" "$bundle" >"$d/log$1" 2>&1; }
 stub "00000000:2A:00.0"
 run 1 || { cat "$d/log1"; echo "selftest: script failed on agreeing figures"; exit 1; }
 grep -q '^GPU CHECKS: OK$' "$d/log1"
+grep -q '^bandwidth tier: skipped here: skipped: no CUDA runtime' "$d/log1" || { cat "$d/log1"; echo "selftest: no bandwidth skip line"; exit 1; }
 stub "00000000:2B:00.0"
 if run 2; then cat "$d/log2"; echo "selftest: script passed although bus ids disagree"; exit 1; fi
 grep -q '^FAIL: GPU1 0000:2b:00.0: no gpu.present pass' "$d/log2"

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "preflight/collective_bootstrap.h"
+#include "preflight/config.h"
 #include "preflight/status.h"
 
 namespace preflight::collective {
@@ -59,7 +60,9 @@ struct HostOptions {
 Expected<std::unique_ptr<Backend>> MakeHostBackend(Bootstrap& boot, const HostOptions& opt);
 
 struct NcclOptions {
-  std::string cudart = "libcudart.so";   // dlopen names; tried with fallbacks
+  // dlopen names: cudart tried first, then CUDA 13's, 12's and 11's sonames;
+  // nccl, then libnccl.so. From the config: NcclOptionsFor.
+  std::string cudart = "libcudart.so.13";
   std::string nccl = "libnccl.so.2";
   int device = -1;  // -1: the bootstrap's local rank
 };
@@ -68,6 +71,8 @@ struct NcclOptions {
 // named when there is no usable GPU: callers turn that into a failure when a
 // GPU check was asked for, never a pass.
 Expected<std::unique_ptr<Backend>> MakeNcclBackend(Bootstrap& boot, const NcclOptions& opt);
+// The config's cuda_runtime and nccl_library keys.
+NcclOptions NcclOptionsFor(const Config& cfg);
 
 // What the NCCL backend can see on this node without initialising NCCL:
 // device count and name (for the node profile). Unavailable when CUDA can't load.

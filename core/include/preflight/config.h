@@ -84,6 +84,9 @@ struct NcclConfig {
   // Test seam: a file holding a send-rate cap (e.g. "5M") for the host
   // backend's ranks on this node; absent file, no cap.
   std::string host_rate_file;
+  // NCCL for the nccl backend (soname or path; nccl_library), e.g. the
+  // libnccl.so.2 of a Python wheel (nvidia-nccl-cu13) off the loader's path.
+  std::string library = "libnccl.so.2";
 };
 
 // What a node check does with an Xid (xid_actions; the catalogue is xid.h).
@@ -208,7 +211,10 @@ struct Config {
   // gpu.bandwidth (bandwidth.h), full level: CUDA runtime to dlopen, the
   // profile (auto: from the GPU name), the fraction of its per-direction
   // peak each copy must reach, and the bytes per copy.
-  std::string cuda_runtime = "libcudart.so.12";
+  // Default: CUDA 13's soname, then CUDA 12's (CudaRuntimeNames, bandwidth.h);
+  // a value set in the config is the only one tried. The NCCL backend loads
+  // the same runtime.
+  std::string cuda_runtime = "libcudart.so.13";
   std::string bw_profile = "auto";
   double bw_min_fraction = 0.6;
   uint64_t bw_bytes = 256ull << 20;
