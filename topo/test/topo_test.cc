@@ -662,7 +662,7 @@ TEST(TopoCache, FirstUseWritesThenHits) {
   ASSERT_TRUE(c.ok());
   EXPECT_FALSE(hit);
   // A corrupt cache is rebuilt, not trusted.
-  ASSERT_TRUE(WriteFileAtomic(d + "/state/nodes/n1.topo", "preflight-topo-cache 2\nkey\tx\ty\n").ok());
+  ASSERT_TRUE(WriteFileAtomic(d + "/state/nodes/n1.topo", "preflight-topo-cache 3\nkey\tx\ty\n").ok());
   auto e = LoadTopologyCached(cfg, "n1", TopoLoadOptions(), &hit);
   ASSERT_TRUE(e.ok());
   EXPECT_FALSE(hit);
