@@ -6,6 +6,7 @@
 // Every subcommand is one row of kCommands below (its usage line is the
 // help text); each is a thin shell over core/.
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -97,6 +98,7 @@ struct TopoCli {
   bool gpus_given = false;  // --gpus '' is refused, not "all"
   bool json = false;
   bool compare = false;
+  int nodes = 0;  // --nodes: the job's node count (Slingshot's NCCL_NET); 0 from SLURM_JOB_NUM_NODES
 } g_topo;
 
 // preflight topo --compare FILE...: rail records (prolog's
@@ -196,9 +198,25 @@ int TopoCmd(const std::vector<std::string>& args, const CommonCli& cli) {
     }
     gpus = *ids;
   }
-  EnvPlan plan = ComputeEnv(*topo, pairing, gpus, PolicyFromConfig(*cfg));
+  EnvPolicy policy = PolicyFromConfig(*cfg);
+  std::vector<std::string> warnings;
+  // Inside a job, what Slurm gave this node: a node Slurm says has GPUs but
+  // whose topology shows none is worth a loud line (exit status unchanged).
+  // Not for a foreign --xml (another node's file, nothing read from here).
+  if (g_topo.xml.empty() || !g_topo.fsroot.empty()) {
+    auto getenv_s = [](const char* n) { const char* v = std::getenv(n); return std::string(v != nullptr ? v : ""); };
+    std::string w = GpuGresWarning(*topo, getenv_s("SLURM_JOB_GPUS"), getenv_s("SLURM_STEP_GPUS"));
+    if (!w.empty()) {
+      warnings.push_back(w);
+      std::fprintf(stderr, "preflight: topo: warning: %s\n", w.c_str());
+    }
+    long nodes = std::strtol(getenv_s("SLURM_JOB_NUM_NODES").c_str(), nullptr, 10);
+    if (nodes > 0 && nodes < 1000000) policy.job_nodes = static_cast<int>(nodes);
+  }
+  if (g_topo.nodes > 0) policy.job_nodes = g_topo.nodes;
+  EnvPlan plan = ComputeEnv(*topo, pairing, gpus, policy);
   if (g_topo.json) {
-    std::fputs(TopologyJson(*topo, pairing, &plan).c_str(), stdout);
+    std::fputs(TopologyJson(*topo, pairing, &plan, warnings).c_str(), stdout);
     return 0;
   }
   std::printf("Topology: %s\n", topo->source.c_str());
@@ -395,7 +413,7 @@ struct Command {
 const Command kCommands[] = {
     {"config", "config check|show|keys [NODE]   validate, print or list the site config", ConfigCmd},
     {"options", "options                         the job options the SPANK plugin adds", OptionsCmd},
-    {"topo", "topo [--xml F [--fsroot D]] [--gpus L] [--json]  GPU-NIC table and a task's env;\n"
+    {"topo", "topo [--xml F [--fsroot D]] [--gpus L] [--nodes N] [--json]  GPU-NIC table and a task's env;\n"
              "  topo --compare FILE...          compare nodes' rails records, name the odd node", TopoCmd},
     {"fleet", "fleet [HOSTLIST|FILE]...          nodes' driver/VBIOS/InfoROM/HCA firmware/kernel records; name the odd node", FleetCmd},
     {"cache", "cache ls|gc|rm KEY|SRC [node=N]  list, trim or remove --stage cached datasets", CacheCmd},
@@ -417,6 +435,8 @@ int Main(int argc, char** argv) {
        "read port/netdev state and GPU minors under DIR (with --xml: default none, the XML alone)")
       ("gpus", po::value<std::string>(&g_topo.gpus)->value_name("LIST"), "GPU indexes a job holds on the node, e.g. 0,1 (default all)")
       ("json", po::bool_switch(&g_topo.json), "print JSON instead of the table")
+      ("nodes", po::value<int>(&g_topo.nodes)->value_name("N"),
+       "nodes in the job (default SLURM_JOB_NUM_NODES, else unknown): Slingshot's NCCL_NET is set only for N > 1")
       ("compare", po::bool_switch(&g_topo.compare), "compare the rails records FILE... of several nodes; name the odd one");
   visible.add(topo_opts);
   po::options_description state_opts("state gc options");
@@ -429,6 +449,10 @@ int Main(int argc, char** argv) {
     return 2;
   }
   g_topo.gpus_given = vm.count("gpus") > 0;
+  if (g_topo.nodes < 0 || g_topo.nodes > 1000000) {
+    Log(LogLevel::kError, "admin", "--nodes " + std::to_string(g_topo.nodes), "out of range 1..1000000");
+    return 2;
+  }
   if (cli.help) { std::cout << visible << "\n"; return 0; }
   if (cli.version || (!words.empty() && words[0] == "version")) {
     std::cout << "preflight " << VersionString() << "\n";

@@ -137,6 +137,12 @@ int Main(int argc, char** argv, Phase phase) {
     auto t = LoadTopologyCached(*cfg, node, lo);
     if (!t && t.status().code() != Status::Code::kUnavailable)
       Log(LogLevel::kError, prog, "topology cache", t.status().message());
+    // Slurm gave the job GPUs here but the topology shows none (hwloc missed
+    // them): logged, never fatal (the GPU checks judge the GPUs themselves).
+    if (t && env.count("SLURM_JOB_GPUS")) {
+      std::string w = GpuGresWarning(*t, env["SLURM_JOB_GPUS"], "");
+      if (!w.empty()) Log(LogLevel::kError, prog, "topology (warning, job " + job->job_id + ")", w);
+    }
     // This node's rail signature, for the allocation-wide comparison (rails.h).
     if (t && ClassifyRails(*t, cfg->topo_rails).ok()) {
       Status w = WriteRailsRecord(*cfg, RailsOf(node, *t));

@@ -14,7 +14,8 @@ run() { "$bin" --config /dev/null topo "$@" 2>&1; }
 norm() { sed "s#$fix/##g"; }
 
 for name in hwloc-dell-xe8640-4xh100-cx7-cx6 hwloc-aws-p4d-24xlarge-8xa100-4xefa hwloc-ibm-ac922-lassen-4xv100-cx5 \
-  hwloc-24em64t-2n6c2t-pci-mlx4-noports hwloc-llnl-corona-8xmi50-cx6 hwloc-llnl-tuolumne-4xmi300a-slingshot; do
+  hwloc-24em64t-2n6c2t-pci-mlx4-noports hwloc-llnl-corona-8xmi50-cx6 hwloc-llnl-tuolumne-4xmi300a-slingshot \
+  hwloc1-llnl-corona-4xmi50-vga-cx6 hwloc-llnl-tuolumne-4xmi300a-cpx-slingshot; do
   got=$(run --xml "$fix/$name.xml" --gpus 0 | norm)
   want=$fix/golden/$name.topo.txt
   if [ -n "${PREFLIGHT_REGENERATE_GOLDEN:-}" ]; then printf '%s\n' "$got" >"$want"; continue; fi
@@ -22,15 +23,30 @@ for name in hwloc-dell-xe8640-4xh100-cx7-cx6 hwloc-aws-p4d-24xlarge-8xa100-4xefa
 done
 
 # JSON is the same document the unit test checks (whole-node env there).
-# The AC922's PCIe tree names no rail (every HCA NODE/SYS to every GPU):
-# without topo_rails nothing is set, with it the NUMA pairing.
+# The AC922's HCAs are NODE/SYS to every GPU and none is closer: they are the
+# compute network, paired by NUMA, with or without topo_rails.
 lassen=$fix/hwloc-ibm-ac922-lassen-4xv100-cx5.xml
 out=$(run --xml "$lassen" --gpus 2,3 --json)
-grep -q '"NCCL_IB_HCA": "no compute rail: mlx5_0,mlx5_1,mlx5_2,mlx5_3 are storage/front-end NICs' <<<"$out" ||
-  fail "json env for GPUs 2,3 without topo_rails: $out"
+grep -q '"NCCL_IB_HCA": "=mlx5_2:1,mlx5_3:1"' <<<"$out" || fail "json env for GPUs 2,3 without topo_rails: $out"
+grep -q '"role_why": "no NIC closer to a GPU (' <<<"$out" || fail "json role without topo_rails: $out"
 out=$(run --set topo_rails=mlx5_0,mlx5_1,mlx5_2,mlx5_3 --xml "$lassen" --gpus 2,3 --json)
 grep -q '"NCCL_IB_HCA": "=mlx5_2:1,mlx5_3:1"' <<<"$out" || fail "json env for GPUs 2,3: $out"
 grep -q '"role_why": "named in topo_rails"' <<<"$out" || fail "json role: $out"
+# The site can still call the lone set storage.
+out=$(run --set topo_rails=mlx5_0 --xml "$lassen" --gpus 3 --json)
+grep -q '"role_why": "not in topo_rails"' <<<"$out" || fail "json storage by topo_rails: $out"
+
+# MI300A CPX: logical GPU 7 (ROCm index) is the second APU's; Slingshot's
+# NCCL_NET only for a job on several nodes (never forced on one node).
+cpx=$fix/hwloc-llnl-tuolumne-4xmi300a-cpx-slingshot.xml
+out=$(run --xml "$cpx" --gpus 6,7 --nodes 2)
+grep -q 'set   NCCL_NET=AWS Libfabric$' <<<"$out" || fail "cpx --nodes 2 lacks NCCL_NET: $out"
+grep -q 'set   NCCL_CROSS_NIC=1$' <<<"$out" || fail "cpx lacks NCCL_CROSS_NIC: $out"
+out=$(run --xml "$cpx" --gpus 6,7 --nodes 1 --json)
+grep -q '"NCCL_NET": "single-node job: NCCL_NET would force the network transport"' <<<"$out" || fail "cpx --nodes 1: $out"
+grep -q '"FI_MR_CACHE_MONITOR": "userfaultfd"' <<<"$out" || fail "cpx FI_MR_CACHE_MONITOR: $out"
+expect_rc() { "$@" >/dev/null 2>&1; echo $?; }
+[ "$(expect_rc "$bin" --config /dev/null topo --xml "$cpx" --nodes -1)" = 2 ] || fail "--nodes -1 not refused"
 
 # Foreign XML: nothing from this machine, not even the site config's fsroot;
 # --fsroot reads port state under that root instead. The fixture root says
@@ -49,6 +65,18 @@ grep -q 'port 1  DOWN' <<<"$out" && grep -q 'not set NCCL_IB_HCA  (no usable RDM
   fail "--fsroot port states not used: $out"
 out=$(run --xml "$dell" --fsroot "$tmp" --json)
 grep -q "\"state_from\": \"sysfs:$tmp\"" <<<"$out" || fail "json state_from: $out"
+
+# Slurm says GPUs, the topology shows none: a warning on stderr and in the
+# JSON, exit 0. The node's own topology (--fsroot), not a foreign --xml.
+nogpu=$fix/hwloc-96em64t-4n4d3ca2co-pci-nogpu.xml
+out=$(SLURM_JOB_GPUS=0,1 "$bin" --config /dev/null topo --xml "$nogpu" --fsroot "$tmp" 2>&1 >/dev/null) ||
+  fail "topo with SLURM_JOB_GPUS and no GPU exited non-zero"
+grep -q '^preflight: topo: warning: Slurm gave this node GPUs (SLURM_JOB_GPUS=0,1) but the topology shows none' <<<"$out" ||
+  fail "no GRES warning on stderr: $out"
+out=$(SLURM_JOB_GPUS=0,1 "$bin" --config /dev/null topo --xml "$nogpu" --fsroot "$tmp" --json 2>/dev/null)
+grep -q '"warnings": \[' <<<"$out" || fail "no warnings array in the JSON: $out"
+out=$(SLURM_JOB_GPUS=0,1 "$bin" --config /dev/null topo --xml "$nogpu" 2>&1)
+grep -q 'warning' <<<"$out" && fail "foreign --xml warned about this node's GRES: $out"
 
 # A real probe of this machine (whatever it has) works and says so.
 out=$(run) || fail "topo (probe) exited non-zero: $out"

@@ -159,8 +159,8 @@ slurm_query = $build/admin/preflight
 slurm_conf = $dir/etc/slurm.conf
 probe_timeout = 10s
 topology_xml = $(realpath "$TOPOLOGY_XML")
-# The AC922's HCAs are NODE/SYS to every GPU (GPUs on NVLink to the CPU), so
-# its PCIe tree does not tell rails from storage NICs: the site names them.
+# The AC922's HCAs are NODE/SYS to every GPU (GPUs on NVLink to the CPU): the
+# PCIe tree makes them rails only for want of a closer NIC; the site names them.
 topo_rails = mlx5_0,mlx5_1,mlx5_2,mlx5_3
 # GPU i sits next to mlx5_i on the AC922 fixture; the prolog checks it stays so.
 topo_expect = 0:mlx5_0,1:mlx5_1,2:mlx5_2,3:mlx5_3

@@ -22,7 +22,7 @@ cat "$OUT"/per-task-*.out
 check "task 0 (GPU 0): the job's two HCAs, its own UCX device" contains "$OUT/per-task-0.out" 'cvd=0 hca==mlx5_0:1,mlx5_1:1 ucx=mlx5_0:1 if==hsi0,hsi1$'
 check "task 1 (GPU 1): the same HCAs, its own UCX device" contains "$OUT/per-task-1.out" 'cvd=1 hca==mlx5_0:1,mlx5_1:1 ucx=mlx5_1:1 if==hsi0,hsi1$'
 check "both tasks' NCCL_* are identical" same_nccl "$OUT"/per-task-0.out "$OUT"/per-task-1.out
-check "the node's topology cache exists" test "$(head -1 "$C/state/nodes/n1.topo")" = "preflight-topo-cache 2"
+check "the node's topology cache exists" test "$(head -1 "$C/state/nodes/n1.topo")" = "preflight-topo-cache 3"
 jid=$(sed -n 's/^job=//p' "$OUT/per-task-0.out")
 check "the prolog recorded the job's GPUs" contains "$C/state/jobs/$jid/n1.gpus" '^SLURM_JOB_GPUS=0,1$'
 check "record: each task's GPU, the job's GPUs from the prolog" contains "$C/state/jobs/$jid/n1.env.jsonl" '"gpus":\[1\],"node_gpus":\[0,1\],"node_gpus_from":"prolog"'

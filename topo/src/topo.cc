@@ -116,27 +116,39 @@ Status ClassifyRails(Topology& topo, const std::vector<std::string>& site_rails)
     }
     return Status::Ok();
   }
-  for (auto& n : topo.nics) {
+  // Each NIC's closest GPU. A NIC only NODE/SYS to every GPU is storage only
+  // when the node has a better-placed one (PIX/PXB/PHB to some GPU): a lone
+  // RDMA NIC, or a set all equally far (g4dn.metal's one EFA, Corona's
+  // 4-GPU layout, the AC922's HCAs on the CPU's PCIe), is the compute
+  // network; calling it storage would drop NCCL_IB_HCA and the rails check.
+  std::vector<std::pair<const TopoGpu*, PairDistance>> best(topo.nics.size(), {nullptr, PairDistance()});
+  bool any_close = false;
+  for (size_t i = 0; i < topo.nics.size(); ++i) {
+    for (const auto& g : topo.gpus) {
+      PairDistance d = Distance(g, topo.nics[i]);
+      if (best[i].first == nullptr || d < best[i].second) best[i] = {&g, d};
+    }
+    if (best[i].first != nullptr && best[i].second.cls <= PathClass::kPHB) any_close = true;
+  }
+  for (size_t i = 0; i < topo.nics.size(); ++i) {
+    TopoNic& n = topo.nics[i];
     if (topo.gpus.empty()) {
       n.role = NicRole::kRail;
       n.role_why = "no GPU on the node";
       continue;
     }
-    const TopoGpu* best = nullptr;
-    PairDistance bd;
-    for (const auto& g : topo.gpus) {
-      PairDistance d = Distance(g, n);
-      if (best == nullptr || d < bd) {
-        best = &g;
-        bd = d;
-      }
-    }
+    const PairDistance& bd = best[i].second;
     if (bd.cls <= PathClass::kPHB) {
       n.role = NicRole::kRail;
-      n.role_why = std::string(PathClassName(bd.cls)) + " to GPU" + std::to_string(best->index);
+      n.role_why = std::string(PathClassName(bd.cls)) + " to GPU" + std::to_string(best[i].first->index);
+    } else if (!any_close) {
+      n.role = NicRole::kRail;
+      n.role_why = std::string(topo.nics.size() == 1 ? "the only RDMA NIC" : "no NIC closer to a GPU") + " (" +
+                   PathClassName(bd.cls) + " to GPU" + std::to_string(best[i].first->index) +
+                   "): the compute network unless topo_rails says otherwise";
     } else {
       n.role = NicRole::kStorage;
-      n.role_why = "NODE/SYS to every GPU";
+      n.role_why = "NODE/SYS to every GPU, another NIC is closer";
     }
   }
   return Status::Ok();
@@ -220,6 +232,16 @@ std::vector<GpuPairing> PairGpus(const Topology& topo) {
 }
 
 const std::vector<std::string>& EnvVarNames() {
+  static const std::vector<std::string> kNames = [] {
+    std::vector<std::string> v = CoreEnvVarNames();
+    v.insert(v.end(), {"NCCL_NET", "NCCL_CROSS_NIC", "FI_CXI_DISABLE_HOST_REGISTER", "FI_MR_CACHE_MONITOR",
+                       "FI_CXI_DEFAULT_CQ_SIZE"});
+    return v;
+  }();
+  return kNames;
+}
+
+const std::vector<std::string>& CoreEnvVarNames() {
   static const std::vector<std::string> kNames = {"NCCL_IB_HCA",       "NCCL_SOCKET_IFNAME", "UCX_NET_DEVICES",
                                                   "NCCL_NET_GDR_LEVEL", "NCCL_IB_GID_INDEX", "NCCL_TOPO_FILE",
                                                   "FI_PROVIDER"};
@@ -332,12 +354,55 @@ NodeGpuSet JobGpusOnNode(const NodeGpuInputs& in, const std::vector<int>& task_g
   return out;
 }
 
+namespace {
+
+// The NCCL/RCCL-over-libfabric settings HPE publishes for Slingshot 11
+// (cxi), on top of FI_PROVIDER=cxi and the distance-derived
+// NCCL_NET_GDR_LEVEL / NCCL_SOCKET_IFNAME above. Sources (read, not copied):
+// HPE's "Slingshot Host Software ... NCCL/RCCL" guidance (HPE support doc
+// dp00004855en_us, as cited by argonne-lcf/alcf-nccl-tests
+// pytests/aws_2025.01.15pp.sh), and the same set in the sites that run it:
+// CSCS Alps (eth-cscs/cscs-reframe-tests checks/apps/pytorch/src/activate_ofi.sh),
+// NERSC Perlmutter (NERSC/nccl-ofi-plugin env_nccl.sh), NCAR Derecho.
+// Not emitted: FI_CXI_RDZV_* / FI_CXI_RX_MATCH_MODE / TX sizes, which the
+// sites tune differently (alt_read, hybrid vs software, 1024..131072) and
+// HPE marks workload-dependent; srun's --network=disable_rdzv_get, which is a
+// launch option (SLURM_NETWORK), not a task variable.
+void AddSlingshotEnv(EnvPlan& plan, const EnvPolicy& policy) {
+  // NCCL_NET names the network plugin NCCL must use: with the OFI plugin
+  // loaded, "AWS Libfabric" fails loudly instead of falling back to sockets.
+  // Only for a job on several nodes: NCCL_NET forces the network transport,
+  // and a single-node job must keep NCCL's P2P/SHM paths (HPE's caveat).
+  if (policy.job_nodes > 1)
+    plan.vars.push_back({"NCCL_NET", "AWS Libfabric"});
+  else
+    plan.unset.push_back({"NCCL_NET", policy.job_nodes == 1
+                                          ? "single-node job: NCCL_NET would force the network transport"
+                                          : "job node count unknown (SLURM_JOB_NUM_NODES): set only for jobs on several nodes"});
+  // Slingshot is one fabric (every NIC reaches every other): cross-rail
+  // traffic works. NCCL cannot detect that; NCCL_CROSS_NIC only tells it
+  // whether "connecting across different rails ... will cause a connection
+  // error, or will work" (maintainer, NVIDIA/nccl#2193; also #1933). HPE sets 1.
+  plan.vars.push_back({"NCCL_CROSS_NIC", "1"});
+  // cxi: registering host memory through the NIC deadlocks with CUDA/ROCm
+  // host allocations (HPE: "FI_CXI_DISABLE_HOST_REGISTER=1").
+  plan.vars.push_back({"FI_CXI_DISABLE_HOST_REGISTER", "1"});
+  // The MR cache's default monitor (memhooks) misses GPU runtime frees on
+  // Slingshot; HPE gives userfaultfd.
+  plan.vars.push_back({"FI_MR_CACHE_MONITOR", "userfaultfd"});
+  // Completion queues large enough for NCCL's outstanding operations at
+  // scale (HPE: 131072; libfabric's default overflows, "cxi_cq_eq_overflow").
+  plan.vars.push_back({"FI_CXI_DEFAULT_CQ_SIZE", "131072"});
+}
+
+}  // namespace
+
 EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing, const std::vector<int>& node_gpus,
                    const std::vector<int>& task_gpus, const EnvPolicy& policy) {
   EnvPlan plan;
   plan.gpus = task_gpus;
   auto unset_all = [&](const std::string& why) {
-    for (const auto& n : EnvVarNames()) plan.unset.push_back({n, why});
+    for (const auto& n : CoreEnvVarNames()) plan.unset.push_back({n, why});
   };
   if (task_gpus.empty()) {
     unset_all("task has no GPU");
@@ -462,6 +527,7 @@ EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing,
     plan.vars.push_back({"FI_PROVIDER", "cxi"});
   else
     plan.unset.push_back({"FI_PROVIDER", "no Slingshot (cxi) NIC paired"});
+  if (cxi) AddSlingshotEnv(plan, policy);
 
   if (policy.nccl_topo_file.empty())
     plan.unset.push_back({"NCCL_TOPO_FILE", "the site config does not ask for it (nccl_topo_file)"});
@@ -470,6 +536,18 @@ EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing,
   else
     plan.vars.push_back({"NCCL_TOPO_FILE", policy.nccl_topo_file});
   return plan;
+}
+
+std::string GpuGresWarning(const Topology& topo, const std::string& job_gpus, const std::string& step_gpus) {
+  const std::string& text = !job_gpus.empty() ? job_gpus : step_gpus;
+  const char* name = !job_gpus.empty() ? "SLURM_JOB_GPUS" : "SLURM_STEP_GPUS";
+  if (text.empty() || !topo.gpus.empty()) return "";
+  auto ids = ParseIdList(text);
+  if (ids && ids->empty()) return "";
+  return std::string("Slurm gave this node GPUs (") + name + "=" + text +
+         ") but the topology shows none (no NVIDIA or AMD GPU in " + topo.source +
+         "): GPU-NIC pairing and the NCCL environment are empty; check the driver and hwloc's PCI view "
+         "(`lstopo --whole-io`)";
 }
 
 Expected<std::vector<int>> TaskGpus(const std::string& step_gpus, const std::string& job_gpus,

@@ -19,7 +19,7 @@ namespace {
 
 // Cache format version: bump when the text layout or the meaning of a field
 // changes, so old caches are rebuilt instead of misread.
-constexpr const char* kCacheMagic = "preflight-topo-cache 2";
+constexpr const char* kCacheMagic = "preflight-topo-cache 3";  // 3: CPX/TPX logical GPUs, AMD VGA Instinct parts
 
 }  // namespace
 
@@ -45,7 +45,7 @@ std::string TopoCachePath(const Config& cfg, const std::string& node) {
 
 // Format, one record a line, fields separated by tabs, "-" for empty, lists
 // joined by ",":
-//   preflight-topo-cache 2            (magic; the key line repeats it)
+//   preflight-topo-cache 3            (magic; the key line repeats it)
 //   key <TopoCacheKey>
 //   source <text>
 //   gpu <index> <busid> <osdev> <numa> <package> <path> <vendor>

@@ -1,6 +1,7 @@
 #include "preflight/topo_env_merge.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "preflight/json.h"
 
@@ -70,7 +71,18 @@ TaskEnvPlan PlanTaskEnv(const Topology& topo, const std::vector<GpuPairing>& pai
   }
   NodeGpuSet set = JobGpusOnNode(node_gpus, *gpus);
   out.node_gpus_from = set.source;
-  out.plan = ComputeEnv(topo, pairing, set.gpus, *gpus, policy);
+  // The job's node count (Slurm sets SLURM_JOB_NUM_NODES in every step;
+  // SLURM_NNODES is the older name): Slingshot's NCCL_NET needs it.
+  EnvPolicy pol = policy;
+  for (const char* v : {"SLURM_JOB_NUM_NODES", "SLURM_NNODES"}) {
+    auto value = env(v);
+    if (!value) continue;
+    char* end = nullptr;
+    long n = std::strtol(value->c_str(), &end, 10);
+    if (end != value->c_str() && *end == '\0' && n > 0 && n < 1000000) pol.job_nodes = static_cast<int>(n);
+    break;
+  }
+  out.plan = ComputeEnv(topo, pairing, set.gpus, *gpus, pol);
   return out;
 }
 

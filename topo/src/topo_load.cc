@@ -102,6 +102,22 @@ int TrailingNumber(const std::string& s, const char* prefix) {
   return std::atoi(s.c_str() + n);
 }
 
+// AMD Instinct (compute) PCI device ids, from the Linux amdgpu driver's
+// PCI table and the pci.ids database: MI25 (Vega 10), MI50/MI60 (Vega 20),
+// MI100 (Arcturus), MI200 (Aldebaran), MI300/MI325 (Aqua Vanjaram). Only
+// consulted for class 0300, where an Instinct part and a BMC's VGA share a
+// class; the other classes AMD gives its compute parts count by class.
+bool IsAmdInstinct(unsigned device) {
+  static const unsigned kIds[] = {0x6860, 0x6861, 0x6862, 0x6863, 0x6864, 0x6867, 0x6868, 0x686c,  // MI25
+                                  0x66a0, 0x66a1, 0x66a2, 0x66a3, 0x66a4, 0x66a7, 0x66af,          // MI50/MI60
+                                  0x738c, 0x738e,                                                  // MI100
+                                  0x7408, 0x740c, 0x740f, 0x7410,                                  // MI200
+                                  0x74a0, 0x74a1, 0x74a2, 0x74a5, 0x74a9, 0x74b5, 0x74b9, 0x74bd}; // MI300
+  for (unsigned id : kIds)
+    if (id == device) return true;
+  return false;
+}
+
 }  // namespace
 
 std::string HwlocRuntimeVersion() {
@@ -228,22 +244,41 @@ Expected<Topology> LoadHwloc(const std::string& xml, const FsRoot* fsp) {
     unsigned vendor = o->attr->pcidev.vendor_id;
     // NVIDIA: 3D (0302) or VGA (0300) class. AMD Instinct: display
     // controller (0380: MI50/MI100/MI250X), processing accelerator (1200:
-    // MI300A/X) or co-processor (0b40); an AMD VGA (0300) only with a ROCm
-    // SMI or OpenCL OS device, so a BMC's ES1000 is not a GPU.
+    // MI300A/X) or co-processor (0b40). An AMD VGA (0300) is a GPU when it
+    // is a known Instinct part (hwloc 1.x on LLNL Corona shows the MI50 as
+    // 0300 with DRM devices only, and a probe here blocks rsmi/opencl) or
+    // has a ROCm SMI/OpenCL OS device; so a BMC's ES1000 (1002:515e) is not.
     bool amd_osdev = false;
-    for (hwloc_obj_t c = o->io_first_child; c != nullptr; c = c->next_sibling)
-      if (c->type == HWLOC_OBJ_OS_DEVICE && c->name != nullptr &&
-          (TrailingNumber(c->name, "rsmi") >= 0 || std::strncmp(c->name, "opencl", 6) == 0))
-        amd_osdev = true;
+    std::vector<int> rsmi;  // ROCm SMI indexes on this function (CPX/TPX: several)
+    for (hwloc_obj_t c = o->io_first_child; c != nullptr; c = c->next_sibling) {
+      if (c->type != HWLOC_OBJ_OS_DEVICE || c->name == nullptr) continue;
+      if (TrailingNumber(c->name, "rsmi") >= 0) rsmi.push_back(TrailingNumber(c->name, "rsmi"));
+      if (TrailingNumber(c->name, "rsmi") >= 0 || std::strncmp(c->name, "opencl", 6) == 0) amd_osdev = true;
+    }
     bool nvidia = vendor == 0x10de && (cls == 0x0302 || cls == 0x0300);
     bool amd = vendor == 0x1002 && (cls == 0x0380 || cls == 0x1200 || cls == 0x0b40 || cls == 0x0302 ||
-                                    (cls == 0x0300 && amd_osdev));
+                                    (cls == 0x0300 && (amd_osdev || IsAmdInstinct(o->attr->pcidev.device_id))));
     if (!nvidia && !amd) continue;
     TopoGpu g;
     g.vendor = nvidia ? "nvidia" : "amd";
     g.busid = BusId(o);
     g.path = PciPath(o);
     Locality(t, o, &g.numa, &g.package);
+    // MI300A/X in CPX or TPX mode: one PCI function carries several ROCm
+    // devices (6 or 3 per APU on Tuolumne, rsmi0..5 under 0000:02:00.0).
+    // Each is a GPU of its own for Slurm (gres.conf/ROCR_VISIBLE_DEVICES
+    // number them by ROCm index), all with the function's place in the tree.
+    if (!nvidia && rsmi.size() > 1) {
+      std::sort(rsmi.begin(), rsmi.end());
+      for (int r : rsmi) {
+        TopoGpu part = g;
+        part.osdev = "rsmi" + std::to_string(r);
+        nvml_index[static_cast<int>(topo.gpus.size())] = r;
+        gpu_of[o] = topo.gpus.size();
+        topo.gpus.push_back(std::move(part));
+      }
+      continue;
+    }
     // Prefer the management library's name (NVML's index is PCI order, like
     // the device minors; ROCm SMI's is the order ROCR_VISIBLE_DEVICES and
     // HIP number), then CUDA's, then DRM's: whatever this hwloc build found.
@@ -333,7 +368,8 @@ Expected<Topology> LoadHwloc(const std::string& xml, const FsRoot* fsp) {
   // on real nodes); device minors from /proc replace both in RefreshSysfsState.
   std::vector<size_t> order(topo.gpus.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return topo.gpus[a].busid < topo.gpus[b].busid; });
+  // Stable: the logical GPUs of one CPX/TPX function keep their ROCm order.
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return topo.gpus[a].busid < topo.gpus[b].busid; });
   for (size_t pos = 0; pos < order.size(); ++pos) topo.gpus[order[pos]].index = static_cast<int>(pos);
   if (nvml_index.size() == topo.gpus.size()) {
     std::vector<int> seen;

@@ -61,11 +61,17 @@ std::string EnvPlanText(const EnvPlan& plan) {
   return o.str();
 }
 
-std::string TopologyJson(const Topology& topo, const std::vector<GpuPairing>& pairing, const EnvPlan* plan) {
+std::string TopologyJson(const Topology& topo, const std::vector<GpuPairing>& pairing, const EnvPlan* plan,
+                         const std::vector<std::string>& warnings) {
   JsonWriter w;
   w.BeginObject();
   w.Field("source", topo.source);
   w.Field("state_from", topo.state_from);
+  if (!warnings.empty()) {
+    w.Key("warnings").BeginArray();
+    for (const auto& m : warnings) w.String(m);
+    w.EndArray();
+  }
   w.Key("gpus").BeginArray();
   for (const auto& g : topo.gpus) {
     w.BeginObject().Field("index", g.index).Field("vendor", g.vendor).Field("busid", g.busid).Field("osdev", g.osdev);

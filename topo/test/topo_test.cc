@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -36,6 +38,10 @@ const std::string kLassen = kFix + "/hwloc-ibm-ac922-lassen-4xv100-cx5.xml";
 const std::string kNoPorts = kFix + "/hwloc-24em64t-2n6c2t-pci-mlx4-noports.xml";
 const std::string kCorona = kFix + "/hwloc-llnl-corona-8xmi50-cx6.xml";
 const std::string kTuolumne = kFix + "/hwloc-llnl-tuolumne-4xmi300a-slingshot.xml";
+// Hand-written after public machines (issue 22; see the fixtures README).
+const std::string kCorona4 = kFix + "/hwloc1-llnl-corona-4xmi50-vga-cx6.xml";
+const std::string kTuoCpx = kFix + "/hwloc-llnl-tuolumne-4xmi300a-cpx-slingshot.xml";
+const std::string kTuoTpx = kFix + "/hwloc-llnl-tuolumne-4xmi300a-tpx-slingshot.xml";
 
 // Fixture roots for one test run, removed when the test binary exits.
 std::string TempDir() {
@@ -524,7 +530,7 @@ TEST(TopoLoad, XmlOnlyReadsNothingFromTheMachine) {
 // The whole JSON for each machine against tests/fixtures/topology/golden.
 TEST(TopoGolden, JsonMatchesGoldenFiles) {
   bool regen = std::getenv("PREFLIGHT_REGENERATE_GOLDEN") != nullptr;
-  for (const std::string& xml : {kDell, kP4d, kLassen, kNoPorts, kCorona, kTuolumne}) {
+  for (const std::string& xml : {kDell, kP4d, kLassen, kNoPorts, kCorona, kTuolumne, kCorona4, kTuoCpx}) {
     auto loaded = LoadTopologyXmlOnly(xml);  // the XML alone: no fixture path in the golden
     ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
     Topology t = *loaded;
@@ -656,7 +662,7 @@ TEST(TopoCache, FirstUseWritesThenHits) {
   ASSERT_TRUE(c.ok());
   EXPECT_FALSE(hit);
   // A corrupt cache is rebuilt, not trusted.
-  ASSERT_TRUE(WriteFileAtomic(d + "/state/nodes/n1.topo", "preflight-topo-cache 2\nkey\tx\ty\n").ok());
+  ASSERT_TRUE(WriteFileAtomic(d + "/state/nodes/n1.topo", "preflight-topo-cache 3\nkey\tx\ty\n").ok());
   auto e = LoadTopologyCached(cfg, "n1", TopoLoadOptions(), &hit);
   ASSERT_TRUE(e.ok());
   EXPECT_FALSE(hit);
@@ -731,7 +737,7 @@ TEST(TopoSynthetic, NoNicSetsNothing) {
   EnvPlan e = ComputeEnv(t, p, {0}, EnvPolicy());
   EXPECT_TRUE(e.vars.empty());
   EXPECT_EQ(Why(e, "NCCL_IB_HCA"), "no usable RDMA NIC for GPU 0");
-  EXPECT_EQ(e.unset.size(), EnvVarNames().size());
+  EXPECT_EQ(e.unset.size(), CoreEnvVarNames().size());
 }
 
 TEST(TopoSynthetic, NoGpuAndUnknownGpu) {
@@ -915,7 +921,8 @@ TEST(TopoTaskGpus, FromSlurmVariables) {
 
 // ---- Rails ----------------------------------------------------------------
 // From the PCIe tree: a rail is PIX/PXB/PHB to some GPU; NODE/SYS to every
-// GPU is storage/front-end. The AC922 shows why the site key exists.
+// GPU is storage/front-end only when another NIC is closer (the AC922 has
+// none: its HCAs are its compute network).
 TEST(TopoRails, FromThePcieTreeOnRealMachines) {
   Topology dell = Load(kDell, TempDir());
   ASSERT_TRUE(ClassifyRails(dell, {}).ok());
@@ -926,18 +933,15 @@ TEST(TopoRails, FromThePcieTreeOnRealMachines) {
   Topology p4d = Load(kP4d, TempDir());
   ASSERT_TRUE(ClassifyRails(p4d, {}).ok());
   for (const auto& n : p4d.nics) EXPECT_EQ(n.role_why.substr(0, 3), "PHB") << n.name;
-  // AC922: every HCA is NODE/SYS to every GPU, so none is a rail and no
-  // NCCL_IB_HCA is set; the reason says to name them.
+  // AC922: every HCA is NODE/SYS to every GPU and none is closer, so they
+  // are the compute network (no evidence for "storage"): NUMA pairing.
   Topology lassen = Load(kLassen, TempDir());
   ASSERT_TRUE(ClassifyRails(lassen, {}).ok());
   for (const auto& n : lassen.nics) {
-    EXPECT_EQ(n.role, NicRole::kStorage) << n.name;
-    EXPECT_EQ(n.role_why, "NODE/SYS to every GPU");
+    EXPECT_EQ(n.role, NicRole::kRail) << n.name;
+    EXPECT_EQ(n.role_why.rfind("no NIC closer to a GPU (", 0), 0u) << n.role_why;
   }
-  EnvPlan none = ComputeEnv(lassen, PairGpus(lassen), {1}, EnvPolicy());
-  EXPECT_EQ(Why(none, "NCCL_IB_HCA"),
-            "no compute rail: mlx5_0,mlx5_1,mlx5_2,mlx5_3 are storage/front-end NICs (NODE/SYS to every GPU, or not in "
-            "topo_rails); name the rails in topo_rails");
+  EXPECT_EQ(Env(ComputeEnv(lassen, PairGpus(lassen), {1}, EnvPolicy()), "NCCL_IB_HCA"), "=mlx5_1:1");
   // Named by the site: the NUMA pairing again.
   ASSERT_TRUE(ClassifyRails(lassen, {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"}).ok());
   EXPECT_EQ(lassen.nics[0].role_why, "named in topo_rails");
@@ -980,6 +984,182 @@ TEST(TopoRails, StorageNicNeverInNcclIbHcaAndWholeNodeTakesEveryRail) {
   EXPECT_EQ(Env(down, "NCCL_IB_HCA"), "<unset>");
   EXPECT_EQ(Why(down, "NCCL_IB_HCA").rfind("no compute rail: mlx5_3 is a storage/front-end NIC", 0), 0u)
       << Why(down, "NCCL_IB_HCA");
+}
+
+
+// ---- Issue 22: hand-written fixtures (see tests/fixtures/topology/README.md) --
+
+
+// Corona's 4-GPU layout as hwloc 1.x exports it: the MI50s are PCI class 0300
+// (VGA) with DRM OS devices only (cardN, renderDN, controlDN), the ASPEED BMC
+// VGA (1a03) has cardN too; the lone ConnectX-6 sits on NUMA 3, SYS to every
+// GPU. The GPUs are found (numbered in PCI order: nothing names ROCm's), and
+// mlx5_0 is the compute network, not "storage".
+TEST(TopoGolden, CoronaVgaOnlyMi50sAndTheLoneHcaIsTheRail) {
+  auto t = LoadTopologyXmlOnly(kCorona4);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->gpus.size(), 4u);
+  const char* bus[] = {"0000:13:00.0", "0000:23:00.0", "0000:53:00.0", "0000:73:00.0"};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(t->gpus[i].index, i);
+    EXPECT_EQ(t->gpus[i].vendor, "amd");
+    EXPECT_EQ(t->gpus[i].busid, bus[i]);
+    EXPECT_EQ(t->gpus[i].osdev, "card" + std::to_string(i + 1));
+  }
+  ASSERT_EQ(t->nics.size(), 1u);
+  ASSERT_TRUE(ClassifyRails(*t, {}).ok());
+  EXPECT_EQ(t->nics[0].role, NicRole::kRail);
+  EXPECT_EQ(t->nics[0].role_why, "the only RDMA NIC (SYS to GPU0): the compute network unless topo_rails says otherwise");
+  auto p = PairGpus(*t);
+  for (int g = 0; g < 4; ++g) {
+    EXPECT_EQ(Nics(p, g), "mlx5_0") << g;
+    EXPECT_EQ(Pair(p, g).cls, PathClass::kSYS) << g;
+  }
+  EnvPlan e = ComputeEnv(*t, p, {0, 1, 2, 3}, {2}, EnvPolicy());
+  EXPECT_EQ(Env(e, "NCCL_IB_HCA"), "=mlx5_0:1");
+  EXPECT_EQ(Env(e, "NCCL_NET_GDR_LEVEL"), "<unset>");
+  // The site can still call it storage; then nothing is set, with the reason.
+  ASSERT_TRUE(ClassifyRails(*t, {}).ok());
+  Topology storage = *t;
+  storage.nics.push_back(Nic("mlx5_9", storage.gpus[0].path, 1, 0));  // a better-placed NIC is evidence
+  ASSERT_TRUE(ClassifyRails(storage, {}).ok());
+  EXPECT_EQ(storage.nics[0].role, NicRole::kStorage);
+  EXPECT_EQ(storage.nics[0].role_why, "NODE/SYS to every GPU, another NIC is closer");
+}
+
+// The BMC VGA of another vendor's board, and AMD's own ES1000 BMC VGA
+// (1002:515e, class 0300, no ROCm device), stay out: only Instinct ids count.
+TEST(TopoGolden, AmdBmcVgaIsStillNotAGpu) {
+  auto t = LoadTopologyXmlOnly(kNoPorts);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  for (const auto& g : t->gpus) EXPECT_EQ(g.vendor, "nvidia") << g.busid;
+}
+
+// MI300A in CPX mode: each APU's PCI function carries 6 ROCm devices
+// (rsmi0..5 under 0000:02:00.0, rsmi6..11 under 0001:02:00.0, ...). Every
+// logical GPU exists under its ROCm index (Slurm's GRES index), with its
+// function's bus id and place, so it pairs with the Cassini on its APU.
+TEST(TopoGolden, Mi300aCpxEveryLogicalGpuByRocmIndex) {
+  for (auto [xml, per] : {std::pair<std::string, int>{kTuoCpx, 6}, {kTuoTpx, 3}}) {
+    auto t = LoadTopologyXmlOnly(xml);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    ASSERT_EQ(t->gpus.size(), static_cast<size_t>(4 * per)) << xml;
+    ASSERT_TRUE(ClassifyRails(*t, {}).ok());
+    auto p = PairGpus(*t);
+    for (int i = 0; i < 4 * per; ++i) {
+      const TopoGpu& g = t->gpus[i];
+      EXPECT_EQ(g.index, i);
+      EXPECT_EQ(g.osdev, "rsmi" + std::to_string(i));
+      char want[32];
+      std::snprintf(want, sizeof want, "%04x:02:00.0", i / per);
+      EXPECT_EQ(g.busid, want) << i;
+      EXPECT_EQ(Nics(p, i), "hsi" + std::to_string(i / per)) << i;
+      EXPECT_EQ(Pair(p, i).cls, PathClass::kPHB) << i;
+    }
+    // A job holding the second APU's logical GPUs: that APU's NIC only.
+    std::vector<int> apu1;
+    for (int i = per; i < 2 * per; ++i) apu1.push_back(i);
+    EnvPlan e = ComputeEnv(*t, p, apu1, {per}, EnvPolicy());
+    EXPECT_EQ(Env(e, "FI_PROVIDER"), "cxi");
+    EXPECT_EQ(Env(e, "NCCL_NET_GDR_LEVEL"), "PHB");
+    ASSERT_EQ(e.gpu_nics.size(), static_cast<size_t>(per));
+    EXPECT_EQ(e.gpu_nics[0].second, "hsi1 PHB");
+  }
+}
+
+// Slingshot (cxi) env as HPE publishes it; NCCL_NET only for a multi-node job.
+TEST(TopoSlingshot, HpeSetPerJobAndNeverForOneNode) {
+  auto t = LoadTopologyXmlOnly(kTuoCpx);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_TRUE(ClassifyRails(*t, {}).ok());
+  auto p = PairGpus(*t);
+  EnvPolicy one, two, unknown;
+  one.job_nodes = 1;
+  two.job_nodes = 2;
+  EnvPlan multi = ComputeEnv(*t, p, {0, 1}, {0}, two);
+  EXPECT_EQ(Env(multi, "NCCL_NET"), "AWS Libfabric");
+  EXPECT_EQ(Env(multi, "NCCL_CROSS_NIC"), "1");
+  EXPECT_EQ(Env(multi, "FI_CXI_DISABLE_HOST_REGISTER"), "1");
+  EXPECT_EQ(Env(multi, "FI_MR_CACHE_MONITOR"), "userfaultfd");
+  EXPECT_EQ(Env(multi, "FI_CXI_DEFAULT_CQ_SIZE"), "131072");
+  EXPECT_EQ(Env(multi, "FI_PROVIDER"), "cxi");
+  EnvPlan single = ComputeEnv(*t, p, {0, 1}, {0}, one);
+  EXPECT_EQ(Env(single, "NCCL_NET"), "<unset>");
+  EXPECT_EQ(Why(single, "NCCL_NET"), "single-node job: NCCL_NET would force the network transport");
+  EXPECT_EQ(Env(single, "NCCL_CROSS_NIC"), "1");
+  EXPECT_EQ(Why(ComputeEnv(*t, p, {0}, unknown), "NCCL_NET"),
+            "job node count unknown (SLURM_JOB_NUM_NODES): set only for jobs on several nodes");
+  // Every name ComputeEnv sets is one the merge knows (to remove it later).
+  for (const auto& v : multi.vars)
+    EXPECT_NE(std::find(EnvVarNames().begin(), EnvVarNames().end(), v.name), EnvVarNames().end()) << v.name;
+  // A verbs node gets none of them.
+  Topology dell = DellAllUp(TempDir());
+  EnvPlan d = ComputeEnv(dell, PairGpus(dell), {0}, two);
+  for (const char* n : {"NCCL_NET", "NCCL_CROSS_NIC", "FI_CXI_DISABLE_HOST_REGISTER", "FI_MR_CACHE_MONITOR"})
+    EXPECT_EQ(Env(d, n), "<unset>") << n;
+  // The task's SLURM_JOB_NUM_NODES decides; what the user set is kept.
+  NodeGpuInputs in;
+  TaskEnvPlan a = PlanTaskEnv(*t, p, EnvPolicy(), in, "",
+                              Lookup({{"SLURM_STEP_GPUS", "0,1"}, {"ROCR_VISIBLE_DEVICES", "0"}, {"SLURM_JOB_NUM_NODES", "4"}}));
+  EXPECT_EQ(Env(a.plan, "NCCL_NET"), "AWS Libfabric");
+  TaskEnvPlan b = PlanTaskEnv(*t, p, EnvPolicy(), in, "",
+                              Lookup({{"SLURM_STEP_GPUS", "0,1"}, {"SLURM_JOB_NUM_NODES", "1"}}));
+  EXPECT_EQ(Env(b.plan, "NCCL_NET"), "<unset>");
+  EnvMerge m = MergeEnv(a.plan, Lookup({{"NCCL_CROSS_NIC", "0"}, {"FI_MR_CACHE_MONITOR", "memhooks"}}));
+  for (const auto& v : m.set) {
+    EXPECT_NE(v.name, "NCCL_CROSS_NIC");
+    EXPECT_NE(v.name, "FI_MR_CACHE_MONITOR");
+  }
+  ASSERT_EQ(m.kept.size(), 2u);
+}
+
+// Broadcom Thor (bnxt_re) RoCE NICs are verbs HCAs like mlx5: no rule may
+// assume the mlx5 name.
+TEST(TopoSynthetic, BroadcomBnxtReIsAVerbsRail) {
+  Topology t;
+  t.gpus = {Gpu(0, {"hb:a", "sw1"}, 0), Gpu(1, {"hb:b", "sw2"}, 1, 1)};
+  t.nics = {Nic("bnxt_re0", {"hb:a", "sw1"}, 0, 0, {{1, "ACTIVE", "Ethernet", "", 3}}),
+            Nic("bnxt_re1", {"hb:b", "sw2"}, 1, 1, {{1, "ACTIVE", "Ethernet", "", 3}})};
+  ASSERT_TRUE(ClassifyRails(t, {}).ok());
+  auto p = PairGpus(t);
+  EXPECT_EQ(Nics(p, 0), "bnxt_re0");
+  EXPECT_EQ(Nics(p, 1), "bnxt_re1");
+  EnvPlan e = ComputeEnv(t, p, {0, 1}, {1}, EnvPolicy());
+  EXPECT_EQ(Env(e, "NCCL_IB_HCA"), "=bnxt_re0:1,bnxt_re1:1");
+  EXPECT_EQ(Env(e, "NCCL_IB_GID_INDEX"), "3");
+  EXPECT_EQ(Env(e, "UCX_NET_DEVICES"), "bnxt_re1:1");
+  EXPECT_EQ(Env(e, "FI_PROVIDER"), "<unset>");
+}
+
+// A lone NIC far from the GPU (1-GPU DEEP-EST/JUSUF-like node) is the rail;
+// a down port on it then leaves the GPU without a NIC, which the rails check
+// reports, instead of being skipped as "storage".
+TEST(TopoRails, LoneFarNicIsTheComputeNetwork) {
+  Topology t;
+  t.gpus = {Gpu(0, {"hb:a"}, 0, 0)};
+  t.nics = {Nic("mlx5_0", {"hb:z"}, 1, 1)};
+  ASSERT_TRUE(ClassifyRails(t, {}).ok());
+  EXPECT_STREQ(t.nics[0].role_name(), "rail");
+  EXPECT_EQ(Env(ComputeEnv(t, PairGpus(t), {0}, EnvPolicy()), "NCCL_IB_HCA"), "=mlx5_0:1");
+  ASSERT_TRUE(ClassifyRails(t, {"mlx5_0"}).ok());
+  t.nics[0].ports[0].state = "DOWN";
+  EXPECT_STREQ(t.nics[0].role_name(), "down");
+  EXPECT_TRUE(Pair(PairGpus(t), 0).nics.empty());
+}
+
+// Slurm says GPUs, the topology none: a warning naming the variable.
+TEST(TopoGres, GpusFromSlurmButNoneInTheTopology) {
+  Topology none;
+  none.source = "probe";
+  EXPECT_EQ(GpuGresWarning(none, "0,1", ""),
+            "Slurm gave this node GPUs (SLURM_JOB_GPUS=0,1) but the topology shows none (no NVIDIA or AMD GPU in probe): "
+            "GPU-NIC pairing and the NCCL environment are empty; check the driver and hwloc's PCI view (`lstopo "
+            "--whole-io`)");
+  EXPECT_NE(GpuGresWarning(none, "", "3").find("SLURM_STEP_GPUS=3"), std::string::npos);
+  EXPECT_EQ(GpuGresWarning(none, "", ""), "");
+  Topology some;
+  some.gpus = {Gpu(0, {"hb:a"}, 0)};
+  EXPECT_EQ(GpuGresWarning(some, "0,1", ""), "");
 }
 
 }  // namespace

@@ -144,6 +144,10 @@ struct EnvPolicy {
   bool gid_index = true;        // export a validated RoCE GID index
   std::string nccl_topo_file;   // set NCCL_TOPO_FILE to this when non-empty
   bool nccl_topo_file_exists = false;  // caller checked the file exists
+  // Nodes in the job (SLURM_JOB_NUM_NODES); 0 unknown. Slingshot's NCCL_NET
+  // is set only for a job on several nodes. Not site policy, but the one
+  // per-job fact the environment depends on besides its GPUs.
+  int job_nodes = 0;
 };
 
 struct EnvVar {
@@ -209,8 +213,12 @@ struct NodeGpuInputs {
 };
 NodeGpuSet JobGpusOnNode(const NodeGpuInputs& in, const std::vector<int>& task_gpus);
 
-// Names ComputeEnv may set (for --preflight-env=show and the docs).
+// Names ComputeEnv may set (for --preflight-env=show, the merge and the docs).
 const std::vector<std::string>& EnvVarNames();
+// The names every plan reports (set, or unset with a reason); the Slingshot
+// (cxi) ones beyond them are reported only when a cxi NIC is paired, and
+// FI_PROVIDER's reason stands for them otherwise.
+const std::vector<std::string>& CoreEnvVarNames();
 
 // The GPUs a task got, in Slurm's global numbering, from its environment:
 // SLURM_STEP_GPUS (step), else SLURM_JOB_GPUS (batch step); narrowed by a
@@ -232,6 +240,15 @@ bool NaturalLess(const std::string& a, const std::string& b);
 // plus, when `plan` is given, the environment.
 std::string TopologyTable(const Topology& topo, const std::vector<GpuPairing>& pairing);
 std::string EnvPlanText(const EnvPlan& plan);
-std::string TopologyJson(const Topology& topo, const std::vector<GpuPairing>& pairing, const EnvPlan* plan);
+// `warnings` (GpuGresWarning's) become a "warnings" array when non-empty.
+std::string TopologyJson(const Topology& topo, const std::vector<GpuPairing>& pairing, const EnvPlan* plan,
+                         const std::vector<std::string>& warnings = {});
+
+// A node Slurm gave GPUs (SLURM_JOB_GPUS, else SLURM_STEP_GPUS: the GRES
+// indexes on this node) whose topology shows none: hwloc missed them (an
+// unknown PCI id, an XML exported without I/O, a driver not bound), and every
+// GPU-NIC decision would silently be empty. "" when consistent or when Slurm
+// says nothing; else the warning text, naming the variable and its value.
+std::string GpuGresWarning(const Topology& topo, const std::string& job_gpus, const std::string& step_gpus);
 
 }  // namespace preflight
