@@ -3,8 +3,9 @@
 //   preflight options                   the job options the SPANK plugin adds
 //   preflight topo | cache | slurm      topology, staging cache, slurmctld records
 //   preflight version
-// Every subcommand is one row of kCommands below (its usage line is the
-// help text); each is a thin shell over core/.
+// Every subcommand is one row of kCommands below (its synopsis and what it
+// does are the help text, `preflight COMMAND --help` prints its own); each is
+// a thin shell over core/.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -12,6 +13,8 @@
 #include <unistd.h>
 #include <exception>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "preflight/cli.h"
 #include "preflight/log.h"
@@ -350,30 +353,63 @@ int FleetCmd(const std::vector<std::string>& args, const CommonCli& cli) {
 
 int SlurmRecordsCmd(const std::vector<std::string>& args, const CommonCli&) { return admin::SlurmCmd(args); }
 
+// One row per subcommand: its synopsis lines (what `preflight --help` lists
+// and `preflight COMMAND --help` prints) and what it does.
+struct Usage {
+  const char* synopsis;
+  const char* what;
+};
 struct Command {
   const char* name;
-  const char* usage;
+  Usage usage[2];  // a second synopsis line, or {nullptr, nullptr}
   int (*run)(const std::vector<std::string>& args, const CommonCli& cli);
 };
 
+int VersionCmd(const std::vector<std::string>&, const CommonCli&) {
+  std::cout << "preflight " << VersionString() << "\n";
+  return 0;
+}
+
 const Command kCommands[] = {
-    {"config", "config check|show|keys [NODE]   validate, print or list the site config", ConfigCmd},
-    {"options", "options                         the job options the SPANK plugin adds", OptionsCmd},
-    {"topo", "topo [--xml F [--fsroot D]] [--gpus L] [--json]  GPU-NIC table and a task's env;\n"
-             "  topo --compare FILE...          compare nodes' rails records, name the odd node", TopoCmd},
-    {"fleet", "fleet [HOSTLIST|FILE]...          nodes' driver/VBIOS/InfoROM/HCA firmware/kernel records; name the odd node", FleetCmd},
-    {"cache", "cache ls|gc|rm KEY|SRC [node=N]  list, trim or remove --stage cached datasets", CacheCmd},
-    {"slurm", "slurm job J|steps J|nodes LIST  slurmctld's records as JSON (what root-run code reads)", SlurmRecordsCmd},
+    {"config", {{"config check|show|keys [NODE]", "validate, print or list the site config"}, {}}, ConfigCmd},
+    {"options", {{"options", "the job options the SPANK plugin adds"}, {}}, OptionsCmd},
+    {"topo",
+     {{"topo [--xml F [--fsroot D]] [--gpus L] [--json]", "GPU-NIC table and a task's env"},
+      {"topo --compare FILE...", "compare nodes' rails records, name the odd node"}},
+     TopoCmd},
+    {"fleet", {{"fleet [HOSTLIST|FILE]...", "nodes' driver/VBIOS/InfoROM/HCA firmware/kernel records; name the odd node"}, {}},
+     FleetCmd},
+    {"cache", {{"cache ls|gc|rm KEY|SRC [node=N]", "list, trim or remove --stage cached datasets"}, {}}, CacheCmd},
+    {"slurm", {{"slurm job J|steps J|nodes LIST", "slurmctld's records as JSON (what root-run code reads)"}, {}},
+     SlurmRecordsCmd},
+    {"version", {{"version", "print the version"}, {}}, VersionCmd},
 };
+
+// The synopses of `commands`, in one column as wide as the widest, then what
+// each does.
+std::string UsageLines(const std::vector<const Command*>& commands) {
+  size_t width = 0;
+  for (const Command* c : commands)
+    for (const Usage& u : c->usage)
+      if (u.synopsis) width = std::max(width, std::strlen(u.synopsis));
+  std::string o;
+  for (const Command* c : commands)
+    for (const Usage& u : c->usage) {
+      if (!u.synopsis) continue;
+      o += "  " + std::string(u.synopsis) + std::string(width - std::strlen(u.synopsis) + 2, ' ') + u.what + "\n";
+    }
+  return o;
+}
 
 int Main(int argc, char** argv) {
   CommonCli cli;
   std::vector<std::string> words;
-  std::string usage = "Usage: preflight [OPTIONS] COMMAND [ARGS...]\nCommands:\n";
-  for (const auto& c : kCommands) usage += std::string("  ") + c.usage + "\n";
-  po::options_description visible(usage + "\nOptions");
-  AddCommonOptions(visible, cli);
-  po::options_description topo_opts("Options of 'preflight topo'");
+  std::vector<const Command*> all;
+  for (const auto& c : kCommands) all.push_back(&c);
+  // 100 columns: at boost's default 80 the option help wraps mid-word.
+  po::options_description common("Options", 100);
+  AddCommonOptions(common, cli);
+  po::options_description topo_opts("Options of 'preflight topo'", 100);
   topo_opts.add_options()
       ("xml", po::value<std::string>(&g_topo.xml)->value_name("FILE"), "hwloc XML to load instead of topology_xml / probing; nothing else is read from this machine")
       ("fsroot", po::value<std::string>(&g_topo.fsroot)->value_name("DIR"),
@@ -381,7 +417,9 @@ int Main(int argc, char** argv) {
       ("gpus", po::value<std::string>(&g_topo.gpus)->value_name("LIST"), "GPU indexes a job holds on the node, e.g. 0,1 (default all)")
       ("json", po::bool_switch(&g_topo.json), "print JSON instead of the table")
       ("compare", po::bool_switch(&g_topo.compare), "compare the rails records FILE... of several nodes; name the odd one");
-  visible.add(topo_opts);
+  po::options_description visible(100);
+  visible.add(common).add(topo_opts);
+  const std::string general = "Usage: preflight [OPTIONS] COMMAND [ARGS...]\nCommands:\n" + UsageLines(all);
   po::variables_map vm;
   Status s = ParseCommandLineWords(argc, argv, visible, &words, vm);
   if (!s.ok()) {
@@ -389,17 +427,23 @@ int Main(int argc, char** argv) {
     return 2;
   }
   g_topo.gpus_given = vm.count("gpus") > 0;
-  if (cli.help) { std::cout << visible << "\n"; return 0; }
-  if (cli.version || (!words.empty() && words[0] == "version")) {
-    std::cout << "preflight " << VersionString() << "\n";
+  const Command* cmd = nullptr;
+  for (const auto& c : kCommands)
+    if (!words.empty() && words[0] == c.name) cmd = &c;
+  if (cli.help && cmd != nullptr) {
+    // `preflight fleet --help`: that command's usage and the options it reads.
+    std::cout << "Usage: preflight [OPTIONS] " << cmd->name << " ...\n" << UsageLines({cmd}) << "\n";
+    if (std::strcmp(cmd->name, "topo") == 0) std::cout << topo_opts << "\n";
+    std::cout << common << "\nSee preflight(8).\n";
     return 0;
   }
+  if (cli.help) { std::cout << general << visible << "\n"; return 0; }
+  if (cli.version) return VersionCmd({}, cli);
   if (words.empty()) {
-    std::cerr << visible << "\n";
+    std::cerr << general << visible << "\n";
     return 2;
   }
-  for (const auto& c : kCommands)
-    if (words[0] == c.name) return c.run(std::vector<std::string>(words.begin() + 1, words.end()), cli);
+  if (cmd != nullptr) return cmd->run(std::vector<std::string>(words.begin() + 1, words.end()), cli);
   Log(LogLevel::kError, "admin", "unknown command '" + words[0] + "'", "see preflight --help");
   return 2;
 }
