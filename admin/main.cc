@@ -54,6 +54,11 @@ void SlurmConfNotes(const Config& cfg) {
   if (!alloc)
     std::printf("%s: PrologFlags=%s: without Alloc the prolog runs only on the batch host, at the first step; "
                 "the other nodes are never checked before the job\n", path.c_str(), list.empty() ? "(none)" : list.c_str());
+  bool defer = std::find(flags->begin(), flags->end(), "deferbatch") != flags->end();
+  if (alloc && !defer)
+    std::printf("%s: PrologFlags=%s: without DeferBatch slurmctld starts the batch script as soon as the first "
+                "node's prolog completes, while the other nodes may still be checked; add DeferBatch\n",
+                path.c_str(), list.c_str());
   if (DrainHowFor(*flags) == DrainHow::kNow)
     std::printf("%s: PrologFlags=%s: RunInJob runs the prolog inside the job's extern step, so a failed prolog "
                 "drains its node itself, before it exits (no detached helper)\n", path.c_str(), list.c_str());
