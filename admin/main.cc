@@ -3,8 +3,9 @@
 //   preflight options                   the job options the SPANK plugin adds
 //   preflight topo | cache | slurm      topology, staging cache, slurmctld records
 //   preflight version
-// Every subcommand is one row of kCommands below (its usage line is the
-// help text); each is a thin shell over core/.
+// Every subcommand is one row of kCommands below (its synopsis and what it
+// does are the help text, `preflight COMMAND --help` prints its own); each is
+// a thin shell over core/.
 #include <algorithm>
 #include <cstdlib>
 #include <cstdio>
@@ -13,6 +14,8 @@
 #include <unistd.h>
 #include <exception>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "preflight/cli.h"
 #include "preflight/log.h"
@@ -52,6 +55,11 @@ void SlurmConfNotes(const Config& cfg) {
   if (!alloc)
     std::printf("%s: PrologFlags=%s: without Alloc the prolog runs only on the batch host, at the first step; "
                 "the other nodes are never checked before the job\n", path.c_str(), list.empty() ? "(none)" : list.c_str());
+  bool defer = std::find(flags->begin(), flags->end(), "deferbatch") != flags->end();
+  if (alloc && !defer)
+    std::printf("%s: PrologFlags=%s: without DeferBatch slurmctld starts the batch script as soon as the first "
+                "node's prolog completes, while the other nodes may still be checked; add DeferBatch\n",
+                path.c_str(), list.c_str());
   if (DrainHowFor(*flags) == DrainHow::kNow)
     std::printf("%s: PrologFlags=%s: RunInJob runs the prolog inside the job's extern step, so a failed prolog "
                 "drains its node itself, before it exits (no detached helper)\n", path.c_str(), list.c_str());
@@ -404,31 +412,64 @@ int FleetCmd(const std::vector<std::string>& args, const CommonCli& cli) {
 
 int SlurmRecordsCmd(const std::vector<std::string>& args, const CommonCli&) { return admin::SlurmCmd(args); }
 
+// One row per subcommand: its synopsis lines (what `preflight --help` lists
+// and `preflight COMMAND --help` prints) and what it does.
+struct Usage {
+  const char* synopsis;
+  const char* what;
+};
 struct Command {
   const char* name;
-  const char* usage;
+  Usage usage[2];  // a second synopsis line, or {nullptr, nullptr}
   int (*run)(const std::vector<std::string>& args, const CommonCli& cli);
 };
 
+int VersionCmd(const std::vector<std::string>&, const CommonCli&) {
+  std::cout << "preflight " << VersionString() << "\n";
+  return 0;
+}
+
 const Command kCommands[] = {
-    {"config", "config check|show|keys [NODE]   validate, print or list the site config", ConfigCmd},
-    {"options", "options                         the job options the SPANK plugin adds", OptionsCmd},
-    {"topo", "topo [--xml F [--fsroot D]] [--gpus L] [--nodes N] [--json]  GPU-NIC table and a task's env;\n"
-             "  topo --compare FILE...          compare nodes' rails records, name the odd node", TopoCmd},
-    {"fleet", "fleet [HOSTLIST|FILE]...          nodes' driver/VBIOS/InfoROM/HCA firmware/kernel records; name the odd node", FleetCmd},
-    {"cache", "cache ls|gc|rm KEY|SRC [node=N]  list, trim or remove --stage cached datasets", CacheCmd},
-    {"state", "state gc [--dry-run] [node=N]     prune state_dir/jobs to state_keep and state_keep_size", StateCmd},
-    {"slurm", "slurm job J|steps J|nodes LIST  slurmctld's records as JSON (what root-run code reads)", SlurmRecordsCmd},
+    {"config", {{"config check|show|keys [NODE]", "validate, print or list the site config"}, {}}, ConfigCmd},
+    {"options", {{"options", "the job options the SPANK plugin adds"}, {}}, OptionsCmd},
+    {"topo",
+     {{"topo [--xml F [--fsroot D]] [--gpus L] [--nodes N] [--json]", "GPU-NIC table and a task's env"},
+      {"topo --compare FILE...", "compare nodes' rails records, name the odd node"}},
+     TopoCmd},
+    {"fleet", {{"fleet [HOSTLIST|FILE]...", "nodes' driver/VBIOS/InfoROM/HCA firmware/kernel records; name the odd node"}, {}},
+     FleetCmd},
+    {"cache", {{"cache ls|gc|rm KEY|SRC [node=N]", "list, trim or remove --stage cached datasets"}, {}}, CacheCmd},
+    {"state", {{"state gc [--dry-run] [node=N]", "prune state_dir/jobs to state_keep and state_keep_size"}, {}}, StateCmd},
+    {"slurm", {{"slurm job J|steps J|nodes LIST", "slurmctld's records as JSON (what root-run code reads)"}, {}},
+     SlurmRecordsCmd},
+    {"version", {{"version", "print the version"}, {}}, VersionCmd},
 };
+
+// The synopses of `commands`, in one column as wide as the widest, then what
+// each does.
+std::string UsageLines(const std::vector<const Command*>& commands) {
+  size_t width = 0;
+  for (const Command* c : commands)
+    for (const Usage& u : c->usage)
+      if (u.synopsis) width = std::max(width, std::strlen(u.synopsis));
+  std::string o;
+  for (const Command* c : commands)
+    for (const Usage& u : c->usage) {
+      if (!u.synopsis) continue;
+      o += "  " + std::string(u.synopsis) + std::string(width - std::strlen(u.synopsis) + 2, ' ') + u.what + "\n";
+    }
+  return o;
+}
 
 int Main(int argc, char** argv) {
   CommonCli cli;
   std::vector<std::string> words;
-  std::string usage = "Usage: preflight [OPTIONS] COMMAND [ARGS...]\nCommands:\n";
-  for (const auto& c : kCommands) usage += std::string("  ") + c.usage + "\n";
-  po::options_description visible(usage + "\nOptions");
-  AddCommonOptions(visible, cli);
-  po::options_description topo_opts("Options of 'preflight topo'");
+  std::vector<const Command*> all;
+  for (const auto& c : kCommands) all.push_back(&c);
+  // 100 columns: at boost's default 80 the option help wraps mid-word.
+  po::options_description common("Options", 100);
+  AddCommonOptions(common, cli);
+  po::options_description topo_opts("Options of 'preflight topo'", 100);
   topo_opts.add_options()
       ("xml", po::value<std::string>(&g_topo.xml)->value_name("FILE"), "hwloc XML to load instead of topology_xml / probing; nothing else is read from this machine")
       ("fsroot", po::value<std::string>(&g_topo.fsroot)->value_name("DIR"),
@@ -438,10 +479,11 @@ int Main(int argc, char** argv) {
       ("nodes", po::value<int>(&g_topo.nodes)->value_name("N"),
        "nodes in the job (default SLURM_JOB_NUM_NODES, else unknown): Slingshot's NCCL_NET is set only for N > 1")
       ("compare", po::bool_switch(&g_topo.compare), "compare the rails records FILE... of several nodes; name the odd one");
-  visible.add(topo_opts);
-  po::options_description state_opts("state gc options");
+  po::options_description state_opts("Options of 'preflight state gc'", 100);
   state_opts.add_options()("dry-run", po::bool_switch(&g_state_dry_run), "list what would be removed; remove nothing");
-  visible.add(state_opts);
+  po::options_description visible(100);
+  visible.add(common).add(topo_opts).add(state_opts);
+  const std::string general = "Usage: preflight [OPTIONS] COMMAND [ARGS...]\nCommands:\n" + UsageLines(all);
   po::variables_map vm;
   Status s = ParseCommandLineWords(argc, argv, visible, &words, vm);
   if (!s.ok()) {
@@ -453,17 +495,24 @@ int Main(int argc, char** argv) {
     Log(LogLevel::kError, "admin", "--nodes " + std::to_string(g_topo.nodes), "out of range 1..1000000");
     return 2;
   }
-  if (cli.help) { std::cout << visible << "\n"; return 0; }
-  if (cli.version || (!words.empty() && words[0] == "version")) {
-    std::cout << "preflight " << VersionString() << "\n";
+  const Command* cmd = nullptr;
+  for (const auto& c : kCommands)
+    if (!words.empty() && words[0] == c.name) cmd = &c;
+  if (cli.help && cmd != nullptr) {
+    // `preflight fleet --help`: that command's usage and the options it reads.
+    std::cout << "Usage: preflight [OPTIONS] " << cmd->name << " ...\n" << UsageLines({cmd}) << "\n";
+    if (std::strcmp(cmd->name, "topo") == 0) std::cout << topo_opts << "\n";
+    if (std::strcmp(cmd->name, "state") == 0) std::cout << state_opts << "\n";
+    std::cout << common << "\nSee preflight(8).\n";
     return 0;
   }
+  if (cli.help) { std::cout << general << visible << "\n"; return 0; }
+  if (cli.version) return VersionCmd({}, cli);
   if (words.empty()) {
-    std::cerr << visible << "\n";
+    std::cerr << general << visible << "\n";
     return 2;
   }
-  for (const auto& c : kCommands)
-    if (words[0] == c.name) return c.run(std::vector<std::string>(words.begin() + 1, words.end()), cli);
+  if (cmd != nullptr) return cmd->run(std::vector<std::string>(words.begin() + 1, words.end()), cli);
   Log(LogLevel::kError, "admin", "unknown command '" + words[0] + "'", "see preflight --help");
   return 2;
 }

@@ -5,6 +5,11 @@
 #include "preflight_test/temp_dir.h"
 #include <unistd.h>
 
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+
 #include "preflight/fileutil.h"
 
 namespace preflight {
@@ -51,6 +56,39 @@ TEST(Report, PrometheusTextfile) {
             std::string::npos)
       << p;
   EXPECT_NE(p.find("preflight_run_ok{node=\"n2\",tool=\"prolog\"} 0"), std::string::npos);
+}
+
+// conf/prometheus/preflight.rules.yml selects on these names and labels, and
+// tests/prometheus/preflight.rules.test.yml feeds series of this shape to
+// promtool: change them together.
+TEST(Report, PrometheusLabelsTheAlertRulesUse) {
+  Report r = Sample();
+  r.checks.push_back({"gpu.remapped", "gpu1", "3", "<= 0", Verdict::kWarn, "", 0});
+  std::map<std::string, std::set<std::string>> labels;  // metric -> label names of every series
+  std::istringstream in(ReportPrometheus(r));
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    size_t brace = line.find('{');
+    ASSERT_NE(brace, std::string::npos) << line;
+    std::string names;
+    for (size_t i = brace + 1; i < line.size() && line[i] != '}';) {
+      size_t eq = line.find("=\"", i);
+      ASSERT_NE(eq, std::string::npos) << line;
+      names += (names.empty() ? "" : ",") + line.substr(i, eq - i);
+      i = eq + 2;
+      while (i < line.size() && line[i] != '"') i += line[i] == '\\' ? 2 : 1;
+      i += line[i + 1] == ',' ? 2 : 1;
+    }
+    labels[line.substr(0, brace)].insert(names);
+  }
+  using Set = std::set<std::string>;
+  EXPECT_EQ(labels["preflight_check_ok"], Set{"node,tool,check,device,verdict,value,threshold,owner"});
+  EXPECT_EQ(labels["preflight_warnings"], Set{"node,tool,owner"});
+  EXPECT_EQ(labels["preflight_run_ok"], Set{"node,tool"});
+  EXPECT_EQ(labels["preflight_run_timestamp_seconds"], Set{"node,tool"});
+  std::string p = ReportPrometheus(r);
+  EXPECT_NE(p.find("preflight_warnings{node=\"n2\",tool=\"prolog\",owner=\"node\"} 1"), std::string::npos) << p;
+  EXPECT_NE(p.find(",verdict=\"warn\","), std::string::npos) << p;
 }
 
 TEST(Report, WrittenAtomicallyUnderStateDir) {

@@ -9,7 +9,12 @@
 #   cluster.sh env DIR               print the exports a client needs (SLURM_CONF, PATH)
 #
 # Environment: PREFLIGHT_SLURM_PREFIX (a Slurm built by scripts/slurm-from-source
-# instead of Debian's), PREFLIGHT_PROLOG_FLAGS (default Alloc).
+# instead of Debian's), PREFLIGHT_PROLOG_FLAGS (default Alloc,DeferBatch, as
+# conf/slurm.conf.fragment recommends; RunInJob variants add to it).
+#
+# Test seams of the prolog wrapper (tests/system/deferbatch_test.sh): an
+# executable DIR/hooks/prolog-before.NODE runs before the prolog on NODE, and
+# DIR/run/prolog-done/JOBID.NODE is written once the prolog has ended.
 #
 # The preflight pieces come from BUILD_DIR: the plugin (plugstack.conf), the
 # prolog and epilog (through tiny wrappers that pass --config), and the
@@ -124,7 +129,7 @@ GresTypes=gpu
 PlugStackConfig=$dir/etc/plugstack.conf
 Prolog=$dir/bin/prolog
 Epilog=$dir/bin/epilog
-PrologFlags=${PREFLIGHT_PROLOG_FLAGS:-Alloc}
+PrologFlags=${PREFLIGHT_PROLOG_FLAGS:-Alloc,DeferBatch}
 HealthCheckProgram=$dir/bin/healthcheck
 HealthCheckInterval=0
 NodeName=n[1-3] NodeHostname=$host NodeAddr=127.0.0.1 Port=$((base + 1))-$((base + 3)) CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=2000 Gres=gpu:4 State=UNKNOWN
@@ -182,10 +187,22 @@ nccl_max_bytes = 1M
 nccl_timeout = 60s
 CONF
   echo "required $build/spank_plugin/preflight.so conf=$dir/etc/preflight.conf" >"$dir/etc/plugstack.conf"
-  for b in prolog epilog healthcheck; do
+  for b in epilog healthcheck; do
     printf '#!/bin/sh\nexec %s --config %s "$@"\n' "$build/$([ $b = epilog ] && echo epilog || echo prolog)/preflight-$b" "$dir/etc/preflight.conf" >"$dir/bin/$b"
     chmod 755 "$dir/bin/$b"
   done
+  mkdir -p "$dir/hooks" "$dir/run/prolog-done"
+  rm -f "$dir/hooks"/* "$dir/run/prolog-done"/*
+  cat >"$dir/bin/prolog" <<WRAP
+#!/bin/sh
+hook=$dir/hooks/prolog-before.\$SLURMD_NODENAME
+[ -x "\$hook" ] && "\$hook"
+$build/prolog/preflight-prolog --config $dir/etc/preflight.conf "\$@"
+rc=\$?
+date +%s.%N >$dir/run/prolog-done/\$SLURM_JOB_ID.\$SLURMD_NODENAME
+exit \$rc
+WRAP
+  chmod 755 "$dir/bin/prolog"
 }
 
 # Per node, for the health checks (issue 4), on top of the topology sysfs

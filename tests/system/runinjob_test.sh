@@ -12,9 +12,9 @@ if [ "$rel" -lt 2405 ]; then
 fi
 restart() { PREFLIGHT_PROLOG_FLAGS=$1 "$S/tests/harness/cluster.sh" start "$C" "$B" >"$OUT/start-$1.log" 2>&1; }
 scratch=$C/nodes/n1/scratch
-back() { mv "$scratch.away" "$scratch" 2>/dev/null || true; restart Alloc; }
+back() { mv "$scratch.away" "$scratch" 2>/dev/null || true; restart Alloc,DeferBatch; }
 trap back EXIT
-check "cluster restarted with PrologFlags=Alloc,RunInJob" restart Alloc,RunInJob
+check "cluster restarted with PrologFlags=Alloc,DeferBatch,RunInJob" restart Alloc,DeferBatch,RunInJob
 "$B/admin/preflight" --config "$C/etc/preflight.conf" config check >"$OUT/config-check.out" 2>&1 || true
 cat "$OUT/config-check.out"
 check "config check says what RunInJob changes" contains "$OUT/config-check.out" 'RunInJob runs the prolog inside the job.s extern step'
