@@ -11,6 +11,7 @@ extern "C" {
 #include <slurm/spank.h>
 }
 
+#include <errno.h>  // program_invocation_short_name (GNU)
 #include <unistd.h>
 
 #include <cstdio>
@@ -48,6 +49,7 @@ struct PluginState {
   JobOptions opts;
   std::vector<spank_option> table;  // storage handed to spank_option_register
   bool initialized = false;
+  int post_opt_calls = 0;  // locally: one per heterogeneous job component
 };
 
 PluginState& State() {
@@ -71,7 +73,10 @@ int OptionCallback(int val, const char* optarg, int remote) {
   try {
     for (const auto& o : UserOptions()) {
       if (o.val != val) continue;
-      Status s = o.apply(optarg, State().opts);
+      // Remotely Slurm passes "" for a bare optional argument; locally
+      // it is NULL, so "" is what the user typed ('--nccl-check=').
+      Status s = remote ? Status::Ok() : CheckSubmittedValue(o, optarg);
+      if (s.ok()) s = o.apply(optarg, State().opts);
       if (s.ok() && !remote && o.resolve_local != nullptr) s = o.resolve_local(State().opts);
       if (!s.ok()) {
         Log(LogLevel::kError, remote ? "remote" : "submit", "refusing --" + std::string(o.name), s.message());
@@ -141,6 +146,20 @@ PF_EXPORT int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
     if (ctx == S_CTX_REMOTE) return preflight::spank::StepInit(sp, State().args, State().opts);
     if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR) return 0;
     const JobOptions& opts = State().opts;
+    // A site config the plugin cannot read would fail every node's prolog
+    // (each drained with the config error): refused here, at submission,
+    // with the file, line and key, while it stays broken.
+    auto cfg = LoadPluginConfig(State().args, "");
+    if (!cfg) {
+      Log(LogLevel::kError, "submit", "refused: the site's preflight config is broken (tell the cluster admins)",
+          cfg.status().message());
+      return -1;
+    }
+    Status sub = CheckSubmission(opts, program_invocation_short_name, State().post_opt_calls++);
+    if (!sub.ok()) {
+      Log(LogLevel::kError, "submit", "refusing --nccl-check", sub.message());
+      return -1;
+    }
     for (const auto& o : UserOptions()) {
       if (!o.given(opts)) continue;
       spank_err_t rc = spank_job_control_setenv(sp, o.env_name, o.value_text(opts).c_str(), 1);
@@ -178,6 +197,7 @@ PF_EXPORT int slurm_spank_exit(spank_t sp, int ac, char** av) {
   return Guard("exit", [&] {
     State().table.clear();
     State().initialized = false;
+    State().post_opt_calls = 0;
     if (spank_context() == S_CTX_REMOTE) preflight::spank::StepExit();
     return 0;
   });
