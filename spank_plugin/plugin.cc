@@ -14,7 +14,9 @@ extern "C" {
 #include <errno.h>  // program_invocation_short_name (GNU)
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -50,6 +52,7 @@ struct PluginState {
   std::vector<spank_option> table;  // storage handed to spank_option_register
   bool initialized = false;
   int post_opt_calls = 0;  // locally: one per heterogeneous job component
+  bool nccl_check_inherited = false;  // srun in a batch job: --nccl-check came from sbatch
 };
 
 PluginState& State() {
@@ -65,6 +68,20 @@ void SlurmSink(LogLevel level, const std::string& line) {
   }
 }
 
+// Slurm hands a batch job's options on to every srun inside it through the
+// job's environment (SLURM_SPANK__SLURM_SPANK_OPTION_<plugin>_<option>,
+// read by spank_process_env_options and passed to the callback with
+// remote=0): such a value was checked when sbatch took it, and is not the
+// srun user's typing.
+bool InheritedFromJob(const char* option) {
+  // Only srun inside a job; sbatch sets the same variable in its own
+  // environment after a heterogeneous job's first component.
+  if (std::strcmp(program_invocation_short_name, "srun") != 0 || std::getenv("SLURM_JOB_ID") == nullptr) return false;
+  std::string var = "SLURM_SPANK__SLURM_SPANK_OPTION_preflight_";
+  for (const char* p = option; *p; ++p) var += std::isalnum(static_cast<unsigned char>(*p)) ? *p : '_';
+  return std::getenv(var.c_str()) != nullptr;
+}
+
 // Called by Slurm for each user option, locally (remote=0: sbatch, srun) and
 // again in slurmstepd (remote=1), there twice for an optional argument
 // (NULL, then ""). Idempotent by construction. A non-zero return makes
@@ -75,7 +92,9 @@ int OptionCallback(int val, const char* optarg, int remote) {
       if (o.val != val) continue;
       // Remotely Slurm passes "" for a bare optional argument; locally
       // it is NULL, so "" is what the user typed ('--nccl-check=').
-      Status s = remote ? Status::Ok() : CheckSubmittedValue(o, optarg);
+      bool inherited = !remote && InheritedFromJob(o.name);
+      if (inherited && std::strcmp(o.name, "nccl-check") == 0) State().nccl_check_inherited = true;
+      Status s = remote || inherited ? Status::Ok() : CheckSubmittedValue(o, optarg);
       if (s.ok()) s = o.apply(optarg, State().opts);
       if (s.ok() && !remote && o.resolve_local != nullptr) s = o.resolve_local(State().opts);
       if (!s.ok()) {
@@ -155,7 +174,9 @@ PF_EXPORT int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
           cfg.status().message());
       return -1;
     }
-    Status sub = CheckSubmission(opts, program_invocation_short_name, State().post_opt_calls++);
+    JobOptions asked = opts;
+    if (State().nccl_check_inherited) asked.nccl_check_given = false;  // sbatch's, it runs in the batch step
+    Status sub = CheckSubmission(asked, program_invocation_short_name, State().post_opt_calls++);
     if (!sub.ok()) {
       Log(LogLevel::kError, "submit", "refusing --nccl-check", sub.message());
       return -1;
@@ -198,6 +219,7 @@ PF_EXPORT int slurm_spank_exit(spank_t sp, int ac, char** av) {
     State().table.clear();
     State().initialized = false;
     State().post_opt_calls = 0;
+    State().nccl_check_inherited = false;
     if (spank_context() == S_CTX_REMOTE) preflight::spank::StepExit();
     return 0;
   });

@@ -57,20 +57,21 @@ int ConfigErrorExit(const CommonCli& cli, const std::string& node, Phase phase, 
     if (!d.ok()) Log(LogLevel::kError, ProgramName(phase), "drain " + finish_drain, d.message());
     return d.ok() ? 0 : 1;
   }
-  if (!lenient.set_drain_reason) return 1;
+  // By hand (no job: an admin trying the config) the error is only printed.
+  if (!lenient.set_drain_reason || !env.count("SLURM_JOB_ID")) return 2;
   std::string why = ConfigDrainReason(error.message());
   auto flags = ReadPrologFlags(SlurmConfPath(lenient, env));
   if (flags && DrainHowFor(*flags) == DrainHow::kNow) {  // RunInJob: no detached helper outlives the step
     Status d = DrainNode(lenient, node, why);
     if (!d.ok()) Log(LogLevel::kError, ProgramName(phase), "drain " + node + " (PrologFlags=RunInJob)", d.message());
-    return 1;
+    return 2;
   }
   std::vector<std::string> argv2 = {SelfExe(), "--finish-drain", node, "--reason", why};
   if (cli.config_given()) { argv2.push_back("--config"); argv2.push_back(cli.config); }
   for (const auto& kv : cli.sets) { argv2.push_back("--set"); argv2.push_back(kv); }
   Status d = SpawnDetached(argv2, {});
   if (!d.ok()) Log(LogLevel::kError, ProgramName(phase), "drain reason", d.message());
-  return 1;
+  return 2;
 }
 
 int Main(int argc, char** argv, Phase phase) {
