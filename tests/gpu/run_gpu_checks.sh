@@ -28,7 +28,7 @@ cc=${CC:-gcc}
 # (libhwloc-dev; on a bare GPU machine carry its .deb and dpkg -x it).
 hwloc=$(pkg-config --cflags --libs hwloc 2>/dev/null || echo -lhwloc)
 inc=(-I"$src/core/include" -I"$src/topo/include" -I"$src/checks/include")
-srcs=("$src"/core/src/{clock,status,fsroot,fileutil,report,json,config,options,job,process,severity,stage_spec,state_paths,topo_expect}.cc
+srcs=("$src"/core/src/{clock,status,fsroot,fileutil,report,json,config,hostlist,options,job,process,severity,stage_spec,state_paths,topo_expect}.cc
       "$src"/topo/src/{topo,topo_load,topo_cache,topo_show,placement,rails}.cc "$src"/checks/src/*.cc)
 $cxx -std=c++17 ${GPU_CHECK_OPT:--O2} -Wall "${inc[@]}" "${srcs[@]}" \
   "$src/tests/gpu/gpu_check_main.cc" $hwloc -ldl -o "$out/gpu-check" >"$out/build.log" 2>&1 || { cat "$out/build.log"; echo "FAIL: build"; exit 1; }
