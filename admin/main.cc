@@ -258,6 +258,11 @@ int CacheCmd(const std::vector<std::string>& args_in, const CommonCli& cli) {
   if (!args.empty() && args.back().rfind("node=", 0) == 0) {
     node = args.back().substr(5);
     args.pop_back();
+    Status v = ValidNodeName(node);  // it becomes a path component (%n in stage_dir)
+    if (!v.ok()) {
+      Log(LogLevel::kError, "cache", "node=", v.message());
+      return 2;
+    }
   }
   std::string sub = args.empty() ? "ls" : args[0];
   auto cfg = LoadCliConfig(cli, node);

@@ -185,6 +185,13 @@ int Main(int argc, char** argv) {
   }
   if (cli.help) { std::cout << visible << "\n"; return 0; }
   if (cli.version) { std::cout << kProg << " " << VersionString() << "\n"; return 0; }
+  if (vm.count("ranks")) {
+    Status r = intra ? CheckIntraRanks(ranks, 0) : Status::InvalidArgument("only with --intra-node");
+    if (!r.ok()) {
+      Log(LogLevel::kError, kProg, "--ranks", r.message());
+      return 2;
+    }
+  }
 
   EnvMap env = EnvironToMap(environ);
   if (node.empty()) node = env.count("SLURMD_NODENAME") ? env["SLURMD_NODENAME"] : ShortHostname();
@@ -226,6 +233,10 @@ int Main(int argc, char** argv) {
       return 2;
     }
     CheckRun run = RunIntraNode(*cfg, node, *level, backend, ranks);
+    if (run.usage_error) {  // the request, not the node: no result, no drain
+      Log(LogLevel::kError, kProg, "--ranks", run.error);
+      return 2;
+    }
     // With --records the failed record carries the drain reason, for a
     // caller that decides about the drain itself (the plugin).
     int rc = Emit(run, json, output_file, true, records, IntraDrainReason(run, node));

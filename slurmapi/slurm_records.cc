@@ -27,6 +27,7 @@ extern "C" {
 
 #include "preflight/json.h"
 #include "preflight/log.h"
+#include "preflight/hostlist.h"
 #include "slurm_compat.h"
 #include "slurm_records.h"
 
@@ -197,6 +198,15 @@ int SlurmCmd(const std::vector<std::string>& args) {
   // Bad arguments are refused before libslurm looks for a configuration.
   uint32_t jid = 0;
   if (args[0] != "nodes" && !ParseJobId(args[1], &jid)) return 2;
+  if (args[0] == "nodes") {
+    // libslurm reads a malformed list ("n[1-") as one node name; the core
+    // parser refuses it with the reason, and bounds the expansion.
+    auto hosts = ExpandHostlist(args[1]);
+    if (!hosts || hosts->empty()) {
+      Log(LogLevel::kError, "slurm", "nodes", hosts ? "empty hostlist (expected e.g. n[1-3])" : hosts.status().message());
+      return 2;
+    }
+  }
   slurm_init(nullptr);  // reads SLURM_CONF (or the built-in path)
   int rc = args[0] == "job" ? Job(args[1], jid) : args[0] == "steps" ? Steps(args[1], jid) : Nodes(args[1]);
   slurm_fini();

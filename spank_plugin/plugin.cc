@@ -11,9 +11,12 @@ extern "C" {
 #include <slurm/spank.h>
 }
 
+#include <errno.h>  // program_invocation_short_name (GNU)
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -48,6 +51,8 @@ struct PluginState {
   JobOptions opts;
   std::vector<spank_option> table;  // storage handed to spank_option_register
   bool initialized = false;
+  int post_opt_calls = 0;  // locally: one per heterogeneous job component
+  bool nccl_check_inherited = false;  // srun in a batch job: --nccl-check came from sbatch
 };
 
 PluginState& State() {
@@ -63,6 +68,20 @@ void SlurmSink(LogLevel level, const std::string& line) {
   }
 }
 
+// Slurm hands a batch job's options on to every srun inside it through the
+// job's environment (SLURM_SPANK__SLURM_SPANK_OPTION_<plugin>_<option>,
+// read by spank_process_env_options and passed to the callback with
+// remote=0): such a value was checked when sbatch took it, and is not the
+// srun user's typing.
+bool InheritedFromJob(const char* option) {
+  // Only srun inside a job; sbatch sets the same variable in its own
+  // environment after a heterogeneous job's first component.
+  if (std::strcmp(program_invocation_short_name, "srun") != 0 || std::getenv("SLURM_JOB_ID") == nullptr) return false;
+  std::string var = "SLURM_SPANK__SLURM_SPANK_OPTION_preflight_";
+  for (const char* p = option; *p; ++p) var += std::isalnum(static_cast<unsigned char>(*p)) ? *p : '_';
+  return std::getenv(var.c_str()) != nullptr;
+}
+
 // Called by Slurm for each user option, locally (remote=0: sbatch, srun) and
 // again in slurmstepd (remote=1), there twice for an optional argument
 // (NULL, then ""). Idempotent by construction. A non-zero return makes
@@ -71,7 +90,12 @@ int OptionCallback(int val, const char* optarg, int remote) {
   try {
     for (const auto& o : UserOptions()) {
       if (o.val != val) continue;
-      Status s = o.apply(optarg, State().opts);
+      // Remotely Slurm passes "" for a bare optional argument; locally
+      // it is NULL, so "" is what the user typed ('--nccl-check=').
+      bool inherited = !remote && InheritedFromJob(o.name);
+      if (inherited && std::strcmp(o.name, "nccl-check") == 0) State().nccl_check_inherited = true;
+      Status s = remote || inherited ? Status::Ok() : CheckSubmittedValue(o, optarg);
+      if (s.ok()) s = o.apply(optarg, State().opts);
       if (s.ok() && !remote && o.resolve_local != nullptr) s = o.resolve_local(State().opts);
       if (!s.ok()) {
         Log(LogLevel::kError, remote ? "remote" : "submit", "refusing --" + std::string(o.name), s.message());
@@ -141,6 +165,22 @@ PF_EXPORT int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
     if (ctx == S_CTX_REMOTE) return preflight::spank::StepInit(sp, State().args, State().opts);
     if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR) return 0;
     const JobOptions& opts = State().opts;
+    // A site config the plugin cannot read would fail every node's prolog
+    // (each drained with the config error): refused here, at submission,
+    // with the file, line and key, while it stays broken.
+    auto cfg = LoadPluginConfig(State().args, "");
+    if (!cfg) {
+      Log(LogLevel::kError, "submit", "refused: the site's preflight config is broken (tell the cluster admins)",
+          cfg.status().message());
+      return -1;
+    }
+    JobOptions asked = opts;
+    if (State().nccl_check_inherited) asked.nccl_check_given = false;  // sbatch's, it runs in the batch step
+    Status sub = CheckSubmission(asked, program_invocation_short_name, State().post_opt_calls++);
+    if (!sub.ok()) {
+      Log(LogLevel::kError, "submit", "refusing --nccl-check", sub.message());
+      return -1;
+    }
     for (const auto& o : UserOptions()) {
       if (!o.given(opts)) continue;
       spank_err_t rc = spank_job_control_setenv(sp, o.env_name, o.value_text(opts).c_str(), 1);
@@ -178,6 +218,8 @@ PF_EXPORT int slurm_spank_exit(spank_t sp, int ac, char** av) {
   return Guard("exit", [&] {
     State().table.clear();
     State().initialized = false;
+    State().post_opt_calls = 0;
+    State().nccl_check_inherited = false;
     if (spank_context() == S_CTX_REMOTE) preflight::spank::StepExit();
     return 0;
   });

@@ -18,8 +18,28 @@
 namespace preflight::collective {
 
 // --- intra-node ---------------------------------------------------------------------
+Status CheckIntraRanks(int ranks, int gpus) {
+  if (ranks < 1 || ranks > kMaxIntraRanks)
+    return Status::InvalidArgument("--ranks " + std::to_string(ranks) + ": expected 1 to " + std::to_string(kMaxIntraRanks) +
+                                   " (the limit of ranks per node)");
+  if (gpus > 0 && ranks > gpus)
+    return Status::InvalidArgument("--ranks " + std::to_string(ranks) + ": more than this node's " + std::to_string(gpus) +
+                                   " GPUs (one rank per GPU)");
+  return Status::Ok();
+}
+
 CheckRun RunIntraNode(const Config& cfg, const std::string& node, Level level, const std::string& backend, int ranks) {
   CheckRun run;
+  auto refuse = [&](const Status& s) {
+    run.error = s.message();
+    run.judgement.message = run.error;
+    run.usage_error = true;
+    return run;
+  };
+  if (ranks != 0) {  // 0: the default below
+    Status r = CheckIntraRanks(ranks, 0);
+    if (!r.ok()) return refuse(r);
+  }
   run.info.scope = "intra-node";
   run.info.level = LevelName(level);
   run.info.nodes = {node};
@@ -34,7 +54,11 @@ CheckRun RunIntraNode(const Config& cfg, const std::string& node, Level level, c
       return run;
     }
     inv = *p;
-    if (ranks <= 0) ranks = inv.count;
+    if (ranks > 0) {
+      Status r = CheckIntraRanks(ranks, inv.count);
+      if (!r.ok()) return refuse(r);
+    }
+    if (ranks <= 0) ranks = std::min(inv.count, kMaxIntraRanks);
     if (ranks <= 0) {
       run.error = "GPU check asked for, but no CUDA device is visible on " + node;
       run.judgement.message = run.error;
@@ -51,15 +75,38 @@ CheckRun RunIntraNode(const Config& cfg, const std::string& node, Level level, c
   std::vector<Expected<SweepResult>> results(ranks, Status::Unavailable("not run"));
   SweepOptions sweep = SweepForLevel(level, cfg.nccl.max_bytes);
   std::vector<std::thread> threads;
+  threads.reserve(ranks);
   for (int r = 0; r < ranks; ++r) {
-    threads.emplace_back([&, r] {
-      auto boot = MakeLocalBootstrap(group, r);
-      auto b = MakeBackend(backend, *boot, cfg);
-      if (!b) { results[r] = b.status(); return; }
-      results[r] = RunAllReduceSweep(**b, sweep);
-    });
+    try {
+      threads.emplace_back([&, r] {
+        try {  // an exception leaving a thread's function is std::terminate
+          auto boot = MakeLocalBootstrap(group, r);
+          auto b = MakeBackend(backend, *boot, cfg);
+          if (!b) { results[r] = b.status(); return; }
+          results[r] = RunAllReduceSweep(**b, sweep);
+        } catch (const std::exception& e) {
+          results[r] = Status::Unavailable("rank " + std::to_string(r) + ": " + e.what());
+          AbortLocalGroup(*group, results[r].status().message());
+        }
+      });
+    } catch (const std::exception& e) {
+      // No thread for this rank (std::system_error): end the started ones'
+      // waits and join them; a joinable std::thread destroyed would call
+      // std::terminate.
+      AbortLocalGroup(*group, "rank " + std::to_string(r) + " could not be started: " + e.what());
+      results[r] = Status::Unavailable("cannot start rank " + std::to_string(r) + " of " + std::to_string(ranks) +
+                                       " as a thread: " + e.what());
+      for (int k = r + 1; k < ranks; ++k) results[k] = results[r];
+      break;
+    }
   }
   for (auto& t : threads) t.join();
+  for (int r = 0; r < ranks; ++r)  // the cause first, not a rank's "aborted" echo of it
+    if (!results[r] && results[r].status().message().find("cannot start rank") == 0) {
+      run.error = results[r].status().message();
+      run.judgement.message = run.error;
+      return run;
+    }
   for (int r = 0; r < ranks; ++r) {
     if (!results[r]) {
       run.error = results[r].status().message();

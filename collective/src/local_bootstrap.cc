@@ -23,7 +23,8 @@ class LocalGroup {
     ++slot.arrived;
     cv_.notify_all();
     bool done = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms_),
-                             [&] { return slot.arrived >= size_; });
+                             [&] { return slot.arrived >= size_ || !aborted_.empty(); });
+    if (!aborted_.empty()) return Status::Unavailable("local bootstrap '" + key + "': " + aborted_);
     if (!done)
       return Status::Timeout("local bootstrap '" + key + "': " + std::to_string(slot.arrived) + " of " +
                              std::to_string(size_) + " ranks arrived within " + std::to_string(timeout_ms_) + " ms");
@@ -32,6 +33,11 @@ class LocalGroup {
 
   int size() const { return size_; }
   const std::string& node() const { return node_; }
+  void Abort(const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborted_ = why.empty() ? std::string("aborted") : why;
+    cv_.notify_all();
+  }
 
  private:
   struct Slot {
@@ -44,6 +50,7 @@ class LocalGroup {
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, Slot> slots_;  // keys are used once per group
+  std::string aborted_;                // set: every wait ends with this
 };
 
 namespace {
@@ -103,6 +110,8 @@ Status FailBackendGather(Bootstrap& boot, const Status& why) {
 std::shared_ptr<LocalGroup> MakeLocalGroup(int size, std::string node, unsigned timeout_ms) {
   return std::make_shared<LocalGroup>(size, std::move(node), timeout_ms);
 }
+
+void AbortLocalGroup(LocalGroup& group, const std::string& why) { group.Abort(why); }
 
 std::unique_ptr<Bootstrap> MakeSubBootstrap(Bootstrap& parent, std::vector<int> members) {
   return std::make_unique<SubBootstrap>(parent, std::move(members));

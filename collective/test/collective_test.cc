@@ -274,6 +274,37 @@ TEST(IntraNode, HostRanksAsThreads) {
   EXPECT_NE(IntraDrainReason(run, "n9").rfind(kNcclDrainPrefix, 0), std::string::npos);
 }
 
+TEST(IntraNode, RankCountIsBounded) {
+  // Issue #19 defect 5: --ranks 100000 aborted (a thread per rank), 5000 ran
+  // past a minute. Refused before any thread starts, as the caller's error.
+  EXPECT_TRUE(CheckIntraRanks(1, 0).ok());
+  EXPECT_TRUE(CheckIntraRanks(kMaxIntraRanks, 0).ok());
+  EXPECT_EQ(CheckIntraRanks(100000, 0).message(), "--ranks 100000: expected 1 to 64 (the limit of ranks per node)");
+  EXPECT_FALSE(CheckIntraRanks(0, 0).ok());
+  EXPECT_FALSE(CheckIntraRanks(-3, 0).ok());
+  EXPECT_EQ(CheckIntraRanks(9, 8).message(), "--ranks 9: more than this node's 8 GPUs (one rank per GPU)");
+  EXPECT_TRUE(CheckIntraRanks(8, 8).ok());
+  Config cfg;
+  for (int n : {100000, 5000, kMaxIntraRanks + 1, -1}) {
+    CheckRun run = RunIntraNode(cfg, "n1", Level::kQuick, "host", n);
+    EXPECT_TRUE(run.usage_error) << n;
+    EXPECT_FALSE(run.judgement.ok);
+    EXPECT_NE(run.error.find("--ranks " + std::to_string(n)), std::string::npos) << run.error;
+  }
+}
+
+TEST(IntraNode, AbortedGroupEndsEveryWait) {
+  // What RunIntraNode does when a rank's thread cannot start: the started
+  // ranks' waits end at once instead of at the timeout (10 minutes here).
+  auto group = MakeLocalGroup(3, "n1", 600000);
+  Expected<std::vector<std::string>> got = Status::Unavailable("not run");
+  std::thread t([&] { got = MakeLocalBootstrap(group, 0)->AllGather("k", "x"); });
+  AbortLocalGroup(*group, "rank 2 could not be started");
+  t.join();
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.status().message().find("rank 2 could not be started"), std::string::npos) << got.status().message();
+}
+
 TEST(IntraNode, RateFileMakesTheNodeFail) {
   preflight_test::TempDir dir("nccl");
   std::string f = dir / "rate";

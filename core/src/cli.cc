@@ -1,5 +1,7 @@
 #include "preflight/cli.h"
 
+#include "preflight/hostlist.h"
+
 #include <exception>
 
 #include "preflight/log.h"
@@ -44,6 +46,12 @@ Status ParseCommandLineWords(int argc, char** argv, const po::options_descriptio
 }
 
 Expected<Config> LoadCliConfig(const CommonCli& cli, const std::string& node) {
+  // A node name given on the command line becomes a path component (%n in
+  // path keys, state_dir/nodes/<node>...): Slurm's node-name charset only.
+  if (!node.empty()) {
+    Status v = ValidNodeName(node);
+    if (!v.ok()) return v;
+  }
   auto cfg = LoadConfig(cli.config, node, cli.config_given());
   if (!cfg) return cfg;
   Status s = ApplyOverrides(*cfg, cli.sets, "--set", node);

@@ -1,5 +1,6 @@
 #include "preflight/config.h"
 
+#include "preflight/hostlist.h"
 #include "preflight/severity.h"
 #include "preflight/topo_expect.h"
 
@@ -166,6 +167,32 @@ std::string DurationText(uint32_t ms) {
     return Status::Ok();                                                      \
   }
 
+// A file or folder: absolute (a relative one would resolve against
+// whatever directory slurmd, sbatch or the admin happen to run in); `req`:
+// never empty.
+Status AbsolutePath(const std::string& v, bool req) {
+  if (v.empty()) return req ? Status::InvalidArgument("empty path (expected an absolute path)") : Status::Ok();
+  if (v[0] != '/') return Status::InvalidArgument("relative path '" + v + "' (expected an absolute path, starting with '/')");
+  return Status::Ok();
+}
+// A program or library: absolute, or a bare name that PATH or the dynamic
+// loader resolves ("scontrol", "libnvidia-ml.so.1"); never relative with a '/'.
+Status CommandPath(const std::string& v) {
+  if (v.empty() || v[0] == '/' || v.find('/') == std::string::npos) return Status::Ok();
+  return Status::InvalidArgument("relative path '" + v + "' (expected an absolute path or a bare name found on PATH)");
+}
+#define PF_CHECKED_PATH(field, check)                                         \
+  [](const Config& c) { return c.field; },                                    \
+  [](Config& c, const std::string& v) {                                       \
+    Status st = check;                                                        \
+    if (!st.ok()) return st;                                                  \
+    c.field = v;                                                              \
+    return Status::Ok();                                                      \
+  }
+#define PF_ABSPATH(field) PF_CHECKED_PATH(field, AbsolutePath(v, false))
+#define PF_ABSPATH_REQ(field) PF_CHECKED_PATH(field, AbsolutePath(v, true))
+#define PF_CMDPATH(field) PF_CHECKED_PATH(field, CommandPath(v))
+
 #define PF_STRING(field) PF_PATH(field)
 
 std::string BoolText(bool b) { return b ? "yes" : "no"; }
@@ -322,6 +349,16 @@ Expected<std::string> ParseBwProfile(const std::string& s) {
   return OneOf(s, {"auto", "H100", "H200", "B200", "A100", "L40S"});
 }
 
+// A count within [lo, hi]; the error states the range.
+template <uint64_t lo, uint64_t hi>
+Expected<uint64_t> CountIn(const std::string& s) {
+  auto n = ParseCount(s);
+  if (!n || *n < lo || *n > hi)
+    return Status::InvalidArgument("bad value '" + s + "' (expected a number from " + std::to_string(lo) + " to " +
+                                   std::to_string(hi) + ")");
+  return n;
+}
+
 Expected<uint64_t> ParseDcgmLevel(const std::string& s) {
   auto n = ParseCount(s);
   if (!n || *n > 4) return Status::InvalidArgument("bad DCGM level '" + s + "' (expected 0 to 4)");
@@ -387,31 +424,31 @@ const std::vector<ConfigKey>& ConfigKeys() {
   static const std::vector<ConfigKey> kKeys = [] {
     std::vector<ConfigKey> keys = {
       {"state_dir", "path", "Directory for per-job result files and node state (root-owned)",
-       PF_PATH(state_dir)},
+       PF_ABSPATH_REQ(state_dir)},
       {"state_keep", "duration", "How long finished jobs' records stay in state_dir/jobs (pruned by the epilog and `preflight state gc`); 0: no age bound",
        PF_PARSED(state_keep_ms, ParseDurationMs, DurationText)},
       {"state_keep_size", "size", "Most bytes finished jobs' records may take in state_dir/jobs, oldest pruned first; 0: no size bound",
        PF_PARSED(state_keep_bytes, ParseSize, SizeText)},
       {"textfile_dir", "path", "node_exporter textfile collector directory; empty disables metrics",
-       PF_PATH(textfile_dir)},
+       PF_ABSPATH(textfile_dir)},
       {"default_level", "level", "Check level for jobs that did not pass --nccl-check (off, quick, full)",
        PF_PARSED(default_level, ParseLevelKey, LevelText)},
       {"fsroot", "path", "Root under which /sys, /proc and /dev are read (fixture trees in tests)",
-       PF_PATH(fsroot)},
+       PF_ABSPATH_REQ(fsroot)},
       {"topology_xml", "path", "hwloc XML file to load instead of probing this machine",
-       PF_PATH(topology_xml)},
+       PF_ABSPATH(topology_xml)},
       {"topo_env", "bool", "Set the topology-aware NCCL/RDMA environment in each task (jobs opt out with --preflight-env=off)",
        PF_PARSED(topo_env, ParseBool, BoolText)},
       {"nccl_gid_index", "bool", "Export NCCL_IB_GID_INDEX when all paired ports are RoCE with a validated RoCE v2 GID",
        PF_PARSED(nccl_gid_index, ParseBool, BoolText)},
       {"nccl_topo_file", "path", "NCCL_TOPO_FILE given to tasks (only for VMs with a virtual PCI tree); empty never sets it",
-       PF_PATH(nccl_topo_file)},
+       PF_ABSPATH(nccl_topo_file)},
       {"topo_rails", "list", "Compute-rail NICs for NCCL_IB_HCA (e.g. mlx5_0,mlx5_1), where the PCIe tree does not tell; empty: rails are the NICs PIX/PXB/PHB to some GPU",
        PF_PARSED(topo_rails, ParseRailList, ListText)},
       {"topo_expect", "string", "Pinned GPU-NIC placement checked by the prolog, e.g. 0:mlx5_0,1:mlx5_1 (preflight topo prints it)",
        PF_PARSED(topo_expect, ParsePairingKey, std::string)},
       {"scratch_dir", "path", "Node-local scratch (NVMe) directory to check; empty skips the check",
-       PF_PATH(scratch_dir)},
+       PF_ABSPATH(scratch_dir)},
       {"scratch_min_free", "size", "Minimum free space in scratch_dir",
        PF_PARSED(scratch_min_free_bytes, ParseSize, SizeText)},
       {"scratch_min_free_inodes", "count", "Minimum free inodes in scratch_dir",
@@ -419,33 +456,33 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"set_drain_reason", "bool", "After a failed prolog check, set the node's drain reason to name it",
        PF_PARSED(set_drain_reason, ParseBool, BoolText)},
       {"scontrol", "path", "scontrol binary used for drain reasons and health-check resumes",
-       PF_PATH(scontrol)},
+       PF_CMDPATH(scontrol)},
       {"slurm_conf", "path", "SLURM_CONF for those scontrol calls (empty: inherit)",
-       PF_PATH(slurm_conf)},
+       PF_ABSPATH(slurm_conf)},
       {"slurm_query", "path", "preflight binary whose `slurm` command reads job, step and node records (libslurm, JSON)",
-       PF_PATH(slurm_query)},
+       PF_CMDPATH(slurm_query)},
       {"probe_timeout", "duration", "Upper bound for any single probe (e.g. 10s, 500ms)",
        PF_PARSED(probe_timeout_ms, ParseDurationMs, DurationText)},
       {"nvml_library", "path", "NVML library to dlopen (soname or path); absent: GPU checks are skipped",
-       PF_PATH(nvml_library)},
+       PF_CMDPATH(nvml_library)},
       {"nvml_fault_file", "path", "Test hook: fault file handed to the fake NVML in tests/fakes (PREFLIGHT_FAKE_NVML_FAULTS)",
-       PF_PATH(nvml_fault_file)},
+       PF_ABSPATH(nvml_fault_file)},
       {"gpu_count", "count", "GPUs this node must show (0: as many as /dev/nvidiaN files under fsroot)",
-       PF_PARSED(gpu_count, ParseCount, CountText)},
+       PF_PARSED(gpu_count, (CountIn<0, 1024>), CountText)},
       {"gpu_max_ecc_uncorrected", "count", "Most uncorrected ECC errors (volatile or aggregate) a GPU may have",
        PF_PARSED(gpu_max_ecc_uncorrected, ParseCount, CountText)},
       {"gpu_max_retired_pages", "count", "Most retired pages a GPU may have (any pending retirement fails)",
        PF_PARSED(gpu_max_retired_pages, ParseCount, CountText)},
       {"gpu_max_temp", "count", "Highest GPU temperature in degrees C",
-       PF_PARSED(gpu_max_temp, ParseCount, CountText)},
+       PF_PARSED(gpu_max_temp, (CountIn<0, 200>), CountText)},
       {"gpu_throttle_fail", "list", "Clock throttle reasons that fail a GPU (e.g. hw_slowdown,hw_thermal)",
        PF_PARSED(gpu_throttle_fail, ParseThrottleList, ListText)},
       {"gpu_pcie_gen", "count", "Lowest PCIe generation a GPU's link may be capable of (0: not checked)",
-       PF_PARSED(gpu_pcie_gen, ParseCount, CountText)},
+       PF_PARSED(gpu_pcie_gen, (CountIn<0, 16>), CountText)},
       {"gpu_pcie_width", "count", "Lowest PCIe link width of a GPU (0: the device's own maximum)",
-       PF_PARSED(gpu_pcie_width, ParseCount, CountText)},
+       PF_PARSED(gpu_pcie_width, (CountIn<0, 64>), CountText)},
       {"gpu_nvlinks", "count", "NVLinks that must be up per GPU (0: every link NVML reports)",
-       PF_PARSED(gpu_nvlinks, ParseCount, CountText)},
+       PF_PARSED(gpu_nvlinks, (CountIn<0, 64>), CountText)},
       {"gpu_persistence", "string", "Persistence mode the site expects: any, on, off",
        PF_PARSED(gpu_persistence, ParsePersistence, PersistenceText)},
       {"gpu_compute_mode", "string", "Compute mode the site expects: any, default, exclusive_process, prohibited",
@@ -459,7 +496,7 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"ib_hcas", "list", "HCAs that must be present and up (e.g. mlx5_0,mlx5_1; empty: every HCA found)",
        PF_PARSED(ib_hcas, ParseList, ListText)},
       {"ib_rate", "count", "Lowest port rate in Gb/s (0: not checked)",
-       PF_PARSED(ib_rate, ParseCount, CountText)},
+       PF_PARSED(ib_rate, (CountIn<0, 100000>), CountText)},
       {"ib_link_layer", "string", "Link layer every port must have: any, InfiniBand, Ethernet",
        PF_PARSED(ib_link_layer, ParseLinkLayer, LinkLayerText)},
       {"ib_counter_warn", "list", "Port error counters (NAME:MAX) whose rise within ib_counter_window above MAX warns (ib.counters)",
@@ -471,7 +508,7 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"fleet_max_age", "duration", "Other nodes' version records older than this are not compared (0: any age)",
        PF_PARSED(fleet_max_age_ms, ParseDurationMs, DurationText)},
       {"cuda_runtime", "path", "CUDA runtime the bandwidth tier and the NCCL backend dlopen (default: CUDA 13's, else 12's; absent: gpu.bandwidth is skipped, saying so)",
-       PF_PATH(cuda_runtime)},
+       PF_CMDPATH(cuda_runtime)},
       {"bw_profile", "string", "Bandwidth profile for gpu.bandwidth: auto (from the GPU name), H100, H200, B200, A100, L40S",
        PF_PARSED(bw_profile, ParseBwProfile, Same)},
       {"bw_min_fraction", "fraction", "Fraction of the profile's per-direction peak each H2D, D2H and P2P copy must reach",
@@ -479,7 +516,7 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"bw_bytes", "size", "Bytes per copy in gpu.bandwidth",
        PF_PARSED(bw_bytes, ParseSize, SizeText)},
       {"dcgmi", "path", "DCGM's dcgmi, run by gpu.dcgm where installed (absent: the check is skipped, saying so)",
-       PF_PATH(dcgmi)},
+       PF_CMDPATH(dcgmi)},
       {"dcgm_level", "count", "dcgmi diag -r level at the full check level (1 quick .. 4 long; 0: never)",
        PF_PARSED(dcgm_level, ParseDcgmLevel, CountText)},
       {"dcgm_health_level", "count", "dcgmi diag -r level in the health check's idle sweep (0: not run there)",
@@ -518,7 +555,7 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"run_stall_gpu", "duration", "preflight-run: alert after this long with every GPU idle (0: off)",
        PF_PARSED(run.stall_gpu_ms, ParseDurationMs, DurationText)},
       {"run_gpu_idle_percent", "count", "preflight-run: GPU utilisation at or below this is idle",
-       PF_PARSED(run.gpu_idle_percent, ParseCount, CountText)},
+       PF_PARSED(run.gpu_idle_percent, (CountIn<0, 100>), CountText)},
       {"run_stall_restart", "bool", "preflight-run: kill and requeue on a stall or NaN, else alert only",
        PF_PARSED(run.stall_restart, ParseBool, BoolText)},
       {"run_alert_hook", "path", "preflight-run: command run on each alert (PREFLIGHT_ALERT_* in its env)",
@@ -538,9 +575,9 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"nccl_max_bytes", "size", "Cap on the collective check's message size (0: none)",
        PF_PARSED(nccl.max_bytes, ParseSize, SizeText)},
       {"nccl_binary", "path", "preflight-nccl binary run by the plugin (root-run intra-node checks)",
-       PF_PATH(nccl.binary)},
+       PF_CMDPATH(nccl.binary)},
       {"nccl_srun", "path", "srun used to launch the collective check steps",
-       PF_PATH(nccl.srun)},
+       PF_CMDPATH(nccl.srun)},
       {"nccl_timeout", "duration", "Upper bound for each collective check step",
        PF_PARSED(nccl.timeout_ms, ParseDurationMs, DurationText)},
       {"nccl_on_failure", "string", "After a node is drained by the collective check: requeue the job without it, or fail it",
@@ -548,15 +585,15 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"nccl_drain_internode", "bool", "Drain a node found only by user-run pairwise tests (trusts user processes)",
        PF_PARSED(nccl.drain_internode, ParseBool, BoolText)},
       {"nccl_host_rate_file", "path", "Test seam: file with a send-rate cap for host-backend ranks on this node",
-       PF_PATH(nccl.host_rate_file)},
+       PF_ABSPATH(nccl.host_rate_file)},
       {"nccl_library", "path", "NCCL the nccl backend dlopens (soname or path, e.g. a wheel's libnccl.so.2)",
-       PF_PATH(nccl.library)},
+       PF_CMDPATH(nccl.library)},
       {"stage_dir", "path", "Node-local folder for --stage job views and the dataset cache; empty disables --stage",
-       PF_PATH(stage.dir)},
+       PF_ABSPATH(stage.dir)},
       {"stage_cache_quota", "size", "Dataset cache size kept after each job (LRU, in-use never evicted); 0: no limit",
        PF_PARSED(stage.cache_quota, ParseSize, SizeText)},
       {"stage_workers", "count", "Copy threads per staged dataset; 0: one per CPU (at least 2)",
-       PF_PARSED(stage.workers, ParseCount, CountText)},
+       PF_PARSED(stage.workers, (CountIn<0, 1024>), CountText)},
       {"stage_timeout", "duration", "Upper bound for staging all of a job's datasets on a node",
        PF_PARSED(stage.timeout_ms, ParseDurationMs, DurationText)},
       {"stage_verify", "string", "Cache reuse check: files (every entry's type, mode, size, inode, mtime, ctime and the user's read access) or dirs (directories only)",
@@ -564,11 +601,11 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"stage_peers", "bool", "A multi-node job's prologs share one read of each source (peer fan-out, munge-authenticated)",
        PF_PARSED(stage.peers, ParseBool, BoolText)},
       {"stage_peer_port", "count", "Peer fan-out: node i of the job's node list serves on this TCP port + i",
-       PF_PARSED(stage.peer_port, ParseCount, CountText)},
+       PF_PARSED(stage.peer_port, (CountIn<1, 65535>), CountText)},
       {"stage_peer_host", "string", "Peer fan-out: a job node's address; %n stands for its node name",
        PF_STRING(stage.peer_host)},
       {"stage_munge_socket", "path", "Peer fan-out: munged's socket; empty: libmunge's default",
-       PF_PATH(stage.munge_socket)},
+       PF_ABSPATH(stage.munge_socket)},
     };
     AddCheckModeKeys(keys, std::make_index_sequence<kMaxSwitches>());
     return keys;
@@ -577,6 +614,10 @@ const std::vector<ConfigKey>& ConfigKeys() {
 }
 
 #undef PF_PATH
+#undef PF_CHECKED_PATH
+#undef PF_ABSPATH
+#undef PF_ABSPATH_REQ
+#undef PF_CMDPATH
 #undef PF_PARSED
 #undef PF_STRING
 
@@ -597,7 +638,19 @@ std::string Trim(const std::string& s) {
 
 Status SetKey(Config& cfg, const std::string& key, const std::string& raw, const std::string& node) {
   const ConfigKey* k = FindKey(key);
-  if (k == nullptr) return Status::InvalidArgument("unknown key '" + key + "'");
+  if (k == nullptr) {
+    std::string shown;  // an invisible byte in the key is shown, not hidden
+    for (unsigned char c : key) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02x", c);
+      shown += c >= 0x20 && c < 0x7f ? std::string(1, static_cast<char>(c)) : std::string(b);
+    }
+    return Status::InvalidArgument("unknown key '" + shown + "'");
+  }
+  if (std::string(k->type) == "path" && !node.empty() && raw.find("%n") != std::string::npos) {
+    Status v = ValidNodeName(node);  // %n makes the node name a path component
+    if (!v.ok()) return v.Context("key '" + key + "'");
+  }
   std::string value = std::string(k->type) == "path" ? ExpandNode(raw, node) : raw;
   Status s = k->set(cfg, value);
   if (!s.ok()) return s.Context("key '" + key + "'");
@@ -606,7 +659,9 @@ Status SetKey(Config& cfg, const std::string& key, const std::string& raw, const
 
 }  // namespace
 
-Expected<Config> LoadConfig(const std::string& path, const std::string& node, bool required) {
+namespace {
+// `lenient`: bad lines are skipped instead of ending the load.
+Expected<Config> LoadConfigImpl(const std::string& path, const std::string& node, bool required, bool lenient) {
   Config cfg;
   std::ifstream in(path);
   if (!in) {
@@ -620,23 +675,40 @@ Expected<Config> LoadConfig(const std::string& path, const std::string& node, bo
   int lineno = 0;
   while (std::getline(in, line)) {
     ++lineno;
+    // A UTF-8 byte-order mark (editors on Windows write one) is not part of
+    // the first key.
+    if (lineno == 1 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
     size_t hash = line.find('#');
     if (hash != std::string::npos) line.erase(hash);
     line = Trim(line);
     if (line.empty()) continue;
     std::string where = path + ":" + std::to_string(lineno);
     size_t eq = line.find('=');
-    if (eq == std::string::npos)
+    if (eq == std::string::npos) {
+      if (lenient) continue;
       return Status::InvalidArgument(where + ": expected 'key = value', got '" + line + "'");
+    }
     std::string key = Trim(line.substr(0, eq));
     std::string value = Trim(line.substr(eq + 1));
-    if (!seen.insert(key).second)
+    if (!seen.insert(key).second) {
+      if (lenient) continue;
       return Status::InvalidArgument(where + ": key '" + key + "' given twice");
+    }
     Status s = SetKey(cfg, key, value, node);
-    if (!s.ok()) return Status::InvalidArgument(where + ": " + s.message());
+    if (!s.ok() && !lenient) return Status::InvalidArgument(where + ": " + s.message());
   }
   if (in.bad()) return Status::FromErrno(errno, "reading config " + path);
   return cfg;
+}
+}  // namespace
+
+Expected<Config> LoadConfig(const std::string& path, const std::string& node, bool required) {
+  return LoadConfigImpl(path, node, required, false);
+}
+
+Config LoadConfigLenient(const std::string& path, const std::string& node) {
+  auto c = LoadConfigImpl(path, node, false, true);
+  return c ? *c : Config();
 }
 
 Status ApplyOverrides(Config& cfg, const std::vector<std::string>& kv, const std::string& origin,

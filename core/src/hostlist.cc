@@ -1,49 +1,164 @@
 #include "preflight/hostlist.h"
 
-#include <sstream>
-
-#include "preflight/job.h"
+#include <cctype>
+#include <cstdint>
+#include <cstdio>
 
 namespace preflight {
+namespace {
+
+// The text as an error message shows it: bytes outside printable ASCII
+// escaped, at most 120 characters.
+std::string Printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s.substr(0, 120)) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02x", c);
+      out += b;
+    }
+  }
+  if (s.size() > 120) out += "...";
+  return out;
+}
+
+struct Range {
+  uint64_t lo, hi;
+  size_t width;  // zero padding: "08-10" keeps two digits
+};
+// One comma item: literal[ranges]literal[ranges]...literal.
+struct Item {
+  std::vector<std::string> literals;   // groups.size() + 1 of them
+  std::vector<std::vector<Range>> groups;
+};
+
+Expected<uint64_t> Number(const std::string& s) {
+  if (s.empty() || s.size() > 18) return Status::InvalidArgument("");
+  uint64_t n = 0;
+  for (char c : s) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return Status::InvalidArgument("");
+    n = n * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return n;
+}
+
+Status ParseItem(const std::string& whole, const std::string& item, Item* out) {
+  auto bad = [&](const std::string& why) { return Status::InvalidArgument("hostlist '" + Printable(whole) + "': " + why); };
+  std::string lit;
+  size_t i = 0;
+  while (i < item.size()) {
+    char c = item[i];
+    if (c == ']') return bad("unbalanced ']'");
+    if (c != '[') { lit += c; ++i; continue; }
+    size_t rb = item.find(']', i + 1);
+    if (rb == std::string::npos) return bad("unbalanced '['");
+    std::string body = item.substr(i + 1, rb - i - 1);
+    if (body.find('[') != std::string::npos) return bad("nested '['");
+    if (body.empty()) return bad("empty brackets '[]'");
+    std::vector<Range> ranges;
+    size_t p = 0;
+    while (p <= body.size()) {
+      size_t comma = body.find(',', p);
+      std::string r = body.substr(p, comma == std::string::npos ? std::string::npos : comma - p);
+      size_t dash = r.find('-');
+      std::string a = r.substr(0, dash), b = dash == std::string::npos ? a : r.substr(dash + 1);
+      auto lo = Number(a), hi = Number(b);
+      if (!lo || !hi || *hi < *lo) return bad("bad range '" + Printable(r) + "' (expected N or LO-HI, LO <= HI)");
+      ranges.push_back(Range{*lo, *hi, a.size()});
+      if (comma == std::string::npos) break;
+      p = comma + 1;
+    }
+    out->literals.push_back(lit);
+    lit.clear();
+    out->groups.push_back(std::move(ranges));
+    i = rb + 1;
+  }
+  out->literals.push_back(lit);
+  return Status::Ok();
+}
+
+// Names the item expands to, or more than `limit` when it would exceed it
+// (never overflows: stops multiplying past the limit).
+uint64_t CountNames(const Item& item, uint64_t limit) {
+  uint64_t total = 1;
+  for (const auto& g : item.groups) {
+    uint64_t n = 0;
+    for (const auto& r : g) {
+      n += r.hi - r.lo + 1;  // each term < 10^18: no overflow in a handful of ranges
+      if (n > limit) return limit + 1;
+    }
+    if (total > limit / n) return limit + 1;
+    total *= n;
+  }
+  return total;
+}
+
+void Expand(const Item& item, size_t g, const std::string& prefix, std::vector<std::string>* out) {
+  std::string head = prefix + item.literals[g];
+  if (g == item.groups.size()) { out->push_back(head); return; }
+  for (const auto& r : item.groups[g])
+    for (uint64_t n = r.lo; n <= r.hi; ++n) {
+      std::string num = std::to_string(n);
+      if (num.size() < r.width) num = std::string(r.width - num.size(), '0') + num;  // keep padding
+      Expand(item, g + 1, head + num, out);
+    }
+}
+
+}  // namespace
+
+Status ValidNodeName(const std::string& name) {
+  auto bad = [&](const std::string& why) { return Status::InvalidArgument("node name '" + Printable(name) + "': " + why); };
+  if (name.empty()) return bad("empty");
+  if (name.size() > kMaxNodeNameLength)
+    return bad("longer than " + std::to_string(kMaxNodeNameLength) + " characters");
+  for (unsigned char c : name)
+    if (!std::isalnum(c) && c != '-' && c != '_' && c != '.')
+      return bad("only letters, digits, '-', '_' and '.' may appear in a node name");
+  if (name[0] == '.') return bad("may not start with '.'");
+  return Status::Ok();
+}
 
 Expected<std::vector<std::string>> ExpandHostlist(const std::string& s) {
-  std::vector<std::string> out;
+  if (s.size() > kMaxHostlistLength)
+    return Status::InvalidArgument("hostlist of " + std::to_string(s.size()) + " characters: longer than the limit of " +
+                                   std::to_string(kMaxHostlistLength));
   // Split at top-level commas.
-  std::vector<std::string> items;
+  std::vector<std::string> texts;
   int depth = 0;
   std::string cur;
   for (char c : s) {
     if (c == '[') ++depth;
     if (c == ']') --depth;
-    if (depth < 0) return Status::InvalidArgument("hostlist '" + s + "': unbalanced ']'");
-    if (c == ',' && depth == 0) { items.push_back(cur); cur.clear(); continue; }
+    if (depth < 0) return Status::InvalidArgument("hostlist '" + Printable(s) + "': unbalanced ']'");
+    if (depth > 1) return Status::InvalidArgument("hostlist '" + Printable(s) + "': nested '['");
+    if (c == ',' && depth == 0) { texts.push_back(cur); cur.clear(); continue; }
     cur += c;
   }
-  if (depth != 0) return Status::InvalidArgument("hostlist '" + s + "': unbalanced '['");
-  items.push_back(cur);
-  for (const auto& item : items) {
-    if (item.empty()) continue;
-    size_t lb = item.find('[');
-    if (lb == std::string::npos) { out.push_back(item); continue; }
-    size_t rb = item.find(']', lb);
-    std::string prefix = item.substr(0, lb), ranges = item.substr(lb + 1, rb - lb - 1);
-    auto rest = ExpandHostlist(item.substr(rb + 1));  // further bracket groups
-    if (!rest) return rest.status();
-    if (rest->empty()) rest->push_back("");
-    std::stringstream rs(ranges);
-    std::string r;
-    while (std::getline(rs, r, ',')) {
-      size_t dash = r.find('-');
-      std::string a = r.substr(0, dash), b = dash == std::string::npos ? a : r.substr(dash + 1);
-      auto lo = ParseCount(a), hi = ParseCount(b);
-      if (!lo || !hi || *hi < *lo || *hi - *lo > 100000)
-        return Status::InvalidArgument("hostlist '" + s + "': bad range '" + r + "'");
-      for (uint64_t n = *lo; n <= *hi; ++n) {
-        std::string num = std::to_string(n);
-        if (num.size() < a.size()) num = std::string(a.size() - num.size(), '0') + num;  // keep padding
-        for (const auto& suffix : *rest) out.push_back(prefix + num + suffix);
-      }
-    }
+  if (depth != 0) return Status::InvalidArgument("hostlist '" + Printable(s) + "': unbalanced '['");
+  texts.push_back(cur);
+  // Parse and count everything before expanding anything.
+  std::vector<Item> items;
+  uint64_t total = 0;
+  for (const auto& t : texts) {
+    if (t.empty()) continue;
+    Item item;
+    Status st = ParseItem(s, t, &item);
+    if (!st.ok()) return st;
+    total += CountNames(item, kMaxHostlistNames);
+    if (total > kMaxHostlistNames)
+      return Status::InvalidArgument("hostlist '" + Printable(s) +
+                                     "': expands to more than " + std::to_string(kMaxHostlistNames) +
+                                     " names (the limit)");
+    items.push_back(std::move(item));
+  }
+  std::vector<std::string> out;
+  out.reserve(total);
+  for (const auto& item : items) Expand(item, 0, "", &out);
+  for (const auto& name : out) {
+    Status v = ValidNodeName(name);
+    if (!v.ok()) return Status::InvalidArgument("hostlist '" + Printable(s) + "': " + v.message());
   }
   return out;
 }

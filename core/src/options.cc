@@ -90,16 +90,42 @@ const std::vector<UserOption>& UserOptions() {
       {"nccl-check", "LEVEL",
        "Verify GPUs, interconnect and collective bandwidth before the job starts; "
        "LEVEL is quick (default), full or off",
-       2, 0, ApplyNcclCheck, "PREFLIGHT_NCCL_CHECK", NcclCheckGiven, NcclCheckText},
+       2, 0, ApplyNcclCheck, "PREFLIGHT_NCCL_CHECK", NcclCheckGiven, NcclCheckText, nullptr, 16},
       {"preflight-env", "MODE",
        "Topology-aware NCCL/RDMA environment per task: on (default), show (also print it) or off",
-       2, 1, ApplyEnv, "PREFLIGHT_ENV", EnvGiven, EnvText},
+       2, 1, ApplyEnv, "PREFLIGHT_ENV", EnvGiven, EnvText, nullptr, 16},
       {"stage", "SRC[:NAME][,SRC...]",
        "Copy datasets (directories, files, or @LISTFILE) to node-local storage before the job "
        "starts; the job finds them under $PREFLIGHT_STAGE_DIR",
-       1, 2, ApplyStage, "PREFLIGHT_STAGE", StageGiven, StageText, ResolveStage},
+       1, 2, ApplyStage, "PREFLIGHT_STAGE", StageGiven, StageText, ResolveStage, 4096},
   };
   return kOptions;
+}
+
+Status CheckSubmittedValue(const UserOption& o, const char* arg) {
+  if (arg == nullptr) return Status::Ok();
+  size_t n = std::strlen(arg);
+  if (n == 0) {
+    std::string bare = o.has_arg == 2 ? " (give --" + std::string(o.name) + " alone for its default)" : "";
+    return Status::InvalidArgument("empty value after '--" + std::string(o.name) + "='" + bare);
+  }
+  if (n > o.max_value_bytes)
+    return Status::InvalidArgument("value of " + std::to_string(n) + " bytes: longer than the limit of " +
+                                   std::to_string(o.max_value_bytes) + " bytes");
+  return Status::Ok();
+}
+
+Status CheckSubmission(const JobOptions& opts, const std::string& program, int component) {
+  if (!opts.nccl_check_given || opts.nccl_check == Level::kOff) return Status::Ok();
+  if (component > 0)
+    return Status::InvalidArgument(
+        "--nccl-check: a heterogeneous job cannot be checked (the check runs over one allocation of like "
+        "nodes); submit its components without --nccl-check, or check them as separate jobs");
+  if (program != "sbatch")
+    return Status::InvalidArgument(
+        "--nccl-check runs only for a batch job, before its script (sbatch --nccl-check); " + program +
+        " would run no check. In an allocation, run 'srun --mpi=pmix preflight-nccl' for a check now");
+  return Status::Ok();
 }
 
 OptionsFromEnv JobOptionsFromEnv(const std::map<std::string, std::string>& env) {

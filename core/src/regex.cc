@@ -21,7 +21,20 @@ Expected<Regex> Regex::Compile(const std::string& pattern) {
 }
 
 bool Regex::Search(const std::string& text) const {
-  return re_ && ::regexec(re_.get(), text.c_str(), 0, nullptr, 0) == 0;
+  if (!re_) return false;
+  if (text.find('\0') == std::string::npos) return ::regexec(re_.get(), text.c_str(), 0, nullptr, 0) == 0;
+  // regexec stops at the first NUL, so a NUL byte a program printed would
+  // hide whatever follows it on the line (a NaN, a retryable error). Each
+  // NUL-separated piece is searched; ^ and $ still mean the line's ends.
+  size_t start = 0;
+  while (true) {
+    size_t nul = text.find('\0', start);
+    std::string piece = text.substr(start, nul == std::string::npos ? std::string::npos : nul - start);
+    int flags = (start > 0 ? REG_NOTBOL : 0) | (nul != std::string::npos ? REG_NOTEOL : 0);
+    if (::regexec(re_.get(), piece.c_str(), 0, nullptr, flags) == 0) return true;
+    if (nul == std::string::npos) return false;
+    start = nul + 1;
+  }
 }
 
 }  // namespace preflight

@@ -150,6 +150,14 @@ std::string DrainReason(const Report& r, size_t max) {
   return s;
 }
 
+std::string ConfigDrainReason(const std::string& config_error, size_t max) {
+  std::string s = std::string(kDrainPrefix) + "config " + config_error;
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';  // one line in sinfo -R
+  if (s.size() > max) s = s.substr(0, max - 3) + "...";
+  return s;
+}
+
 std::string WarnComment(const Report& r, size_t max) {
   std::string s;
   for (const auto& c : r.checks) {

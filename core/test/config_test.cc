@@ -79,7 +79,45 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"set_drain_reason = maybe\n", "bad boolean 'maybe'"},
                       BadCase{"probe_timeout = 3 days\n", "bad duration '3 days'"},
                       BadCase{"state_dir /x\n", ":1: expected 'key = value'"},
-                      BadCase{"state_dir = /a\nstate_dir = /b\n", ":2: key 'state_dir' given twice"}));
+                      BadCase{"state_dir = /a\nstate_dir = /b\n", ":2: key 'state_dir' given twice"},
+                      // Issue #19: numbers out of their range, relative paths, invisible bytes.
+                      BadCase{"\nstage_peer_port = 70000\n",
+                              ":2: key 'stage_peer_port': bad value '70000' (expected a number from 1 to 65535)"},
+                      BadCase{"stage_peer_port = 0\n", "expected a number from 1 to 65535"},
+                      BadCase{"run_gpu_idle_percent = 101\n", "key 'run_gpu_idle_percent': bad value '101'"},
+                      BadCase{"state_dir = var/lib/preflight\n",
+                              ":1: key 'state_dir': relative path 'var/lib/preflight' (expected an absolute path"},
+                      BadCase{"state_dir =\n", "key 'state_dir': empty path"},
+                      BadCase{"stage_dir = ./scratch\n", "key 'stage_dir': relative path './scratch'"},
+                      BadCase{"scontrol = bin/scontrol\n", "key 'scontrol': relative path 'bin/scontrol'"},
+                      BadCase{"\nstate\xC2\xA0" "dir = /x\n", ":2: unknown key 'state\\xc2\\xa0dir'"}));
+
+TEST(Config, LeadingByteOrderMarkIsAccepted) {
+  std::string p = WriteTemp("\xEF\xBB\xBFstate_dir = /srv/preflight\nstage_peer_port = 65535\nscontrol = scontrol\n");
+  auto c = LoadConfig(p, "n1", true);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->state_dir, "/srv/preflight");
+  EXPECT_EQ(c->stage.peer_port, 65535u);
+  unlink(p.c_str());
+  // Only on line 1: a BOM further down is a stray byte, shown.
+  p = WriteTemp("state_dir = /a\n\xEF\xBB\xBFstage_dir = /b\n");
+  auto c2 = LoadConfig(p, "n1", true);
+  ASSERT_FALSE(c2.ok());
+  EXPECT_NE(c2.status().message().find(":2: unknown key '\\xef\\xbb\\xbfstage_dir'"), std::string::npos) << c2.status().message();
+  unlink(p.c_str());
+}
+
+TEST(Config, NodeNameInPathKeysIsValidated) {
+  std::string p = WriteTemp("stage_dir = /scratch/%n\n");
+  auto ok = LoadConfig(p, "gpu-07.rack1", true);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->stage.dir, "/scratch/gpu-07.rack1");
+  auto bad = LoadConfig(p, "../../x", true);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(":1: key 'stage_dir': node name '../../x'"), std::string::npos)
+      << bad.status().message();
+  unlink(p.c_str());
+}
 
 TEST(PluginArgs, ConfAndOverrides) {
   const char* argv[] = {"conf=/etc/pf.conf", "default_level=quick"};

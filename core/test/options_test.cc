@@ -85,3 +85,59 @@ TEST(UserOptions, ReadBackFromTheJobEnvironment) {
 
 }  // namespace
 }  // namespace preflight
+
+namespace preflight {
+namespace {
+
+const UserOption& Opt(const std::string& name) {
+  for (const auto& o : UserOptions())
+    if (name == o.name) return o;
+  ADD_FAILURE() << "no option " << name;
+  return UserOptions().front();
+}
+
+TEST(SubmittedValue, EmptyValueRefusedBareTaken) {
+  // Issue #19: '--nccl-check=' and '--preflight-env=' were taken as the bare option.
+  Status e = CheckSubmittedValue(Opt("nccl-check"), "");
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.message(), "empty value after '--nccl-check=' (give --nccl-check alone for its default)");
+  EXPECT_FALSE(CheckSubmittedValue(Opt("preflight-env"), "").ok());
+  EXPECT_FALSE(CheckSubmittedValue(Opt("stage"), "").ok());
+  EXPECT_TRUE(CheckSubmittedValue(Opt("nccl-check"), nullptr).ok());  // the bare option, locally
+  EXPECT_TRUE(CheckSubmittedValue(Opt("nccl-check"), "full").ok());
+}
+
+TEST(SubmittedValue, EveryOptionHasALengthBound) {
+  for (const auto& o : UserOptions()) {
+    ASSERT_GT(o.max_value_bytes, 0u) << o.name;
+    std::string at(o.max_value_bytes, 'a'), over(o.max_value_bytes + 1, 'a');
+    EXPECT_TRUE(CheckSubmittedValue(o, at.c_str()).ok()) << o.name;
+    Status s = CheckSubmittedValue(o, over.c_str());
+    ASSERT_FALSE(s.ok()) << o.name;
+    EXPECT_NE(s.message().find("longer than the limit of " + std::to_string(o.max_value_bytes) + " bytes"),
+              std::string::npos)
+        << s.message();
+  }
+}
+
+TEST(Submission, NcclCheckOnlyFromSbatchAndNotInAHetJob) {
+  JobOptions o;
+  EXPECT_TRUE(CheckSubmission(o, "srun", 0).ok());  // not asked: nothing to refuse
+  o.nccl_check_given = true;
+  o.nccl_check = Level::kFull;
+  EXPECT_TRUE(CheckSubmission(o, "sbatch", 0).ok());
+  // Issue #19: srun --nccl-check=full inside salloc was accepted and ran nothing.
+  Status srun = CheckSubmission(o, "srun", 0);
+  ASSERT_FALSE(srun.ok());
+  EXPECT_NE(srun.message().find("srun would run no check"), std::string::npos) << srun.message();
+  EXPECT_FALSE(CheckSubmission(o, "salloc", 0).ok());
+  // A heterogeneous job's second component: refused at submission.
+  Status het = CheckSubmission(o, "sbatch", 1);
+  ASSERT_FALSE(het.ok());
+  EXPECT_NE(het.message().find("a heterogeneous job cannot be checked"), std::string::npos) << het.message();
+  o.nccl_check = Level::kOff;  // --nccl-check=off asks for nothing anywhere
+  EXPECT_TRUE(CheckSubmission(o, "srun", 1).ok());
+}
+
+}  // namespace
+}  // namespace preflight

@@ -110,5 +110,16 @@ TEST(Report, UnwritableStateDirIsAnError) {
   EXPECT_NE(path.status().message().find("/proc/preflight-cannot-exist"), std::string::npos);
 }
 
+TEST(Report, ConfigDrainReasonNamesFileLineKey) {
+  std::string r = ConfigDrainReason("/etc/preflight/preflight.conf:7: key 'stage_peer_port': bad value '70000' "
+                                    "(expected a number from 1 to 65535)");
+  EXPECT_EQ(r, "preflight: config /etc/preflight/preflight.conf:7: key 'stage_peer_port': bad value '70000' "
+               "(expected a number from 1 to 65535)");
+  EXPECT_EQ(r.rfind(kDrainPrefix, 0), 0u);  // the health check knows preflight's drains by the prefix
+  std::string longer = ConfigDrainReason(std::string(500, 'x') + "\nmore");
+  EXPECT_EQ(longer.size(), 200u);
+  EXPECT_EQ(longer.find('\n'), std::string::npos);
+}
+
 }  // namespace
 }  // namespace preflight

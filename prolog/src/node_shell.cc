@@ -43,6 +43,38 @@ const char* Purpose(Phase p) {
   return "";
 }
 
+// The site config does not load: the config owner's fault, not the job's
+// nor the hardware's. Slurm drains the node for the non-zero exit with a bare
+// "Prolog error"; the reason is then set to the config error (file, line,
+// key) by the same detached helper as a node failure's, run with what parses
+// of the config (the site's scontrol). The helper itself (`finish_drain`)
+// gets here too and finishes the drain with that config.
+int ConfigErrorExit(const CommonCli& cli, const std::string& node, Phase phase, const std::string& finish_drain,
+                    const std::string& reason, const Status& error, const EnvMap& env) {
+  Config lenient = LoadConfigLenient(cli.config, node);
+  for (const auto& kv : cli.sets) (void)ApplyOverrides(lenient, {kv}, "--set", node);
+  if (!finish_drain.empty()) {
+    Status d = FinishDrain(lenient, finish_drain, reason, 60000);
+    if (!d.ok()) Log(LogLevel::kError, ProgramName(phase), "drain " + finish_drain, d.message());
+    return d.ok() ? 0 : 1;
+  }
+  // By hand (no job: an admin trying the config) the error is only printed.
+  if (!lenient.set_drain_reason || !env.count("SLURM_JOB_ID")) return 2;
+  std::string why = ConfigDrainReason(error.message());
+  auto flags = ReadPrologFlags(SlurmConfPath(lenient, env));
+  if (flags && DrainHowFor(*flags) == DrainHow::kNow) {  // RunInJob: no detached helper outlives the step
+    Status d = DrainNode(lenient, node, why);
+    if (!d.ok()) Log(LogLevel::kError, ProgramName(phase), "drain " + node + " (PrologFlags=RunInJob)", d.message());
+    return 2;
+  }
+  std::vector<std::string> argv2 = {SelfExe(), "--finish-drain", node, "--reason", why};
+  if (cli.config_given()) { argv2.push_back("--config"); argv2.push_back(cli.config); }
+  for (const auto& kv : cli.sets) { argv2.push_back("--set"); argv2.push_back(kv); }
+  Status d = SpawnDetached(argv2, {});
+  if (!d.ok()) Log(LogLevel::kError, ProgramName(phase), "drain reason", d.message());
+  return 2;
+}
+
 int Main(int argc, char** argv, Phase phase) {
   const char* prog = ProgramName(phase);
   CommonCli cli;
@@ -72,6 +104,7 @@ int Main(int argc, char** argv, Phase phase) {
   auto cfg = LoadCliConfig(cli, node);
   if (!cfg) {
     Log(LogLevel::kError, prog, "site config", cfg.status().message());
+    if (phase != Phase::kHealth) return ConfigErrorExit(cli, node, phase, finish_drain, reason, cfg.status(), env);
     return 2;
   }
 

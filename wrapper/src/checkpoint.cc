@@ -1,6 +1,8 @@
 #include "preflight/checkpoint.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -32,7 +34,11 @@ Expected<std::vector<Checkpoint>> ListCheckpoints(const std::string& dir, const 
     if (::lstat(c.path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
     c.mtime = MtimeOf(st);
     struct stat ms;
-    if (!marker.empty() && ::stat((c.path + "/" + marker).c_str(), &ms) == 0) {
+    // Only a regular file marks a finished checkpoint: a directory (a
+    // framework's own layout, or a mistake) or a symlink (which could point
+    // anywhere) named like the marker does not, or the real older one would
+    // be pruned in its favour.
+    if (!marker.empty() && ::lstat((c.path + "/" + marker).c_str(), &ms) == 0 && S_ISREG(ms.st_mode)) {
       c.complete = true;
       c.mtime = MtimeOf(ms);
     }
@@ -79,6 +85,15 @@ Expected<std::vector<std::string>> PruneCheckpoints(const std::string& dir, cons
     deleted.push_back(c->path);
   }
   return deleted;
+}
+
+Status CheckpointDirWritable(const std::string& dir) {
+  std::string probe = dir + "/.preflight-run-probe." + std::to_string(::getpid());
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::FromErrno(errno, "checkpoint dir " + dir + " is not writable");
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return Status::Ok();
 }
 
 }  // namespace preflight

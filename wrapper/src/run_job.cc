@@ -147,6 +147,12 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
       Log(LogLevel::kError, "run", "checkpoint dir", s.message());
       return 2;
     }
+    // A folder the job cannot write loses every checkpoint and the requeue
+    // counters; said at the start, in the job's output, not found out later.
+    Status w = CheckpointDirWritable(p.checkpoint_dir);
+    if (!w.ok())
+      Log(LogLevel::kError, "run", "checkpoint dir",
+          w.message() + ": the application's checkpoints cannot be saved there, and requeue counts are not kept");
     auto newest = NewestCompleteCheckpoint(p.checkpoint_dir, p.checkpoint_marker);
     if (newest) st.resume = *newest;
     else Log(LogLevel::kError, "run", "looking for a checkpoint to resume from", newest.status().message());

@@ -45,6 +45,8 @@ std::optional<Alert> StallWatch::OnLine(const std::string& line, double now) {
   // One NaN alert per run: a diverged loss prints NaN on every step after.
   nan_fired_ = true;
   std::string shown = line.size() > 200 ? line.substr(0, 200) + "..." : line;
+  for (char& c : shown)
+    if (c == '\0') c = ' ';  // an alert is text (printed, passed to the hook's environment)
   return Alert{AlertKind::kNan, "output line matches NaN pattern: " + shown, now};
 }
 

@@ -5,6 +5,7 @@
 
 #include "preflight_test/temp_dir.h"
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -92,6 +93,48 @@ TEST_F(CheckpointTest, KeepZeroPrunesNothing) {
   ASSERT_TRUE(d.ok());
   EXPECT_TRUE(d->empty());
   EXPECT_TRUE(Exists("a"));
+}
+
+TEST_F(CheckpointTest, OnlyARegularFileMarksComplete) {
+  // Issue #19: a COMPLETE directory counted as finished, and the older real
+  // checkpoint was pruned in its favour. Neither a directory nor a symlink
+  // (to a real marker elsewhere) counts.
+  Make("real", true, 1000);
+  Make("dirmark", false, 2000);
+  ASSERT_EQ(mkdir((dir_ + "/dirmark/COMPLETE").c_str(), 0755), 0);
+  Make("linkmark", false, 3000);
+  ASSERT_EQ(symlink((dir_ + "/real/COMPLETE").c_str(), (dir_ + "/linkmark/COMPLETE").c_str()), 0);
+  auto l = ListCheckpoints(dir_, "COMPLETE");
+  ASSERT_TRUE(l.ok());
+  for (const auto& c : *l) EXPECT_EQ(c.complete, c.name == "real") << c.name;
+  EXPECT_EQ(*NewestCompleteCheckpoint(dir_, "COMPLETE"), dir_ + "/real");
+  auto d = PruneCheckpoints(dir_, "COMPLETE", 1);
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->empty());
+  EXPECT_TRUE(Exists("real"));
+}
+
+TEST_F(CheckpointTest, UnwritableDirIsSaid) {
+  EXPECT_TRUE(CheckpointDirWritable(dir_).ok());
+  ASSERT_EQ(chmod(dir_.c_str(), 0755), 0);  // nobody may reach it; only 'ro' itself is closed
+  std::string ro = dir_ + "/ro";
+  ASSERT_EQ(mkdir(ro.c_str(), 0555), 0);
+  // As a job's user would see it: root passes any mode, so drop to nobody.
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(3);
+    Status s = CheckpointDirWritable(ro);
+    _exit(s.ok() ? 0 : s.message().find("checkpoint dir " + ro + " is not writable") != std::string::npos ? 1 : 2);
+  }
+  int st = 0;
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 1) << "1: refused with the folder named";
+  EXPECT_FALSE(CheckpointDirWritable(dir_ + "/missing").ok());
+  auto l = ListCheckpoints(dir_, "COMPLETE");  // the probe left nothing behind
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->size(), 1u);
 }
 
 TEST_F(CheckpointTest, UnreadableDirNamesThePath) {

@@ -70,6 +70,10 @@ TEST(Classify, DefaultClassesAndUserErrors) {
   EXPECT_EQ(*ClassifyFailure({"RuntimeError: CUDA error: uncorrectable ECC error encountered"}, p.retry_classes, nullptr),
             "cuda");
   EXPECT_EQ(*ClassifyFailure({"Traceback (most recent call last):", "KeyError: 'lr'"}, p.retry_classes, nullptr), "");
+  // Issue #19: a NUL byte before the error hid it from the retry patterns.
+  EXPECT_EQ(*ClassifyFailure({std::string("rank 3\0 RuntimeError: CUDA error: an illegal memory access", 58)},
+                             p.retry_classes, nullptr),
+            "cuda");
 }
 
 TEST(Decide, Table) {

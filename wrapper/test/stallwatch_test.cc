@@ -66,6 +66,24 @@ TEST(StallWatch, NanPatternFiresOnceAndOffWhenEmpty) {
   EXPECT_TRUE(off->Check(1e9).empty());  // every watch off
 }
 
+TEST(StallWatch, NulByteDoesNotHideNan) {
+  // Issue #19: regexec stopped at a NUL, so "\0 loss nan" never alerted.
+  StallOptions o;
+  o.nan_pattern = "\\b([Nn]a[Nn]|NAN)\\b";
+  auto w = Watch(o);
+  EXPECT_FALSE(w->OnLine(std::string("step 3\0 loss 0.25", 17), 101));
+  auto a = w->OnLine(std::string("step 4\0 loss nan", 16), 102);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->kind, AlertKind::kNan);
+  EXPECT_EQ(a->detail.find('\0'), std::string::npos) << "the alert text shows the NUL, never carries it";
+  // ^ and $ keep meaning the line's ends, not a piece's.
+  StallOptions anchored;
+  anchored.nan_pattern = "^nan$";
+  auto w2 = Watch(anchored);
+  EXPECT_FALSE(w2->OnLine(std::string("x\0nan\0y", 7), 101));
+  EXPECT_TRUE(w2->OnLine("nan", 102));
+}
+
 TEST(StallWatch, BadRegexIsAnError) {
   StallOptions o;
   o.nan_pattern = "(nan";

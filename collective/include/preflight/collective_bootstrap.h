@@ -30,6 +30,9 @@ class Bootstrap {
 class LocalGroup;
 std::shared_ptr<LocalGroup> MakeLocalGroup(int size, std::string node, unsigned timeout_ms);
 std::unique_ptr<Bootstrap> MakeLocalBootstrap(std::shared_ptr<LocalGroup> group, int rank);
+// Ends every present and later wait of the group's ranks with `why` (a rank
+// that could not be started must not leave the others waiting out the timeout).
+void AbortLocalGroup(LocalGroup& group, const std::string& why);
 
 // A group of some of `parent`'s ranks (`members`, by parent rank), for
 // tests between node pairs inside one launch. Used only by members; every

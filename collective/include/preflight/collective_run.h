@@ -39,7 +39,17 @@ struct CheckRun {
   Judgement judgement;
   RunInfo info;
   std::string error;  // set when the check could not run (then judgement.ok is false)
+  bool usage_error = false;  // `error` is the caller's request (bad --ranks): exit 2, never a drain
 };
+
+// The most ranks --intra-node runs as threads of one process. Above any
+// node's GPU count (8 today, 72 GPUs per NVLink domain are 4 per node); a
+// thread per rank with its own sockets and buffers, so 100000 would exhaust
+// the process, and 5000 ran past a minute.
+inline constexpr int kMaxIntraRanks = 64;
+// --ranks for --intra-node: 1..kMaxIntraRanks, and no more than the node's
+// GPUs where they are known (`gpus` > 0; the nccl backend, one GPU per rank).
+Status CheckIntraRanks(int ranks, int gpus);
 
 // All ranks of one node as threads over the local bootstrap: `ranks` ranks
 // (0: one per visible GPU for nccl, 2 for host), threshold from

@@ -249,6 +249,12 @@ const std::vector<ConfigKey>& ConfigKeys();
 // when node is empty). If `required` is false a missing file yields defaults.
 // Errors read "FILE:LINE: key 'K': CAUSE".
 Expected<Config> LoadConfig(const std::string& path, const std::string& node, bool required);
+// What can be read of a broken config: every line that parses, the bad
+// ones skipped (defaults for the rest; defaults alone when the file cannot
+// be read). Only for reporting the config error itself (the prolog drains
+// its node naming file, line and key, with the site's scontrol); never to
+// run checks with.
+Config LoadConfigLenient(const std::string& path, const std::string& node);
 
 // Apply `key=value` overrides (plugstack arguments, --set); errors name the
 // origin given, e.g. "plugstack.conf argument 'foo=1': unknown key 'foo'".

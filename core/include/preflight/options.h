@@ -55,9 +55,28 @@ struct UserOption {
   // that need the filesystem, may rewrite the value (e.g. absolute paths).
   // An error refuses the submission. nullptr: nothing to check.
   Status (*resolve_local)(JobOptions& opts) = nullptr;
+  // The longest value taken on the command line, in bytes (the option text
+  // as typed, before resolve_local); longer is refused at submission.
+  size_t max_value_bytes = 64;
 };
 
 const std::vector<UserOption>& UserOptions();
+
+// What a value typed at submission (sbatch/salloc/srun, not slurmstepd's
+// second call) must be before `apply` sees it: not empty when given with
+// '=' (`--nccl-check=` is a mistake, not the bare option; Slurm hands
+// NULL for the bare one locally), and at most max_value_bytes long.
+Status CheckSubmittedValue(const UserOption& o, const char* arg);
+
+// Whether the job's options can be honoured by the submitting command,
+// checked once per component after option processing (sbatch, salloc and
+// srun call the plugin's init_post_opt once per heterogeneous component;
+// `component` counts from 0). --nccl-check (other than off) runs only in a
+// batch job's batch step, before its script, on one homogeneous allocation:
+// from srun or salloc (`program`, the command's short name) it would run
+// nothing, and in a heterogeneous job it could not run; both are refused
+// with the reason instead.
+Status CheckSubmission(const JobOptions& opts, const std::string& program, int component);
 
 // The job's options as they come back from the job-control variables: in
 // the prolog and epilog as SPANK_<env_name>, in the batch environment as

@@ -17,7 +17,8 @@ class Regex {
  public:
   // Errors name the pattern and carry regerror's text.
   static Expected<Regex> Compile(const std::string& pattern);
-  // True if the pattern matches anywhere in `text`. Thread-compatible.
+  // True if the pattern matches anywhere in `text`, NUL bytes included (a
+  // match does not span a NUL). Thread-compatible.
   bool Search(const std::string& text) const;
   const std::string& pattern() const { return pattern_; }
 

@@ -58,6 +58,10 @@ std::string ReportPrometheus(const Report& r);
 // characters.
 inline constexpr const char* kDrainPrefix = "preflight: ";
 std::string DrainReason(const Report& r, size_t max = 200);
+// The drain reason for a site config the node's prolog or epilog cannot
+// load: "preflight: config FILE:LINE: key 'K': CAUSE" (the config owner's
+// fault, named where `sinfo -R` shows it), at most `max` characters.
+std::string ConfigDrainReason(const std::string& config_error, size_t max = 200);
 
 // The warn findings (severity.h) as one line for the node's Comment,
 // prefixed "preflight warn: ", each tagged with its owner; "" when none.

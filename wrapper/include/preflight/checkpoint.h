@@ -38,4 +38,9 @@ Expected<std::string> NewestCompleteCheckpoint(const std::string& dir, const std
 Expected<std::vector<std::string>> PruneCheckpoints(const std::string& dir, const std::string& marker,
                                                     uint64_t keep);
 
+// Whether this process can create (and delete) a file in `dir`: a probe
+// file ".preflight-run-probe.<pid>" is made and removed, so read-only mounts,
+// ACLs and ownership all count. The error names the directory and errno.
+Status CheckpointDirWritable(const std::string& dir);
+
 }  // namespace preflight
