@@ -165,11 +165,13 @@ PF_EXPORT int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
     if (ctx == S_CTX_REMOTE) return preflight::spank::StepInit(sp, State().args, State().opts);
     if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR) return 0;
     const JobOptions& opts = State().opts;
-    // A site config the plugin cannot read would fail every node's prolog
+    // A site config that does not parse would fail every node's prolog
     // (each drained with the config error): refused here, at submission,
-    // with the file, line and key, while it stays broken.
+    // with the file, line and key, while it stays broken. One this user
+    // cannot read (root-only, or absent on a login node) is the prolog's
+    // (root's) to read, and does not refuse the job.
     auto cfg = LoadPluginConfig(State().args, "");
-    if (!cfg) {
+    if (!cfg && cfg.status().code() == Status::Code::kInvalidArgument) {
       Log(LogLevel::kError, "submit", "refused: the site's preflight config is broken (tell the cluster admins)",
           cfg.status().message());
       return -1;
