@@ -12,6 +12,8 @@ extern "C" {
 #include <sstream>
 #include <string>
 
+#include "preflight/clock.h"
+#include "preflight/collective_metrics.h"
 #include "preflight/collective_records.h"
 #include "preflight/collective_run.h"
 #include "preflight/job.h"
@@ -177,6 +179,19 @@ int Batch(spank_t sp, const PluginArgs& args, const JobOptions& opts, const std:
   const std::string& note = rec->admin_comment;
   st.outcome = collective::RunAllocationCheck(*cfg, a, level);
   if (note.rfind("preflight: nccl", 0) == 0) st.outcome.text = note + "\n" + st.outcome.text;
+  {
+    // node_exporter textfile (only with textfile_dir): this node's view of the check.
+    collective::NcclMetrics m;
+    m.node = rec->batch_host.empty() ? ShortHostname() : rec->batch_host;  // slurmctld's name for this node
+    m.ok = st.outcome.passed;
+    m.busbw = st.outcome.busbw;
+    m.threshold = st.outcome.threshold;
+    m.suspects = st.outcome.drained;
+    m.suspects.insert(m.suspects.end(), st.outcome.suspects.begin(), st.outcome.suspects.end());
+    m.finished_unix = NowUnix();
+    Status w = collective::WriteNcclMetrics(*cfg, m);
+    if (!w.ok()) Log(LogLevel::kError, "task_init_privileged", "nccl metrics", w.message());
+  }
   if (!st.outcome.passed) {
     // AdminComment: only an operator can write it, so the note is ours.
     Status u = SetJobAdminComment(*cfg, job, collective::RequeueNote(st.outcome, a.nodes, std::to_string(rec->restarts + 1)));

@@ -207,7 +207,18 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
   char took[64];
   std::snprintf(took, sizeof took, "%.1f s", MonotonicSeconds() - t0);
   o.text += head + "all_reduce across " + std::to_string(a.nodes.size()) + " nodes x " + std::to_string(k) +
-           " ranks (" + took + ")\n" + Indent(ParseOutput(all->second).display);
+           " ranks (" + took + ")\n";
+  {
+    ParsedOutput parsed = ParseOutput(all->second);
+    o.text += Indent(parsed.display);
+    // Rank 0's record of the allocation scope: its figures for the metrics.
+    for (const auto& r : parsed.records)
+      if (r.kind == "allocation") {
+        o.busbw = r.busbw;
+        o.threshold = r.threshold;
+        break;
+      }
+  }
   if (all->first == 0) {
     o.passed = true;
     return o;

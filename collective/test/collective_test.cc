@@ -10,9 +10,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "preflight/collective.h"
+#include "preflight/collective_metrics.h"
 #include "preflight/collective_records.h"
 #include "preflight/collective_run.h"
 
@@ -324,6 +328,94 @@ TEST(IntraNode, RateFileMakesTheNodeFail) {
   EXPECT_FALSE(HostRateCap(cfg).ok());
   ::unlink(f.c_str());
   EXPECT_DOUBLE_EQ(*HostRateCap(cfg), 0.0);  // no file: no cap
+}
+
+// --- node_exporter textfile metrics (collective_metrics.h) ---------------------
+// Metric -> the label-name lists of its series, as in Report.PrometheusLabelsTheAlertRulesUse.
+std::map<std::string, std::set<std::string>> MetricLabels(const std::string& prom) {
+  std::map<std::string, std::set<std::string>> labels;
+  std::istringstream in(prom);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    size_t brace = line.find('{');
+    EXPECT_NE(brace, std::string::npos) << line;
+    if (brace == std::string::npos) continue;
+    std::string names;
+    for (size_t i = brace + 1; i < line.size() && line[i] != '}';) {
+      size_t eq = line.find("=\"", i);
+      EXPECT_NE(eq, std::string::npos) << line;
+      if (eq == std::string::npos) break;
+      names += (names.empty() ? "" : ",") + line.substr(i, eq - i);
+      i = eq + 2;
+      while (i < line.size() && line[i] != '"') i += line[i] == '\\' ? 2 : 1;
+      i += line[i + 1] == ',' ? 2 : 1;
+    }
+    labels[line.substr(0, brace)].insert(names);
+  }
+  return labels;
+}
+
+// The names conf/prometheus/preflight.rules.yml (PreflightCollectiveBelowThreshold,
+// PreflightCollectiveSuspect) and its promtool tests use.
+TEST(NcclMetrics, LabelsTheAlertRulesUse) {
+  NcclMetrics m;
+  m.node = "n1";
+  m.ok = false;
+  m.busbw = 4.98e6;
+  m.threshold = 20e6;
+  m.suspects = {"n3", "n2", "n3"};  // drained and suspect: one series each
+  m.finished_unix = 1764806400;
+  std::string p = NcclPrometheus(m);
+  auto labels = MetricLabels(p);
+  using Set = std::set<std::string>;
+  EXPECT_EQ(labels["preflight_nccl_ok"], Set{"node,scope"});
+  EXPECT_EQ(labels["preflight_nccl_busbw_bytes_per_second"], Set{"node,scope"});
+  EXPECT_EQ(labels["preflight_nccl_threshold_bytes_per_second"], Set{"node,scope"});
+  EXPECT_EQ(labels["preflight_nccl_suspect"], Set{"node,suspect"});
+  EXPECT_EQ(labels["preflight_nccl_last_run_timestamp_seconds"], Set{"node,scope"});
+  EXPECT_EQ(labels.size(), 5u) << p;
+  EXPECT_NE(p.find("preflight_nccl_ok{node=\"n1\",scope=\"allocation\"} 0\n"), std::string::npos) << p;
+  EXPECT_NE(p.find("preflight_nccl_busbw_bytes_per_second{node=\"n1\",scope=\"allocation\"} 4.98e+06\n"),
+            std::string::npos) << p;
+  EXPECT_NE(p.find("preflight_nccl_threshold_bytes_per_second{node=\"n1\",scope=\"allocation\"} 2e+07\n"),
+            std::string::npos) << p;
+  EXPECT_NE(p.find("preflight_nccl_suspect{node=\"n1\",suspect=\"n3\"} 1\n"), std::string::npos) << p;
+  EXPECT_NE(p.find("preflight_nccl_suspect{node=\"n1\",suspect=\"n2\"} 1\n"), std::string::npos) << p;
+  EXPECT_EQ(p.find("suspect=\"n3\"", p.find("suspect=\"n3\"") + 1), std::string::npos) << p;  // deduplicated
+  // Whole seconds: %.6g would put the timestamp hours off.
+  EXPECT_NE(p.find("preflight_nccl_last_run_timestamp_seconds{node=\"n1\",scope=\"allocation\"} 1764806400\n"),
+            std::string::npos) << p;
+  EXPECT_NE(p.find("# TYPE preflight_nccl_ok gauge\n"), std::string::npos) << p;
+}
+
+TEST(NcclMetrics, PassWithoutSuspectsAndEscapedLabels) {
+  NcclMetrics m;
+  m.node = "n\"1\\";
+  m.ok = true;
+  std::string p = NcclPrometheus(m);
+  EXPECT_NE(p.find("preflight_nccl_ok{node=\"n\\\"1\\\\\",scope=\"allocation\"} 1\n"), std::string::npos) << p;
+  EXPECT_NE(p.find("preflight_nccl_threshold_bytes_per_second{node=\"n\\\"1\\\\\",scope=\"allocation\"} 0\n"),
+            std::string::npos) << p;
+  EXPECT_EQ(p.find("preflight_nccl_suspect{"), std::string::npos) << p;  // no series when nobody is named
+}
+
+TEST(NcclMetrics, WrittenOnlyWithTextfileDir) {
+  preflight_test::TempDir dir("ncclprom");
+  NcclMetrics m;
+  m.node = "n4";
+  m.ok = true;
+  Config cfg;
+  ASSERT_TRUE(WriteNcclMetrics(cfg, m).ok());  // no textfile_dir: nothing, no error
+  cfg.textfile_dir = dir / "textfile";           // made when absent
+  ASSERT_TRUE(WriteNcclMetrics(cfg, m).ok());
+  std::ifstream in(cfg.textfile_dir + "/preflight_n4_nccl.prom");
+  std::stringstream got;
+  got << in.rdbuf();
+  EXPECT_EQ(got.str(), NcclPrometheus(m));
+  cfg.textfile_dir = "/proc/no-such-dir/textfile";
+  Status s = WriteNcclMetrics(cfg, m);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("metrics"), std::string::npos) << s.message();
 }
 
 TEST(Backends, AutoPicksNcclOnlyWithGpus) {

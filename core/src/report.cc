@@ -79,8 +79,6 @@ std::string ReportJson(const Report& r) {
   return w.str() + "\n";
 }
 
-namespace {
-
 std::string PromLabel(const std::string& v) {
   std::string o;
   for (char c : v) {
@@ -92,12 +90,14 @@ std::string PromLabel(const std::string& v) {
   return o;
 }
 
-std::string Num(double v) {
+std::string PromNumber(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%.6g", v);
   return b;
 }
 
+namespace {
+std::string Num(double v) { return PromNumber(v); }
 }  // namespace
 
 std::string ReportPrometheus(const Report& r) {

@@ -79,6 +79,8 @@ struct AllocationOutcome {
   std::vector<std::string> drained;  // nodes the root-run checks drained
   std::vector<std::string> suspects; // from user-run pairwise tests (not drained unless configured)
   bool requeue = false;              // the plugin should requeue the job excluding `drained`
+  double busbw = 0;                  // bytes/s, from the allocation step's record (0: none); the user's figure
+  double threshold = 0;              // bytes/s, same record (0: none)
   std::string text;                  // for the job's output
 };
 

@@ -68,6 +68,11 @@ std::string ConfigDrainReason(const std::string& config_error, size_t max = 200)
 inline constexpr const char* kWarnPrefix = "preflight warn: ";
 std::string WarnComment(const Report& r, size_t max = 200);
 
+// A Prometheus label value escaped for the text format (\\, \", \n), and
+// a sample value ("%.6g"): shared by every .prom preflight writes.
+std::string PromLabel(const std::string& v);
+std::string PromNumber(double v);
+
 // JSON to <state_dir>/jobs/<job>/<node>.<tool>.json (or
 // <state_dir>/nodes/<node>.<tool>.json with no job), Prometheus to
 // <textfile_dir>/preflight_<node>_<tool>.prom, both written atomically.
