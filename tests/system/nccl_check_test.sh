@@ -46,6 +46,10 @@ check "healthy: value vs threshold in the output" contains "$out" '^  # OK: busb
 check "healthy: the check ran before the script's first line" \
   test "$(grep -n '# OK: busbw' "$out" | cut -d: -f1)" -lt "$(grep -n '^script ran$' "$out" | cut -d: -f1)"
 check "healthy: script ran once" test "$(wc -l <"$marker")" = 1
+prom=$C/metrics/preflight_n1_nccl.prom  # the batch node's textfile (collective/src/metrics.cc)
+check "healthy: metrics say the check passed" contains "$prom" '^preflight_nccl_ok\{node="n1",scope="allocation"\} 1$'
+check "healthy: metrics carry the busbw" contains "$prom" '^preflight_nccl_busbw_bytes_per_second\{node="n1",scope="allocation"\} [1-9]'
+check "healthy: metrics carry the threshold" contains "$prom" '^preflight_nccl_threshold_bytes_per_second\{node="n1",scope="allocation"\} 2e\+07$'
 
 # --- 2. preflight-nccl by hand: JSON and the exit code from the threshold
 srun --mpi=pmix -N3 -n3 "$NCCL" --config "$conf" --json >"$OUT/hand-ok.json" 2>&1
@@ -76,6 +80,8 @@ cp "$OUT/job-$jid.out" "$OUT/job-$jid.first.out" 2>/dev/null || true
 cat "$OUT/job-$jid.first.out"
 check_drained n2 "slow: reason names the check, the node and the figure vs threshold" \
   '^preflight: nccl intra-node n2 \(host-tcp, 2 ranks\): busbw [0-9.]+ MB/s at 1M < 20 MB/s' -qE
+check "slow: metrics say the check failed" contains "$prom" '^preflight_nccl_ok\{node="n1",scope="allocation"\} 0$'
+check "slow: metrics name n2" contains "$prom" '^preflight_nccl_suspect\{node="n1",suspect="n2"\} 1$'
 check "slow: n1 not drained" test -z "$(node_reason n1)"
 check "slow: n3 not drained" test -z "$(node_reason n3)"
 # The plugin sets ExcNodeList once the job is pending again (after every
