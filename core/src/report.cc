@@ -130,7 +130,9 @@ std::string ReportPrometheus(const Report& r) {
   o += "# HELP preflight_run_ok 1 if the last run on this node passed.\n# TYPE preflight_run_ok gauge\n";
   o += "preflight_run_ok{" + base + "} " + (r.Overall() == Verdict::kFail ? "0" : "1") + "\n";
   o += "# HELP preflight_run_timestamp_seconds When the last run started.\n# TYPE preflight_run_timestamp_seconds gauge\n";
-  o += "preflight_run_timestamp_seconds{" + base + "} " + Num(r.started_unix) + "\n";
+  char ts[32];
+  std::snprintf(ts, sizeof ts, "%.0f", r.started_unix);  // whole seconds: "%.6g" rounds today's epoch by up to 5000 s
+  o += "preflight_run_timestamp_seconds{" + base + "} " + ts + "\n";
   o += "# HELP preflight_run_duration_seconds How long the last run took.\n# TYPE preflight_run_duration_seconds gauge\n";
   o += "preflight_run_duration_seconds{" + base + "} " + Num(r.seconds) + "\n";
   return o;

@@ -91,6 +91,15 @@ TEST(Report, PrometheusLabelsTheAlertRulesUse) {
   EXPECT_NE(p.find(",verdict=\"warn\","), std::string::npos) << p;
 }
 
+// PreflightChecksStale compares the age with 7200 s: the timestamp must be
+// exact to the second, not rounded to 6 significant digits (1.76481e+09).
+TEST(Report, PrometheusTimestampInWholeSeconds) {
+  Report r = Sample();
+  r.started_unix = 1764806399.6;
+  std::string p = ReportPrometheus(r);
+  EXPECT_NE(p.find("preflight_run_timestamp_seconds{node=\"n2\",tool=\"prolog\"} 1764806400\n"), std::string::npos) << p;
+}
+
 TEST(Report, WrittenAtomicallyUnderStateDir) {
   preflight_test::TempDir tmp("report");
   Config cfg;
