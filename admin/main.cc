@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <exception>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -248,22 +249,33 @@ int TopoCmd(const std::vector<std::string>& args, const CommonCli& cli) {
   return 0;
 }
 
+// The node a `cache` or `state` command acts for: the last word
+// `node=NAME` if there is one (taken off `args`), else this host's short
+// name. The name becomes a path component (%n in stage_dir, state files),
+// so it must be a valid node name; nullopt means refused (logged).
+std::optional<std::string> TakeNodeWord(std::vector<std::string>& args, const char* cmd) {
+  std::string node = ShortHostname();
+  if (!args.empty() && args.back().rfind("node=", 0) == 0) {
+    node = args.back().substr(5);
+    args.pop_back();
+    Status v = ValidNodeName(node);
+    if (!v.ok()) {
+      Log(LogLevel::kError, cmd, "node=", v.message());
+      return std::nullopt;
+    }
+  }
+  return node;
+}
+
 // preflight cache ls|gc|rm KEY|SOURCE [--node N]: this node's --stage cache.
 // gc trims to stage_cache_quota (leftovers of crashed builds always go);
 // rm refuses a dataset a job uses. Node: `--set`/config `%n` expansion uses
 // the host's short name unless the last word is `node=NAME`.
 int CacheCmd(const std::vector<std::string>& args_in, const CommonCli& cli) {
   std::vector<std::string> args = args_in;
-  std::string node = ShortHostname();
-  if (!args.empty() && args.back().rfind("node=", 0) == 0) {
-    node = args.back().substr(5);
-    args.pop_back();
-    Status v = ValidNodeName(node);  // it becomes a path component (%n in stage_dir)
-    if (!v.ok()) {
-      Log(LogLevel::kError, "cache", "node=", v.message());
-      return 2;
-    }
-  }
+  std::optional<std::string> taken = TakeNodeWord(args, "cache");
+  if (!taken) return 2;
+  const std::string& node = *taken;
   std::string sub = args.empty() ? "ls" : args[0];
   auto cfg = LoadCliConfig(cli, node);
   if (!cfg) {
@@ -334,11 +346,9 @@ bool g_state_dry_run = false;
 // epilog does after every job.
 int StateCmd(const std::vector<std::string>& args_in, const CommonCli& cli) {
   std::vector<std::string> args = args_in;
-  std::string node = ShortHostname();
-  if (!args.empty() && args.back().rfind("node=", 0) == 0) {
-    node = args.back().substr(5);
-    args.pop_back();
-  }
+  std::optional<std::string> taken = TakeNodeWord(args, "state");
+  if (!taken) return 2;
+  const std::string& node = *taken;
   bool dry = g_state_dry_run;
   if (args.size() != 1 || args[0] != "gc") {
     Log(LogLevel::kError, "state", "bad arguments", "expected: state gc [--dry-run] [node=NAME]");

@@ -7,6 +7,7 @@ extern "C" {
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -15,6 +16,7 @@ extern "C" {
 #include "preflight/stage_spec.h"
 #include "preflight/stage_job.h"
 #include "preflight/state_paths.h"
+#include "preflight/strings.h"
 
 namespace preflight::spank {
 
@@ -72,21 +74,14 @@ int StageTaskInit(spank_t sp, const SiteConfig& site_config, const JobOptions& o
     return -1;
   }
   std::string kv_path = state::JobNodeFile(*cfg, job, node, state::kStageKv);
-  auto kv = ReadWholeFile(kv_path);
-  auto field = [&](const std::string& key) -> std::optional<std::string> {
-    if (!kv) return std::nullopt;
-    std::string text = "\n" + *kv;
-    size_t at = text.find("\n" + key + "=");
-    if (at == std::string::npos) return std::nullopt;
-    at += key.size() + 2;
-    return text.substr(at, text.find('\n', at) - at);
-  };
-  if (!kv || field("ok") != std::string("1")) {
+  auto kv_text = ReadWholeFile(kv_path);
+  std::map<std::string, std::string> kv = kv_text ? ParseKeyValueLines(*kv_text) : std::map<std::string, std::string>();
+  if (!kv_text || kv["ok"] != "1") {
     std::fprintf(stderr,
                  "preflight: stage on %s: this job asks for staged datasets (%s), but the prolog on %s "
                  "recorded %s (%s); refusing to start without the data\n",
                  node.c_str(), opts.stage_given ? "--stage" : "SLURM_SPANK_PREFLIGHT_STAGE in its environment",
-                 node.c_str(), kv ? "a failed staging" : "no staging", kv_path.c_str());
+                 node.c_str(), kv_text ? "a failed staging" : "no staging", kv_path.c_str());
     return -1;
   }
   // Always set, unlike the other variables: the value is this node's path
@@ -97,14 +92,7 @@ int StageTaskInit(spank_t sp, const SiteConfig& site_config, const JobOptions& o
     if (rc != ESPANK_SUCCESS) Log(LogLevel::kError, "task_init", "cannot set " + name, spank_strerror(rc));
   };
   set("PREFLIGHT_STAGE_DIR", view);
-  std::string names = field("datasets").value_or("");
-  for (size_t i = 0; i < names.size();) {
-    size_t j = names.find(',', i);
-    if (j == std::string::npos) j = names.size();
-    std::string name = names.substr(i, j - i);
-    if (!name.empty()) set(StageVarName(name), view + "/" + name);
-    i = j + 1;
-  }
+  for (const auto& name : SplitNonEmpty(kv["datasets"], ',')) set(StageVarName(name), view + "/" + name);
   return 0;
 }
 

@@ -20,6 +20,7 @@
 #include "preflight/fileutil.h"
 #include "preflight/report.h"
 #include "preflight/stage_manifest.h"
+#include "preflight/strings.h"
 
 namespace preflight {
 
@@ -92,16 +93,8 @@ std::string ReadTrim(const std::string& path) {
 }
 
 std::map<std::string, std::string> ReadInfo(const std::string& path) {
-  std::map<std::string, std::string> m;
   auto t = ReadWholeFile(path);
-  if (!t) return m;
-  std::istringstream in(*t);
-  std::string line;
-  while (std::getline(in, line)) {
-    size_t eq = line.find('=');
-    if (eq != std::string::npos) m[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  return m;
+  return t ? ParseKeyValueLines(*t) : std::map<std::string, std::string>();
 }
 
 uint64_t InfoNum(const std::map<std::string, std::string>& m, const char* k) {

@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
-#include <sstream>
 #include <thread>
 
 #include "preflight/report.h"
@@ -23,6 +22,7 @@
 #include "preflight/stage_peer.h"
 #include "preflight/stage_spec.h"
 #include "preflight/state_paths.h"
+#include "preflight/strings.h"
 
 namespace preflight {
 
@@ -92,9 +92,9 @@ void WriteStageRecord(const Config& cfg, const JobContext& job, const StageJobRe
                    std::to_string(r.datasets.size() - hits) + "\nok=" + (r.ok ? "1" : "0") + "\n";
   // The names the tasks may point at (spank_task.cc trusts only this
   // root-written record, never the job's environment).
-  std::string names;
-  for (const auto& d : r.datasets) names += (names.empty() ? "" : ",") + d.first;
-  kv += "datasets=" + names + "\n";
+  std::vector<std::string> names;
+  for (const auto& d : r.datasets) names.push_back(d.first);
+  kv += "datasets=" + Join(names, ",") + "\n";
   WriteFileAtomic(dir + "/" + job.node + ".stage.kv", kv, 0644);
   JsonWriter w;
   w.BeginObject().Field("node", job.node).Field("job_id", job.job_id).Field("ok", r.ok);
@@ -341,13 +341,7 @@ UnstageResult UnstageForJob(const Config& cfg, const JobContext& job) {
   Status t = TrimCache(co, co.quota, &removed);
   if (s.ok()) s = t;
 
-  std::map<std::string, std::string> kv;
-  if (kvtext) {
-    std::istringstream in(*kvtext);
-    std::string line;
-    while (std::getline(in, line))
-      if (line.find('=') != std::string::npos) kv[line.substr(0, line.find('='))] = line.substr(line.find('=') + 1);
-  }
+  std::map<std::string, std::string> kv = kvtext ? ParseKeyValueLines(*kvtext) : std::map<std::string, std::string>();
   auto list = ListCache(co);
   uint64_t cache_bytes = list ? CacheBytes(*list) : 0;
   r.notes = {{"stage.bytes", kv["bytes"].empty() ? "0" : kv["bytes"]},
