@@ -325,8 +325,10 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
     if (o.passed) return o;
   }
 
-  if (!named) {
-    // Localize, step 1: every node alone, in parallel, measured by root.
+  if (!allreduce_ok) {
+    // Localize, step 1: every node alone, in parallel, measured by root
+    // (whose verdict drains: the job's own figures, stragglers included,
+    // only name a node).
     o.text += head + "the allocation failed the check (exit " + std::to_string(all->first) +
               "); testing each node alone\n";
     auto argv = Srun(cfg, a.nodes, 1, false);

@@ -179,11 +179,10 @@ Expected<PairsOutcome> RunPairs(Bootstrap& b, const std::vector<std::string>& ra
   out.verdict = StragglersFromRecords(out.nodes, all, cfg.nccl.straggler_fraction, threshold);
   auto again = NodesToRemeasure(out.nodes, out.verdict);
   if (opt.remeasure && !again.empty() && n >= 3) {
-    std::vector<size_t> pairs;
-    for (size_t i : again)
-      for (size_t p : {(i + n - 1) % n, i})
-        if (std::find(pairs.begin(), pairs.end(), p) == pairs.end()) pairs.push_back(p);
-    s = run_rounds(Disjoint(pairs, n));
+    // Every pair a second time, not only the named nodes': the median's
+    // pairs get their worse sample too (straggler.h), and rounds run in
+    // parallel, so all pairs cost what a few would.
+    s = run_rounds(rounds);
     if (!s.ok()) return s;
     all = out.pairs;
     all.insert(all.end(), out.intra.begin(), out.intra.end());
@@ -212,7 +211,10 @@ StragglerVerdict StragglersFromRecords(const std::vector<std::string>& nodes, co
   std::vector<PairFigure> pairs;
   std::map<std::string, double> intra;
   for (const auto& r : records) {
-    if (r.kind == "pair" && r.nodes.size() == 2) pairs.push_back({r.nodes[0], r.nodes[1], r.busbw});
+    if (r.kind == "pair" && r.nodes.size() == 2) {
+      double low = r.samples.empty() ? 0 : *std::min_element(r.samples.begin(), r.samples.end());
+      pairs.push_back({r.nodes[0], r.nodes[1], r.busbw, low});
+    }
     if (r.kind == "intra-node" && r.nodes.size() == 1) intra[r.nodes[0]] = r.busbw;
   }
   return FindStragglers(nodes, pairs, intra, fraction, reference);

@@ -28,11 +28,13 @@ std::string Line(const Straggler& s) {
          " x the allocation's median " + RateText(s.median) + "\n";
 }
 
-// Stragglers of one basis: figure < fraction x median of all figures.
+// Stragglers of one basis: figure < fraction x median of the reference
+// figures (`refs`, in the same order; empty: the figures themselves).
 void Judge(const std::vector<std::pair<std::string, double>>& figs, double fraction, const char* basis,
-           StragglerVerdict& v, double* median_out) {
-  std::vector<double> xs;
-  for (const auto& f : figs) xs.push_back(f.second);
+           StragglerVerdict& v, double* median_out, const std::vector<double>& refs = {}) {
+  std::vector<double> xs = refs;
+  if (xs.empty())
+    for (const auto& f : figs) xs.push_back(f.second);
   double med = Median(xs);
   if (median_out) *median_out = med;
   if (med <= 0) return;
@@ -46,20 +48,23 @@ StragglerVerdict FindStragglers(const std::vector<std::string>& nodes, const std
                                 const std::map<std::string, double>& intra, double fraction, double reference) {
   StragglerVerdict v;
   const size_t n = nodes.size();
-  auto pair_of = [&](const std::string& a, const std::string& b) {
+  auto pair_of = [&](const std::string& a, const std::string& b, bool low = false) {
     double best = 0;
     for (const auto& p : pairs)
-      if ((p.a == a && p.b == b) || (p.a == b && p.b == a)) best = std::max(best, p.busbw);
+      if ((p.a == a && p.b == b) || (p.a == b && p.b == a))
+        best = std::max(best, low && p.low > 0 ? std::min(p.low, p.busbw) : p.busbw);
     return best;
   };
   if (n >= 3) {
     std::vector<std::pair<std::string, double>> figs;
+    std::vector<double> refs;
     for (size_t i = 0; i < n; ++i) {
-      double left = pair_of(nodes[(i + n - 1) % n], nodes[i]);
-      double right = pair_of(nodes[i], nodes[(i + 1) % n]);
-      figs.push_back({nodes[i], std::max(left, right)});
+      const std::string& l = nodes[(i + n - 1) % n];
+      const std::string& r = nodes[(i + 1) % n];
+      figs.push_back({nodes[i], std::max(pair_of(l, nodes[i]), pair_of(nodes[i], r))});
+      refs.push_back(std::max(pair_of(l, nodes[i], true), pair_of(nodes[i], r, true)));
     }
-    Judge(figs, fraction, "ring pairs", v, &v.median);
+    Judge(figs, fraction, "ring pairs", v, &v.median, refs);
     if (reference > 0 && v.median > 0 && v.median < fraction * reference) {
       // Every node slow alike: the fabric (or a wrong profile), not a node.
       v.fabric_wide = true;

@@ -219,6 +219,10 @@ nccl_binary = $build/collective/preflight-nccl
 nccl_backend = host
 nccl_max_bytes = 1M
 nccl_timeout = 60s
+# The straggler rule names, not acts, in the tests whose subject is not
+# the rule: at 1 MiB on 2 shared cores a pair's figure swings 2-3x. The
+# rule's own test (system.fabric) turns it on and counts false positives.
+check_nccl_straggler = warn
 CONF
   echo "required $build/spank_plugin/preflight.so conf=$dir/etc/preflight.conf" >"$dir/etc/plugstack.conf"
   for b in epilog healthcheck; do

@@ -117,7 +117,7 @@ wait_idle() {
 # Put every node back to idle (tests leave the cluster as they found it).
 resume_all() {
   local n
-  for n in n1 n2 n3; do
+  for n in $(sinfo -h -N -o %N | sort -u); do
     case "$(node_state $n)" in *drain*|*down*) scontrol update nodename=$n state=resume >/dev/null 2>&1 || true ;; esac
   done
   for _ in $(seq 1 100); do

@@ -143,7 +143,7 @@ peer_total=$(cat "$C"/state/jobs/"$jidf"/n*.stage.json | grep -o '"peer_bytes": 
 check "fan-out: the source was read once for 3 nodes ($read_total of $fanbytes bytes)" test "$read_total" = "$fanbytes"
 check "fan-out: two nodes received it from a peer" test "$peer_total" = $((2 * fanbytes))
 check "fan-out: node n1 read the source" contains "$C/state/jobs/$jidf/n1.stage.json" "\"source_bytes\": $fanbytes"
-check "fan-out: n2 names its peer" contains "$C/state/jobs/$jidf/n2.stage.json" '"note": "received from peer 127.0.0.1'
+check "fan-out: n2 names its peer" contains "$C/state/jobs/$jidf/n2.stage.json" '"note": "received from peer 127.0.1.101'
 cp "$OUT/preflight.conf.orig" "$CONF"
 wait_idle n1 n2 n3
 for n in n1 n2 n3; do

@@ -13,8 +13,13 @@
 //     on both sides has a low figure; its neighbours keep the figure of
 //     their other, healthy pair. A pair without a figure (it failed or
 //     timed out, a cut link) counts 0.
-//   - median over the nodes' figures; a node below fraction x median is a
-//     straggler, named with its figure, the median and the fraction.
+//   - median over the nodes' reference figures, built the same way from
+//     each pair's WORSE sample; a node whose figure (from the better
+//     samples) is below fraction x median is a straggler, named with its
+//     figure, the median and the fraction. Benefit of the doubt both ways:
+//     the suspect keeps its best sample, and one lucky sample elsewhere
+//     (on a shared machine a pair once ran 4 GB/s among pairs of 1.5) does
+//     not raise the bar it is held to.
 //   - k = 2: the two nodes share the one pair, so no node can be told from
 //     the other by it: a slow pair is compared with the reference (a
 //     profile's inter-node figure) and named as a link, never as a node.
@@ -36,6 +41,7 @@ namespace preflight::collective {
 struct PairFigure {
   std::string a, b;   // ring pair (a, b)
   double busbw = 0;   // bytes/s, the better of its samples; 0: none (failed, timed out)
+  double low = 0;     // bytes/s, the worse of its samples (0: only one, the same as busbw)
 };
 
 struct Straggler {

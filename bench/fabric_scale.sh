@@ -1,0 +1,105 @@
+#!/bin/bash
+# Scale figures on the emulated fabric (issue 20; preflight(7) SCALE): for
+# N = 3, 8 and 16 emulated nodes (tests/harness/cluster.sh, PREFLIGHT_NODES),
+# side by side in one run:
+#   - the wall time --nccl-check=quick adds to an N-node job (submit to
+#     leaving the queue, with vs without; medians of BENCH_REPS);
+#   - the prolog's wall time (the slowest node's prolog record, seconds);
+#   - slurmctld RPCs per job by type (sdiag -r before, sdiag after), with
+#     and without the check, and the difference preflight causes;
+#   - the stage fan-out (stage_peers = yes) against every node reading the
+#     source alone (stage_peers = no), with every node's fabric link shaped
+#     to the same rate (BENCH_RATE, default 400mbit): source bytes read and
+#     the job's wall time.
+# Needs root (slurmd, tc). Not a test: no assertions, figures only.
+#
+#   bench/fabric_scale.sh BUILD_DIR [N...]
+set -euo pipefail
+build=$(realpath "${1:?usage: fabric_scale.sh BUILD_DIR [N...]}")
+shift
+if [ $# -gt 0 ]; then sizes=("$@"); else sizes=(3 8 16); fi
+src=$(cd "$(dirname "$0")/.." && pwd)
+CL=$src/tests/harness/cluster.sh
+reps=${BENCH_REPS:-3}
+rate=${BENCH_RATE:-400mbit}
+ds_mb=${BENCH_DATASET_MB:-32}
+
+now() { date +%s.%N; }
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# job N ARGS...: submit an N-node job, wait until it left the queue; prints
+# the job id, then the seconds it took.
+job() {
+  local n=$1 j t0
+  shift
+  t0=$(now)
+  j=$(sbatch --parsable -N"$n" -o /dev/null "$@")
+  while [ -n "$(squeue -h -j "$j" 2>/dev/null)" ]; do sleep 0.05; done
+  echo "$j $(echo "$(now) - $t0" | awk '{print $1 - $3}')"
+}
+# rpcs: "TYPE COUNT" per RPC type since the last sdiag -r.
+rpcs() {
+  sdiag 2>/dev/null | awk '/Remote Procedure Call statistics by message type/ {on = 1; next}
+    /Remote Procedure Call statistics by user/ {on = 0}
+    on && /count:/ {t = $1; c = $0; sub(/.*count:/, "", c); sub(/ .*/, "", c); print t, c}'
+}
+
+printf '%-4s %-26s %s\n' N figure value
+for n in "${sizes[@]}"; do
+  dir=$(mktemp -d /tmp/pf-fabric-bench.XXXXXX)
+  PREFLIGHT_NODES=$n "$CL" start "$dir" "$build" >/dev/null
+  trap '"$CL" stop "$dir" >/dev/null 2>&1; rm -rf "$dir"' EXIT
+  export SLURM_CONF=$dir/etc/slurm.conf
+  conf=$dir/etc/preflight.conf
+  sed -i 's/^nccl_timeout = .*/nccl_timeout = 120s/' "$conf"
+
+  # 1. wall time the check adds, and the prolog's
+  plain=() checked=() prolog=()
+  for ((i = 0; i < reps; i++)); do
+    read -r _ t < <(job "$n" --wrap true); plain+=("$t")
+    read -r j t < <(job "$n" --nccl-check=quick --wrap true); checked+=("$t")
+    prolog+=("$(cat "$dir"/state/jobs/"$j"/n*.prolog.json 2>/dev/null | grep -o '"seconds": *[0-9.e-]*' |
+      awk '{print $2}' | sort -g | tail -1)")
+  done
+  p=$(printf '%s\n' "${plain[@]}" | median)
+  c=$(printf '%s\n' "${checked[@]}" | median)
+  pr=$(printf '%s\n' "${prolog[@]}" | median)
+  printf '%-4s %-26s %.2f s\n' "$n" "job, plain" "$p"
+  printf '%-4s %-26s %.2f s\n' "$n" "job, --nccl-check=quick" "$c"
+  printf '%-4s %-26s %.2f s\n' "$n" "check adds" "$(echo "$c - $p" | awk '{print $1 - $3}')"
+  printf '%-4s %-26s %.3f s (slowest node; MessageTimeout 10 s)\n' "$n" "prolog wall" "$pr"
+
+  # 2. slurmctld RPCs per job, by type
+  sdiag -r >/dev/null
+  job "$n" --wrap true >/dev/null
+  rpcs | sort >"$dir/rpc.plain"
+  sdiag -r >/dev/null
+  job "$n" --nccl-check=quick --wrap true >/dev/null
+  rpcs | sort >"$dir/rpc.check"
+  join -a1 -a2 -e0 -o 0,1.2,2.2 "$dir/rpc.plain" "$dir/rpc.check" |
+    awk -v n="$n" '{d = $3 - $2; if (d != 0) printf "%-4s rpc %-38s %3d -> %3d (+%d)\n", n, $1, $2, $3, d; tp += $2; tc += $3}
+      END {printf "%-4s rpc %-38s %3d -> %3d (+%d)\n", n, "TOTAL", tp, tc, tc - tp}'
+
+  # 3. stage fan-out vs every node alone, every fabric link shaped alike
+  ds=$dir/ds/data
+  mkdir -p "$ds"
+  head -c $((ds_mb << 20)) /dev/urandom >"$ds/big"
+  for i in $(seq 1 64); do head -c 65536 /dev/urandom >"$ds/f$i"; done
+  chmod -R a+rX "$dir/ds"
+  for k in $(seq 1 "$n"); do "$CL" shape "$dir" "n$k" "$rate" >/dev/null; done
+  for mode in yes no; do
+    sed -i "s/^stage_peers = .*/stage_peers = $mode/" "$conf"
+    read -r j t < <(job "$n" --stage="$ds" --wrap true)
+    read_b=$(cat "$dir"/state/jobs/"$j"/n*.stage.json 2>/dev/null | grep -o '"source_bytes": [0-9]*' | awk '{s += $2} END {print s + 0}')
+    label=$([ $mode = yes ] && echo "stage fan-out" || echo "stage, each node alone")
+    printf '%-4s %-26s %.2f s, source read %d MiB (%.1fx the dataset)\n' "$n" "$label" "$t" $((read_b >> 20)) \
+      "$(echo "$read_b $ds_mb" | awk '{print $1 / ($2 * 1048576 + 64 * 65536)}')"
+    for k in $(seq 1 "$n"); do for c in $(ls "$dir/nodes/n$k/stage/cache" 2>/dev/null); do
+      "$build/admin/preflight" --config "$conf" cache rm "$c" node="n$k" >/dev/null 2>&1 || true; done; done
+  done
+  "$CL" unshape "$dir"
+  "$CL" stop "$dir" >/dev/null
+  rm -rf "$dir"
+  trap - EXIT
+done
+echo "# shaped rate per node for the stage rows: $rate; the source is this host's disk (not shaped): the"
+echo "# fan-out's figure that matters for a shared file system is the source bytes, 1x vs Nx."
