@@ -1,4 +1,4 @@
-// The source walker (stage_walk.h) and DropToStageUser (stage_copy.h).
+// The source walker (stage_walk.h).
 #include "preflight/stage_copy.h"
 
 #include <dirent.h>
@@ -36,36 +36,7 @@
 
 namespace preflight {
 
-bool DropToStageUser(const StageIdentity& who, std::string* error) {
-  std::vector<gid_t> groups(64);
-  int n = static_cast<int>(groups.size());
-  if (!who.user.empty()) {
-    if (::getgrouplist(who.user.c_str(), who.gid, groups.data(), &n) < 0) {
-      groups.resize(static_cast<size_t>(n));
-      if (::getgrouplist(who.user.c_str(), who.gid, groups.data(), &n) < 0) n = 0;
-    }
-  } else {
-    n = 0;
-  }
-  if (n <= 0) { groups.assign(1, who.gid); n = 1; }
-  if (::setgroups(static_cast<size_t>(n), groups.data()) != 0) { *error = std::string("setgroups: ") + std::strerror(errno); return false; }
-  if (::setregid(who.gid, who.gid) != 0) { *error = std::string("setregid: ") + std::strerror(errno); return false; }
-  if (::setreuid(who.uid, who.uid) != 0) { *error = std::string("setreuid: ") + std::strerror(errno); return false; }
-  if (who.uid != 0 && (::setreuid(0, 0) == 0 || ::geteuid() != who.uid)) { *error = "privileges could not be dropped"; return false; }
-  return true;
-}
-
 namespace stage_internal {
-
-std::string BecomeStageUser(int fd, const StageIdentity& who) {
-  if (fd != 3) ::dup2(fd, 3);
-  ::syscall(SYS_close_range, 4u, ~0u, 0u);
-  std::string error;
-  if (who.drop && !DropToStageUser(who, &error)) return "cannot read as user " + std::to_string(who.uid) + ": " + error;
-  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-  return "";
-}
 
 // Light lines: directories only, by ctime (which, unlike mtime, no user can
 // set: any entry added, removed or renamed in a directory moves it).
@@ -97,7 +68,8 @@ namespace {
 class Sender {
  public:
   explicit Sender(int sock) : sock_(sock) { buf_.reserve(kMsgBytes); }
-  bool Add(Kind kind, char type, const struct stat* st, const std::string& path, const std::string& link, int fd) {
+  bool Add(Kind kind, char type, const struct stat* st, const std::string& path, const std::string& link, int fd,
+           int err = 0) {
     size_t need = sizeof(Wire) + path.size() + link.size();
     if (path.size() > 65535 || link.size() > 65535) return false;
     if (buf_.size() + need > kMsgBytes || fds_.size() >= kMaxFdsPerMsg)
@@ -108,6 +80,7 @@ class Sender {
     w.path_len = static_cast<uint16_t>(path.size());
     w.link_len = static_cast<uint16_t>(link.size());
     w.has_fd = fd >= 0;
+    w.err = static_cast<uint32_t>(err);
     if (st) {
       w.mode = st->st_mode;
       w.size = static_cast<uint64_t>(st->st_size);
@@ -171,6 +144,7 @@ struct Walker {
   bool local_digest = false;
   ManifestDigest digest;
   const std::vector<std::string>* light_dirs = nullptr;  // kLight: the directories to stat
+  int error_errno = 0;  // with `error`: the failed call's errno (0: a refusal)
 
   bool Emit(Kind kind, char type, const struct stat* st, const std::string& path, const std::string& link, int fd) {
     if (!local_digest) return out->Add(kind, type, st, path, link, fd);
@@ -195,6 +169,7 @@ struct Walker {
 
   bool Fail(const std::string& what, int err) {
     error = what + ": " + std::strerror(err);
+    error_errno = err;
     return false;
   }
 
@@ -357,12 +332,10 @@ struct Walker {
   }
 };
 
-// Drop to the job user: groups first, then gid, then uid (after setreuid we
-// could no longer change groups). Verified: getting root back must fail.
-
 [[noreturn]] void ChildMain(int sock, const std::string& src, const StageIdentity& who, WalkMode mode,
                             bool local_digest, const std::vector<std::string>* light_dirs) {
-  std::string error = BecomeStageUser(sock, who);
+  int err = 0;
+  std::string error = BecomeStageUser(sock, who, &err);
   Sender out(3);
   if (error.empty()) {
     Walker w{&out, mode, "", "", local_digest, {}, light_dirs};
@@ -372,8 +345,9 @@ struct Walker {
       ::_exit(0);
     }
     error = w.error;
+    err = w.error_errno;
   }
-  out.Add(kError, 0, nullptr, error, "", -1);
+  out.Add(kError, 0, nullptr, error, "", -1, err);
   out.Flush();
   ::_exit(1);
 }

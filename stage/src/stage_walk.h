@@ -38,7 +38,7 @@ struct Wire {
   int64_t mtime_sec;
   int64_t ctime_sec;
   uint32_t ctime_nsec;
-  uint32_t pad2;
+  uint32_t err;  // kError: the errno of the failed call, 0 for a refusal
   uint64_t ino;
 };
 constexpr size_t kMsgBytes = 60 * 1024;
@@ -55,6 +55,7 @@ struct Record {
   int64_t ctime_sec = 0;
   uint32_t ctime_nsec = 0;
   uint64_t ino = 0;
+  int err = 0;  // kError: Wire::err
   std::string path;
   std::string link;
   int fd = -1;
@@ -139,6 +140,7 @@ Status Receive(Child* c, double deadline, const std::string& src, FaultSide* sid
       r.ctime_sec = w.ctime_sec;
       r.ctime_nsec = w.ctime_nsec;
       r.ino = w.ino;
+      r.err = static_cast<int>(w.err);
       r.path.assign(buf.data() + off, w.path_len);
       off += w.path_len;
       r.link.assign(buf.data() + off, w.link_len);
@@ -151,11 +153,11 @@ Status Receive(Child* c, double deadline, const std::string& src, FaultSide* sid
         if (r.fd >= 0) ::close(r.fd);
         close_rest();
         *side = FaultSide::kSource;
-        Status s = Status::Permission(r.path);
-        if (r.path.find("No such file") != std::string::npos) s = Status::NotFound(r.path);
-        else if (r.path.find("Permission denied") == std::string::npos && r.path.find("Operation not permitted") == std::string::npos)
-          s = Status::IOError(r.path);
-        return s;
+        // The child's errno says what kind of failure it was (the text is
+        // the child's message, naming the user's path).
+        if (r.err == ENOENT) return Status::NotFound(r.path);
+        if (r.err == EACCES || r.err == EPERM) return Status::Permission(r.path);
+        return Status::IOError(r.path);
       }
       if (r.kind == kEnd) {
         close_rest();
