@@ -59,6 +59,14 @@ std::vector<std::string> ConfigArgs(const PluginArgs& args) {
   return v;
 }
 
+// Whether a path value of a config loaded without a node name still holds
+// %n (only "path" keys expand it, config.h), so the node's must be read.
+bool PathNamesTheNode(const Config& cfg) {
+  for (const auto& k : ConfigKeys())
+    if (std::string(k.type) == "path" && k.get(cfg).find("%n") != std::string::npos) return true;
+  return false;
+}
+
 int Intra(spank_t sp, const PluginArgs& args, const JobOptions& opts, const std::string& job, uint32_t step) {
   NcclState& st = St();
   st.intra_ran = true;
@@ -73,7 +81,7 @@ int Intra(spank_t sp, const PluginArgs& args, const JobOptions& opts, const std:
   if (!node) { st.intra_text = "preflight: nccl: cannot tell this node: " + node.status().message() + "\n"; return 0; }
   // Read again only when a path names the node (%n), which asking
   // slurmctld for the node's name could not wait for.
-  if (DumpConfig(*cfg).find("%n") != std::string::npos) cfg = LoadPluginConfig(args, *node);
+  if (PathNamesTheNode(*cfg)) cfg = LoadPluginConfig(args, *node);
   if (!cfg) { st.intra_text = "preflight: nccl: site config: " + cfg.status().message() + "\n"; return 0; }
   auto gpus_on = JobGpusOn(*cfg, job, *node);
   if (!gpus_on) {
