@@ -45,19 +45,14 @@ NcclState& St() {
   return s;
 }
 
-std::vector<std::string> JobEnv(spank_t sp) {
+// The job environment as the srun of the allocation check gets it: every
+// NAME=VALUE in slurmstepd's order (single values: GetJobEnv).
+std::vector<std::string> JobEnvList(spank_t sp) {
   std::vector<std::string> env;
   char** e = nullptr;
   if (spank_get_item(sp, S_JOB_ENV, &e) == ESPANK_SUCCESS && e)
     for (; *e; ++e) env.emplace_back(*e);
   return env;
-}
-
-std::string EnvValue(const std::vector<std::string>& env, const std::string& name) {
-  for (const auto& kv : env)
-    if (kv.size() > name.size() && kv.compare(0, name.size(), name) == 0 && kv[name.size()] == '=')
-      return kv.substr(name.size() + 1);
-  return "";
 }
 
 std::vector<std::string> ConfigArgs(const PluginArgs& args) {
@@ -67,8 +62,12 @@ std::vector<std::string> ConfigArgs(const PluginArgs& args) {
   return v;
 }
 
-Level JobLevel(const Config& cfg, const JobOptions& opts) {
-  return opts.nccl_check_given ? opts.nccl_check : cfg.default_level;
+// Whether a path value of a config loaded without a node name still holds
+// %n (only "path" keys expand it, config.h), so the node's must be read.
+bool PathNamesTheNode(const Config& cfg) {
+  for (const auto& k : ConfigKeys())
+    if (std::string(k.type) == "path" && k.get(cfg).find("%n") != std::string::npos) return true;
+  return false;
 }
 
 int Intra(spank_t sp, const PluginArgs& args, const JobOptions& opts, const std::string& job, uint32_t step) {
@@ -76,14 +75,16 @@ int Intra(spank_t sp, const PluginArgs& args, const JobOptions& opts, const std:
   st.intra_ran = true;
   uint32_t nodeid = 0;
   spank_get_item(sp, S_JOB_NODEID, &nodeid);
-  auto cfg0 = LoadPluginConfig(args, "");
-  if (!cfg0) { st.intra_text = "preflight: nccl: site config: " + cfg0.status().message() + "\n"; return 0; }
+  auto cfg = LoadPluginConfig(args, "");
+  if (!cfg) { st.intra_text = "preflight: nccl: site config: " + cfg.status().message() + "\n"; return 0; }
   // This task's node: the step's node list from slurmctld, indexed by the
   // node id slurmstepd got from the signed launch credential. Neither comes
   // from the job's environment, which the user controls.
-  auto node = StepNode(*cfg0, job, std::to_string(step), nodeid);
+  auto node = StepNode(*cfg, job, std::to_string(step), nodeid);
   if (!node) { st.intra_text = "preflight: nccl: cannot tell this node: " + node.status().message() + "\n"; return 0; }
-  auto cfg = LoadPluginConfig(args, *node);
+  // Read again only when a path names the node (%n), which asking
+  // slurmctld for the node's name could not wait for.
+  if (PathNamesTheNode(*cfg)) cfg = LoadPluginConfig(args, *node);
   if (!cfg) { st.intra_text = "preflight: nccl: site config: " + cfg.status().message() + "\n"; return 0; }
   auto gpus_on = JobGpusOn(*cfg, job, *node);
   if (!gpus_on) {
@@ -92,7 +93,7 @@ int Intra(spank_t sp, const PluginArgs& args, const JobOptions& opts, const std:
     return 0;
   }
   const std::string& gpus = *gpus_on;
-  Level level = JobLevel(*cfg, opts);
+  Level level = EffectiveLevel(opts, *cfg);
   if (level == Level::kOff) level = Level::kQuick;
   std::string head = "[" + *node + ", root] ";
   auto before = OtherStepsOf(*cfg, job, step);
@@ -142,7 +143,7 @@ int Batch(spank_t sp, const PluginArgs& args, const JobOptions& opts, const std:
     Log(LogLevel::kError, "task_init_privileged", "site config", cfg.status().message());
     return 0;  // the prolog already refused a job when the config is broken
   }
-  Level level = JobLevel(*cfg, opts);
+  Level level = EffectiveLevel(opts, *cfg);
   if (level == Level::kOff) return 0;
   st.cfg = *cfg;
   st.job_id = job;
@@ -163,11 +164,11 @@ int Batch(spank_t sp, const PluginArgs& args, const JobOptions& opts, const std:
                       (rec ? std::string("no nodes in its record") : rec.status().message()) + "\n";
     return 0;  // outcome.passed stays false: the script does not run
   }
-  a.env = JobEnv(sp);
-  if (EnvValue(a.env, "SLURM_JOB_ID").empty()) a.env.push_back("SLURM_JOB_ID=" + job);
-  if (EnvValue(a.env, "SLURM_CONF").empty() && !cfg->slurm_conf.empty()) a.env.push_back("SLURM_CONF=" + cfg->slurm_conf);
+  a.env = JobEnvList(sp);
+  if (GetJobEnv(sp, "SLURM_JOB_ID").empty()) a.env.push_back("SLURM_JOB_ID=" + job);
+  if (GetJobEnv(sp, "SLURM_CONF").empty() && !cfg->slurm_conf.empty()) a.env.push_back("SLURM_CONF=" + cfg->slurm_conf);
   // One rank per GPU the job holds on a node; one per node without GPUs.
-  std::string g = EnvValue(a.env, "SLURM_GPUS_ON_NODE");
+  std::string g = GetJobEnv(sp, "SLURM_GPUS_ON_NODE");
   a.ranks_per_node = std::max(1, std::atoi(g.c_str()));
   spank_get_item(sp, S_JOB_UID, &a.uid);
   spank_get_item(sp, S_JOB_GID, &a.gid);
@@ -224,7 +225,7 @@ int NcclTaskPrivileged(spank_t sp, const PluginArgs& args, const JobOptions& opt
   // A user can start such a step by hand: it only makes root measure the
   // user's own nodes, once per node (local task 0), and never drains while
   // other steps of the job run there.
-  if (step != SLURM_BATCH_SCRIPT && EnvValue(JobEnv(sp), collective::kIntraStepEnv) == "intra") {
+  if (step != SLURM_BATCH_SCRIPT && GetJobEnv(sp, collective::kIntraStepEnv) == "intra") {
     if (task == 0) return Intra(sp, args, opts, std::to_string(job), step);
     St().intra_ran = true;  // the node's other tasks only stand by
     return 0;

@@ -12,6 +12,7 @@ extern "C" {
 #include <vector>
 
 #include "preflight/fileutil.h"
+#include "preflight/job.h"
 #include "preflight/log.h"
 #include "preflight/stage_spec.h"
 #include "preflight/stage_job.h"
@@ -31,6 +32,12 @@ std::string GetJobEnv(spank_t sp, const char* name, bool* found) {
     if (found) *found = rc == ESPANK_SUCCESS;
     return rc == ESPANK_SUCCESS ? std::string(buf.data()) : std::string();
   }
+}
+
+EnvMap JobEnvMap(spank_t sp) {
+  char** e = nullptr;
+  if (spank_get_item(sp, S_JOB_ENV, &e) != ESPANK_SUCCESS) return {};
+  return EnvironToMap(e);
 }
 
 namespace {
@@ -53,14 +60,13 @@ using SiteConfig = std::function<const Expected<Config>&()>;
 // does not drain the node, unlike a failing prolog; see stage_job.h.
 //
 // What was staged is read from the prolog's root-written record alone: the
-// request may arrive as the option (trusted) or as SLURM_SPANK_PREFLIGHT_STAGE
-// in the job's environment (an srun step inherits it, and a user can export
-// it by hand), and neither says that the data is there. A request without a
-// record of success fails the task: a job never runs without its data.
+// request may arrive as the option (trusted) or as its job-control variable
+// in the job's environment (SLURM_SPANK_PREFLIGHT_STAGE: an srun step
+// inherits it, and a user can export it by hand), and neither says that the
+// data is there. A request without a record of success fails the task: a
+// job never runs without its data.
 int StageTaskInit(spank_t sp, const SiteConfig& site_config, const JobOptions& opts) {
-  bool found = false;
-  GetJobEnv(sp, "SLURM_SPANK_PREFLIGHT_STAGE", &found);
-  if (!found && !opts.stage_given) return 0;
+  if (!opts.stage_given && !JobOptionInEnv(JobEnvMap(sp), "PREFLIGHT_STAGE")) return 0;
   std::string node = GetJobEnv(sp, "SLURMD_NODENAME");
   std::string job = GetJobEnv(sp, "SLURM_JOB_ID");
   const Expected<Config>& cfg = site_config();
@@ -73,15 +79,14 @@ int StageTaskInit(spank_t sp, const SiteConfig& site_config, const JobOptions& o
     std::fprintf(stderr, "%s", err->c_str());
     return -1;
   }
-  std::string kv_path = state::JobNodeFile(*cfg, job, node, state::kStageKv);
-  auto kv_text = ReadWholeFile(kv_path);
-  std::map<std::string, std::string> kv = kv_text ? ParseKeyValueLines(*kv_text) : std::map<std::string, std::string>();
-  if (!kv_text || kv["ok"] != "1") {
+  auto record = ReadStageRecord(*cfg, job, node);
+  if (!record || !record->ok) {
+    std::string path = state::JobNodeFile(*cfg, job, node, state::kStageJson);
     std::fprintf(stderr,
                  "preflight: stage on %s: this job asks for staged datasets (%s), but the prolog on %s "
                  "recorded %s (%s); refusing to start without the data\n",
                  node.c_str(), opts.stage_given ? "--stage" : "SLURM_SPANK_PREFLIGHT_STAGE in its environment",
-                 node.c_str(), kv_text ? "a failed staging" : "no staging", kv_path.c_str());
+                 node.c_str(), record ? "a failed staging" : "no staging", path.c_str());
     return -1;
   }
   // Always set, unlike the other variables: the value is this node's path
@@ -92,7 +97,8 @@ int StageTaskInit(spank_t sp, const SiteConfig& site_config, const JobOptions& o
     if (rc != ESPANK_SUCCESS) Log(LogLevel::kError, "task_init", "cannot set " + name, spank_strerror(rc));
   };
   set("PREFLIGHT_STAGE_DIR", view);
-  for (const auto& name : SplitNonEmpty(kv["datasets"], ',')) set(StageVarName(name), view + "/" + name);
+  for (const auto& name : record->datasets)
+    if (!name.empty()) set(StageVarName(name), view + "/" + name);
   return 0;
 }
 

@@ -8,12 +8,15 @@ extern "C" {
 #include <string>
 
 #include "preflight/config.h"
+#include "preflight/job.h"
 #include "preflight/options.h"
 
 namespace preflight::spank {
 
 // The value of `name` in the job's environment, or "" with *found=false.
 std::string GetJobEnv(spank_t sp, const char* name, bool* found = nullptr);
+// The whole job environment (S_JOB_ENV), for the readers that take a map.
+EnvMap JobEnvMap(spank_t sp);
 
 // Sets the task's preflight variables, never overriding one the user set,
 // and in the batch step's first task prints this node's prolog summary to

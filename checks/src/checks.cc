@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <exception>
 
+#include "preflight/fileutil.h"
 #include "preflight/severity.h"
 
 namespace preflight {
@@ -73,16 +74,6 @@ std::vector<std::string> SplitTabs(const std::string& line) {
     b = t + 1;
   }
   return f;
-}
-
-void WriteAll(int fd, const std::string& s) {
-  size_t off = 0;
-  while (off < s.size()) {
-    ssize_t n = ::write(fd, s.data() + off, s.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    off += static_cast<size_t>(n);
-  }
 }
 
 std::string Serialize(const CheckResult& r) {

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -78,17 +79,11 @@ Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t 
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
   if (fd < 0) return Status::FromErrno(errno, "create " + tmp);
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return Status::FromErrno(e, "write " + tmp);
-    }
-    off += static_cast<size_t>(n);
+  if (!WriteAll(fd, data)) {
+    int e = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return Status::FromErrno(e, "write " + tmp);
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     int e = errno;
@@ -101,6 +96,19 @@ Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t 
     return Status::FromErrno(e, "rename " + tmp + " to " + path);
   }
   return Status::Ok();
+}
+
+bool WriteAll(int fd, const void* p, size_t n, bool no_sigpipe) {
+  const char* at = static_cast<const char*>(p);
+  while (n > 0) {
+    ssize_t k = no_sigpipe ? ::send(fd, at, n, MSG_NOSIGNAL) : ::write(fd, at, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) return false;
+    if (k == 0) { errno = EIO; return false; }
+    at += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
 }
 
 Expected<std::string> ReadWholeFile(const std::string& path) {

@@ -81,17 +81,21 @@ Expected<JobContext> JobContextFromEnv(const EnvMap& env, const Config& cfg, boo
     j.gpus = *ids;
   }
 
-  // The plugin's job-control variables (options.h: JobOptionsFromEnv).
+  // The plugin's job-control variables (options.h: JobOptionsFromEnv): the
+  // one parse of the job's options on this side of Slurm.
   OptionsFromEnv o = JobOptionsFromEnv(env);
   for (const char* var : {"PREFLIGHT_NCCL_CHECK", "PREFLIGHT_ENV"}) {
     Status s = o.ErrorFor(var);
     if (!s.ok()) return s;
   }
-  j.level_given = o.opts.nccl_check_given;
-  j.level = j.level_given ? o.opts.nccl_check : cfg.default_level;
-  j.env_given = o.opts.env_given;
-  if (j.env_given) j.env_mode = o.opts.env;
+  j.options = o.opts;
+  j.stage_error = o.ErrorFor("PREFLIGHT_STAGE");
+  j.level = EffectiveLevel(j.options, cfg);
   return j;
+}
+
+Level EffectiveLevel(const JobOptions& opts, const Config& cfg) {
+  return opts.nccl_check_given ? opts.nccl_check : cfg.default_level;
 }
 
 }  // namespace preflight

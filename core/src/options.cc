@@ -128,19 +128,34 @@ Status CheckSubmission(const JobOptions& opts, const std::string& program, int c
   return Status::Ok();
 }
 
+namespace {
+// How a job-control variable comes back: SPANK_<name> in the prolog and
+// epilog, SLURM_SPANK_<name> in the job's environment.
+constexpr const char* kEnvPrefixes[] = {"SPANK_", "SLURM_SPANK_"};
+}  // namespace
+
 OptionsFromEnv JobOptionsFromEnv(const std::map<std::string, std::string>& env) {
   OptionsFromEnv r;
   for (const auto& o : UserOptions()) {
-    for (const char* prefix : {"SPANK_", "SLURM_SPANK_"}) {
+    for (const char* prefix : kEnvPrefixes) {
       std::string var = std::string(prefix) + o.env_name;
       auto it = env.find(var);
       if (it == env.end()) continue;
+      // An option that requires a value never travels empty (the submit
+      // side refuses '--stage='): an empty variable is no request.
+      if (o.has_arg == 1 && it->second.empty()) break;
       Status s = o.apply(it->second.c_str(), r.opts);
       if (!s.ok()) r.errors.push_back({&o, s.Context(var + "='" + it->second + "'")});
       break;
     }
   }
   return r;
+}
+
+bool JobOptionInEnv(const std::map<std::string, std::string>& env, const char* env_name) {
+  for (const char* prefix : kEnvPrefixes)
+    if (env.count(std::string(prefix) + env_name)) return true;
+  return false;
 }
 
 Status OptionsFromEnv::ErrorFor(const char* env_name) const {

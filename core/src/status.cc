@@ -21,12 +21,15 @@ const char* CodeName(Status::Code c) {
 
 Status Status::FromErrno(int err, const std::string& what) {
   std::string m = what + ": " + std::strerror(err);
+  Status s;
   switch (err) {
-    case ENOENT: case ENOTDIR: return NotFound(std::move(m));
-    case EACCES: case EPERM: case EROFS: return Permission(std::move(m));
-    case ETIMEDOUT: return Timeout(std::move(m));
-    default: return IOError(std::move(m));
+    case ENOENT: case ENOTDIR: s = NotFound(std::move(m)); break;
+    case EACCES: case EPERM: case EROFS: s = Permission(std::move(m)); break;
+    case ETIMEDOUT: s = Timeout(std::move(m)); break;
+    default: s = IOError(std::move(m)); break;
   }
+  s.errno_ = err;
+  return s;
 }
 
 std::string Status::ToString() const {
@@ -36,7 +39,9 @@ std::string Status::ToString() const {
 
 Status Status::Context(const std::string& context) const {
   if (ok()) return *this;
-  return Status(code_, context + ": " + message_);
+  Status s(code_, context + ": " + message_);
+  s.errno_ = errno_;
+  return s;
 }
 
 }  // namespace preflight

@@ -83,6 +83,27 @@ TEST(UserOptions, ReadBackFromTheJobEnvironment) {
   EXPECT_TRUE(bad.opts.env_given);
 }
 
+// --stage requires a value, so an empty variable is no request (the prolog
+// did not stage for it before JobContext carried the options either), while
+// an empty --nccl-check is still the bare option.
+TEST(UserOptions, EmptyVariableOfARequiredValueIsNoRequest) {
+  OptionsFromEnv r = JobOptionsFromEnv({{"SPANK_PREFLIGHT_STAGE", ""}, {"SPANK_PREFLIGHT_NCCL_CHECK", ""}});
+  EXPECT_TRUE(r.errors.empty());
+  EXPECT_FALSE(r.opts.stage_given);
+  EXPECT_TRUE(r.opts.nccl_check_given);
+  EXPECT_EQ(r.opts.nccl_check, Level::kQuick);
+  OptionsFromEnv bad = JobOptionsFromEnv({{"SPANK_PREFLIGHT_STAGE", ",,"}});
+  EXPECT_FALSE(bad.ErrorFor("PREFLIGHT_STAGE").ok());
+}
+
+// The task asks only whether the variable is there (its value is the
+// user's to forge), under either prefix.
+TEST(UserOptions, PresenceInTheEnvironmentWithoutParsing) {
+  EXPECT_TRUE(JobOptionInEnv({{"SLURM_SPANK_PREFLIGHT_STAGE", "not a spec,,"}}, "PREFLIGHT_STAGE"));
+  EXPECT_TRUE(JobOptionInEnv({{"SPANK_PREFLIGHT_STAGE", ""}}, "PREFLIGHT_STAGE"));
+  EXPECT_FALSE(JobOptionInEnv({{"PREFLIGHT_STAGE", "/d"}, {"SLURM_SPANK_PREFLIGHT_ENV", "on"}}, "PREFLIGHT_STAGE"));
+}
+
 }  // namespace
 }  // namespace preflight
 

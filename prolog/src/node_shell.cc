@@ -148,7 +148,7 @@ int Main(int argc, char** argv, Phase phase) {
   // Prolog: stage datasets only on a node that passed its checks. See
   // stage_job.h for which failures fail the job and which drain the node.
   if (phase == Phase::kProlog && !out.failed && !job->job_id.empty()) {
-    StageJobResult st = StageForJob(*cfg, *job, env);
+    StageJobResult st = StageForJob(*cfg, *job);
     out.summary += st.summary;
     if (!st.ok && st.drain) {
       out.failed = true;

@@ -17,7 +17,10 @@
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "preflight/fileutil.h"
+#include "preflight/json.h"
 #include "preflight/report.h"
 #include "preflight/stage_manifest.h"
 #include "preflight/strings.h"
@@ -92,10 +95,9 @@ std::string ReadTrim(const std::string& path) {
   return s;
 }
 
-std::map<std::string, std::string> ReadInfo(const std::string& path) {
-  auto t = ReadWholeFile(path);
-  return t ? ParseKeyValueLines(*t) : std::map<std::string, std::string>();
-}
+
+constexpr const char* kInfoJson = "info.json";
+constexpr const char* kInfoLegacy = "info";  // key=value, older releases
 
 uint64_t InfoNum(const std::map<std::string, std::string>& m, const char* k) {
   auto it = m.find(k);
@@ -192,7 +194,7 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
   uid_t reader = who.drop ? who.uid : ::geteuid();
   std::string cur = ReadTrim(keydir + "/current");
   if (!cur.empty()) {
-    auto info = ReadInfo(keydir + "/" + cur + "/info");
+    auto info = ReadCacheInfo(keydir + "/" + cur);
     bool light = o.verify_dirs_only && info["type"] == "d" && info["uid"] == std::to_string(reader);
     std::vector<std::string> dirs;
     if (light) {
@@ -273,16 +275,23 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
     if (s.ok()) s = WriteFileAtomic(tmp + "/dirs", built.dirs_text, 0600);
     if (s.ok() && !built.check.empty()) s = WriteFileAtomic(tmp + "/check", built.check, 0600);
     if (s.ok()) {
-      std::string info = "source=" + source + "\nreal=" + (manifest.empty() ? "" : manifest[0].substr(7)) +
-                         "\nbytes=" + std::to_string(st.bytes) + "\nfiles=" + std::to_string(st.files) +
-                         "\ndirs=" + std::to_string(st.dirs) + "\nseconds=" + std::to_string(st.seconds) +
-                         "\nuid=" + std::to_string(reader) + "\ndigest=" + DigestOf(manifest) +
-                         "\ndigest_light=" + built.digest_light + "\ncheck=" + (built.check.empty() ? "0" : "1") +
-                         "\ntype=" +
-                         (!manifest.empty() && manifest[0].compare(0, 6, "root f") == 0 ? "f" : "d") + "\n";
-      s = WriteFileAtomic(tmp + "/info", info, 0600);
+      JsonWriter info;
+      info.BeginObject()
+          .Field("source", source)
+          .Field("real", manifest.empty() ? std::string() : manifest[0].substr(7))
+          .Field("bytes", static_cast<int64_t>(st.bytes))
+          .Field("files", static_cast<int64_t>(st.files))
+          .Field("dirs", static_cast<int64_t>(st.dirs))
+          .Field("seconds", st.seconds)
+          .Field("uid", static_cast<int64_t>(reader))
+          .Field("digest", DigestOf(manifest))
+          .Field("digest_light", built.digest_light)
+          .Field("check", !built.check.empty())
+          .Field("type", !manifest.empty() && manifest[0].compare(0, 6, "root f") == 0 ? "f" : "d")
+          .EndObject();
+      s = WriteFileAtomic(tmp + "/" + kInfoJson, info.str() + "\n", 0600);
     }
-    if (!s.ok()) *side = s.message().find("No space") != std::string::npos ? FaultSide::kDestSpace : FaultSide::kNode;
+    if (!s.ok()) *side = s.sys_errno() == ENOSPC || s.sys_errno() == EDQUOT ? FaultSide::kDestSpace : FaultSide::kNode;
   }
   std::string ver = "v-" + gen;
   if (s.ok() && ::rename(tmp.c_str(), (keydir + "/" + ver).c_str()) != 0) s = Status::FromErrno(errno, "publish " + tmp);
@@ -326,6 +335,24 @@ Status ReleaseJob(const StageCacheOptions& o, const std::string& job_id) {
   return first;
 }
 
+std::map<std::string, std::string> ReadCacheInfo(const std::string& version_dir) {
+  std::map<std::string, std::string> m;
+  if (auto text = ReadWholeFile(version_dir + "/" + kInfoJson)) {
+    nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) return m;
+    for (const auto& [k, v] : j.items()) {
+      if (v.is_string()) m[k] = v.get<std::string>();
+      else if (v.is_boolean()) m[k] = v.get<bool>() ? "1" : "0";
+      else if (v.is_number_unsigned()) m[k] = std::to_string(v.get<uint64_t>());
+      else if (v.is_number_integer()) m[k] = std::to_string(v.get<int64_t>());
+      else if (v.is_number_float()) m[k] = std::to_string(v.get<double>());
+    }
+    return m;
+  }
+  auto legacy = ReadWholeFile(version_dir + "/" + kInfoLegacy);
+  return legacy ? ParseKeyValueLines(*legacy) : m;
+}
+
 namespace {
 
 CacheEntryInfo Describe(const std::string& dir, const std::string& key) {
@@ -333,7 +360,7 @@ CacheEntryInfo Describe(const std::string& dir, const std::string& key) {
   e.key = key;
   std::string keydir = dir + "/" + key;
   e.version = ReadTrim(keydir + "/current");
-  auto info = ReadInfo(keydir + "/" + e.version + "/info");
+  auto info = ReadCacheInfo(keydir + "/" + e.version);
   e.source = info.count("source") ? info["source"] : "";
   e.bytes = InfoNum(info, "bytes");
   e.files = InfoNum(info, "files");

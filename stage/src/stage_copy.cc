@@ -27,6 +27,7 @@
 
 #include <xxhash.h>
 
+#include "preflight/clock.h"
 #include "preflight/report.h"
 #include "preflight/stage_manifest.h"
 #include "stage_copy_pool.h"

@@ -1,14 +1,11 @@
 // The copy workers of --stage (private to stage/src): files from the
 // walker's descriptors into the cache, in batches, each verified.
+// Definitions in stage_copy_pool.cc.
 #pragma once
 
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <atomic>
-#include <cerrno>
-#include <climits>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <mutex>
 #include <string>
@@ -21,8 +18,9 @@
 
 namespace preflight::stage_internal {
 
-// Classify a write-side errno.
-FaultSide DestSide(int err) { return err == ENOSPC || err == EDQUOT ? FaultSide::kDestSpace : FaultSide::kNode; }
+// Classify a write-side errno: ENOSPC/EDQUOT are the destination's space,
+// anything else the node's.
+FaultSide DestSide(int err);
 
 struct Task {
   int src = -1;
@@ -41,58 +39,23 @@ struct Task {
 class CopyPool {
  public:
   CopyPool(const CopyOptions& o, StageFs& fs, CheckManifestBuilder* check) : o_(o), fs_(fs), check_(check) {}
-  void Start(unsigned n) {
-    for (unsigned i = 0; i < n; ++i) threads_.emplace_back([this] { Loop(); });
-  }
+  void Start(unsigned n);
   // Queues files in batches (one lock and one wake-up per batch, not per
   // file: with many small files the hand-off is otherwise the cost). A batch
   // closes at kBatch files or kBatchBytes, so files of 1 MiB and more go
   // out at once and large files spread over the workers instead of queueing
   // behind one (4 x 1 GiB went to a single worker before: 2-3x slower).
   // Blocks while the queue is full, which bounds the open descriptors.
-  void Push(Task t) {
-    pending_bytes_ += t.size;
-    pending_.push_back(std::move(t));
-    if (pending_.size() >= kBatch || pending_bytes_ >= kBatchBytes) Flush();
-  }
-  void Flush() {
-    pending_bytes_ = 0;
-    if (pending_.empty()) return;
-    std::unique_lock<std::mutex> l(mu_);
-    not_full_.wait(l, [&] { return q_.size() < kMaxQueued || failed_; });
-    q_.push_back(std::move(pending_));
-    pending_.clear();
-    not_empty_.notify_one();
-  }
-  void Finish() {
-    Flush();
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      done_ = true;
-    }
-    not_empty_.notify_all();
-    for (auto& t : threads_) t.join();
-    threads_.clear();
-  }
-  void Fail(Status s, FaultSide side) {
-    std::lock_guard<std::mutex> l(mu_);
-    if (!failed_) {
-      failed_ = true;
-      failed_fast_ = true;
-      status_ = std::move(s);
-      side_ = side;
-    }
-    not_full_.notify_all();
-  }
+  void Push(Task t);
+  void Flush();
+  // Flushes, then waits for the workers to drain the queue and end.
+  void Finish();
+  // The first failure wins; the workers stop copying (descriptors are
+  // still closed) and a blocked Push returns.
+  void Fail(Status s, FaultSide side);
   bool failed() { return failed_fast_.load(std::memory_order_relaxed); }
-  Status status() {
-    std::lock_guard<std::mutex> l(mu_);
-    return status_;
-  }
-  FaultSide side() {
-    std::lock_guard<std::mutex> l(mu_);
-    return side_;
-  }
+  Status status();
+  FaultSide side();
   std::atomic<uint64_t> bytes{0};
   std::atomic<uint64_t> files{0};
 
@@ -101,127 +64,10 @@ class CopyPool {
   static constexpr uint64_t kBatchBytes = kLargeFile;
   static constexpr size_t kMaxQueued = 64;  // batches
 
-  void Loop() {
-    std::vector<char> buf(kLargeFile);
-    for (;;) {
-      std::vector<Task> batch;
-      {
-        std::unique_lock<std::mutex> l(mu_);
-        not_empty_.wait(l, [&] { return !q_.empty() || done_; });
-        if (q_.empty()) return;
-        batch = std::move(q_.front());
-        q_.pop_front();
-        not_full_.notify_one();
-      }
-      for (auto& t : batch) {
-        if (!failed_fast_.load(std::memory_order_relaxed)) CopyOne(t, buf);
-        ::close(t.src);
-      }
-    }
-  }
-
-  void CopyOne(const Task& t, std::vector<char>& buf) {
-    if (o_.deadline > 0 && MonotonicSeconds() > o_.deadline) {
-      Fail(Status::Timeout("staging: timed out copying " + t.shown), FaultSide::kSource);
-      return;
-    }
-    mode_t mode = (t.mode & 0111) ? 0755 : 0644;
-    int out = fs_.OpenAt(t.dirfd, t.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-    if (out < 0) {
-      int e = errno;
-      Fail(Status::FromErrno(e, "create " + t.shown), DestSide(e));
-      return;
-    }
-    uint64_t done = 0;
-    bool ok = true;
-    if (t.size >= kLargeFile) {
-      ::posix_fadvise(t.src, 0, 0, POSIX_FADV_SEQUENTIAL);
-      off_t in_off = 0;
-      while (done < t.size) {
-        if (o_.deadline > 0 && MonotonicSeconds() > o_.deadline) {
-          Fail(Status::Timeout("staging: timed out copying " + t.shown), FaultSide::kSource);
-          ok = false;
-          break;
-        }
-        ssize_t n = fs_.CopyFileRange(t.src, &in_off, out, std::min<uint64_t>(t.size - done, 64ull << 20));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-          int e = errno;
-          if (e == ENOSPC || e == EDQUOT) { Fail(Status::FromErrno(e, "write " + t.shown), FaultSide::kDestSpace); ok = false; }
-          break;  // anything else: the read/write path below says which side failed
-        }
-        if (n == 0) break;
-        done += static_cast<uint64_t>(n);
-      }
-    }
-    while (ok && done < t.size) {
-      ssize_t n = fs_.Pread(t.src, buf.data(), std::min<uint64_t>(buf.size(), t.size - done), static_cast<off_t>(done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        Fail(Status::FromErrno(errno, "read " + t.shown), FaultSide::kSource);
-        ok = false;
-        break;
-      }
-      if (n == 0) break;  // shrank: caught below
-      size_t w = 0;
-      while (w < static_cast<size_t>(n)) {
-        ssize_t k = fs_.Write(out, buf.data() + w, static_cast<size_t>(n) - w);
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0) {
-          int e = errno;
-          Fail(Status::FromErrno(e, "write " + t.shown), DestSide(e));
-          ok = false;
-          break;
-        }
-        w += static_cast<size_t>(k);
-      }
-      if (!ok) break;
-      done += static_cast<uint64_t>(n);
-      if (o_.deadline > 0 && done < t.size && MonotonicSeconds() > o_.deadline) {
-        Fail(Status::Timeout("staging: timed out copying " + t.shown), FaultSide::kSource);
-        ok = false;
-      }
-    }
-    if (ok) {
-      // Verify before the caller may publish: all bytes, and the source
-      // not changed since the walker opened it.
-      struct stat st;
-      if (::fstat(t.src, &st) != 0) {
-        Fail(Status::FromErrno(errno, "stat " + t.shown), FaultSide::kSource);
-        ok = false;
-      } else if (done != t.size || static_cast<uint64_t>(st.st_size) != t.size || st.st_mtim.tv_sec != t.mtime_sec ||
-                 static_cast<uint32_t>(st.st_mtim.tv_nsec) != t.mtime_nsec ||
-                 (check_ && (st.st_ctim.tv_sec != t.ctime_sec || static_cast<uint32_t>(st.st_ctim.tv_nsec) != t.ctime_nsec))) {
-        Fail(Status::IOError(t.shown + ": changed while being copied (size " + std::to_string(t.size) + " -> " +
-                             std::to_string(st.st_size) + "); stage it again once it is stable"),
-             FaultSide::kSource);
-        ok = false;
-      }
-    }
-    if (ok) {
-      struct timespec ts[2] = {{t.mtime_sec, static_cast<long>(t.mtime_nsec)}, {t.mtime_sec, static_cast<long>(t.mtime_nsec)}};
-      if (fs_.Futimens(out, ts) != 0) {
-        int e = errno;
-        Fail(Status::FromErrno(e, "set times on " + t.shown), DestSide(e));
-        ok = false;
-      }
-    }
-    if (fs_.Close(out) != 0 && ok) {
-      int e = errno;
-      Fail(Status::FromErrno(e, "close " + t.shown), DestSide(e));
-      ok = false;
-    }
-    if (ok && check_ && t.check_index != UINT32_MAX) {
-      // A POSIX ACL makes the warm check ask the kernel for this file
-      // instead of deciding from the mode bits. Unsure: treat as ACL.
-      ssize_t n = ::fgetxattr(t.src, "system.posix_acl_access", nullptr, 0);
-      if (n >= 0 || (errno != ENODATA && errno != EOPNOTSUPP)) check_->MarkAcl(t.check_index);
-    }
-    if (ok) {
-      bytes += done;
-      ++files;
-    }
-  }
+  void Loop();
+  // Copies one file, verifies it (all bytes, source unchanged since the
+  // walker opened it), sets its times; on failure calls Fail.
+  void CopyOne(const Task& t, std::vector<char>& buf);
 
   const CopyOptions& o_;
   StageFs& fs_;
@@ -239,12 +85,8 @@ class CopyPool {
   FaultSide side_ = FaultSide::kNone;
 };
 
-void RaiseFdLimit() {
-  struct rlimit r;
-  if (::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max && r.rlim_cur < 65536) {
-    r.rlim_cur = std::min<rlim_t>(r.rlim_max, 65536);
-    ::setrlimit(RLIMIT_NOFILE, &r);
-  }
-}
+// Raises RLIMIT_NOFILE's soft limit towards 65536 (the queue holds open
+// source descriptors).
+void RaiseFdLimit();
 
 }  // namespace preflight::stage_internal

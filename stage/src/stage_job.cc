@@ -13,11 +13,12 @@
 #include <map>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "preflight/report.h"
 #include "preflight/fileutil.h"
 #include "preflight/node_addresses.h"
 #include "preflight/json.h"
-#include "preflight/options.h"
 #include "preflight/hostlist.h"
 #include "preflight/slurmctl.h"
 #include "preflight/stage_peer.h"
@@ -26,6 +27,28 @@
 #include "preflight/strings.h"
 
 namespace preflight {
+
+Expected<StageRecord> ReadStageRecord(const Config& cfg, const std::string& job_id, const std::string& node) {
+  std::string path = state::JobNodeFile(cfg, job_id, node, state::kStageJson);
+  auto text = ReadWholeFile(path);
+  if (!text) return text.status();
+  nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return Status::InvalidArgument(path + ": not a JSON object");
+  StageRecord r;
+  r.ok = j.value("ok", false);
+  r.bytes = j.value("bytes", uint64_t{0});
+  r.files = j.value("files", uint64_t{0});
+  r.seconds = j.value("seconds", 0.0);
+  auto ds = j.find("datasets");
+  if (ds != j.end() && ds->is_array()) {
+    for (const auto& d : *ds) {
+      if (!d.is_object()) continue;
+      r.datasets.push_back(d.value("name", std::string()));
+      (d.value("cache", std::string()) == "hit" ? r.hits : r.misses) += 1;
+    }
+  }
+  return r;
+}
 
 std::string StageViewDir(const Config& cfg, const std::string& job_id) { return cfg.stage.dir + "/jobs/" + job_id; }
 std::string StageErrorFile(const Config& cfg, const std::string& job_id, const std::string& node) {
@@ -86,17 +109,10 @@ std::string Human(uint64_t b) { return HumanBytes(static_cast<double>(b)); }
 void WriteStageRecord(const Config& cfg, const JobContext& job, const StageJobResult& r) {
   std::string dir = state::JobDir(cfg, job.job_id);
   if (!MakeDirs(dir, 0755).ok()) return;
-  uint64_t bytes = 0, files = 0, hits = 0;
-  for (const auto& d : r.datasets) { bytes += d.second.bytes; files += d.second.files; hits += d.second.hit; }
-  std::string kv = "bytes=" + std::to_string(bytes) + "\nfiles=" + std::to_string(files) + "\nseconds=" +
-                   std::to_string(r.seconds) + "\nhits=" + std::to_string(hits) + "\nmisses=" +
-                   std::to_string(r.datasets.size() - hits) + "\nok=" + (r.ok ? "1" : "0") + "\n";
+  uint64_t bytes = 0, files = 0;
+  for (const auto& d : r.datasets) { bytes += d.second.bytes; files += d.second.files; }
   // The names the tasks may point at (spank_task.cc trusts only this
-  // root-written record, never the job's environment).
-  std::vector<std::string> names;
-  for (const auto& d : r.datasets) names.push_back(d.first);
-  kv += "datasets=" + Join(names, ",") + "\n";
-  WriteFileAtomic(dir + "/" + job.node + ".stage.kv", kv, 0644);
+  // root-written record, never the job's environment): ReadStageRecord.
   JsonWriter w;
   w.BeginObject().Field("node", job.node).Field("job_id", job.job_id).Field("ok", r.ok);
   if (!r.ok) w.Field("error", r.message);
@@ -117,10 +133,9 @@ void WriteStageRecord(const Config& cfg, const JobContext& job, const StageJobRe
 
 }  // namespace
 
-StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMap& env) {
+StageJobResult StageForJob(const Config& cfg, const JobContext& job) {
   StageJobResult r;
-  auto it = env.find("SPANK_PREFLIGHT_STAGE");
-  if (it == env.end() || it->second.empty()) return r;
+  if (!StageRequested(job)) return r;
   r.requested = true;
   double t0 = MonotonicSeconds();
   std::string err_file = StageErrorFile(cfg, job.job_id, job.node);
@@ -136,11 +151,9 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMa
       WriteFileAtomic(err_file, "preflight: stage on " + job.node + ": " + msg + "\n", 0644);
     }
   };
-  // The option table's own parse of --stage (options.h: JobOptionsFromEnv).
-  OptionsFromEnv options = JobOptionsFromEnv(env);
-  Status bad = options.ErrorFor("PREFLIGHT_STAGE");
-  if (!bad.ok()) { fail(bad.message(), FaultOwner::kUser); return r; }
-  const std::vector<StageSource>& sources = options.opts.stage;
+  // --stage as JobContextFromEnv parsed it (the option table's one parse).
+  if (!job.stage_error.ok()) { fail(job.stage_error.message(), FaultOwner::kUser); return r; }
+  const std::vector<StageSource>& sources = job.options.stage;
   if (cfg.stage.dir.empty()) { fail("--stage is not enabled on " + job.node + " (no stage_dir in the site config)", FaultOwner::kUser); return r; }
   StageIdentity who;
   if (::geteuid() == 0) {
@@ -341,11 +354,10 @@ UnstageResult UnstageForJob(const Config& cfg, const JobContext& job) {
   UnstageResult r;
   if (cfg.stage.dir.empty() || job.job_id.empty()) return r;
   std::string view = StageViewDir(cfg, job.job_id);
-  std::string kvpath = state::JobNodeFile(cfg, job.job_id, job.node, state::kStageKv);
   struct stat st;
   bool had_view = ::lstat(view.c_str(), &st) == 0;
-  auto kvtext = ReadWholeFile(kvpath);
-  if (!had_view && !kvtext) return r;
+  auto rec = ReadStageRecord(cfg, job.job_id, job.node);
+  if (!had_view && !rec) return r;
   r.requested = true;
   StageCacheOptions co = CacheOptionsFor(cfg);
   Status s = CleanView(view);
@@ -355,22 +367,22 @@ UnstageResult UnstageForJob(const Config& cfg, const JobContext& job) {
   Status t = TrimCache(co, co.quota, &removed);
   if (s.ok()) s = t;
 
-  std::map<std::string, std::string> kv = kvtext ? ParseKeyValueLines(*kvtext) : std::map<std::string, std::string>();
+  StageRecord sr = rec ? *rec : StageRecord();
   auto list = ListCache(co);
   uint64_t cache_bytes = list ? CacheBytes(*list) : 0;
-  r.notes = {{"stage.bytes", kv["bytes"].empty() ? "0" : kv["bytes"]},
-             {"stage.files", kv["files"].empty() ? "0" : kv["files"]},
-             {"stage.seconds", kv["seconds"].empty() ? "0" : kv["seconds"]},
-             {"stage.cache_hits", kv["hits"].empty() ? "0" : kv["hits"]},
-             {"stage.cache_misses", kv["misses"].empty() ? "0" : kv["misses"]},
+  r.notes = {{"stage.bytes", std::to_string(sr.bytes)},
+             {"stage.files", std::to_string(sr.files)},
+             {"stage.seconds", rec ? std::to_string(sr.seconds) : "0"},
+             {"stage.cache_hits", std::to_string(sr.hits)},
+             {"stage.cache_misses", std::to_string(sr.misses)},
              {"stage.cache_bytes", std::to_string(cache_bytes)},
              {"stage.cache_datasets", std::to_string(list ? list->size() : 0)},
              {"stage.evicted", std::to_string(removed.size())}};
   CheckResult c;
   c.check = "stage";
   c.device = view;
-  c.value = kv["files"] + " files, " + Human(std::strtoull(kv["bytes"].c_str(), nullptr, 10)) + ", " + kv["hits"] +
-            " hit(s), " + kv["misses"] + " miss(es)";
+  c.value = std::to_string(sr.files) + " files, " + Human(sr.bytes) + ", " + std::to_string(sr.hits) + " hit(s), " +
+            std::to_string(sr.misses) + " miss(es)";
   c.verdict = s.ok() ? Verdict::kPass : Verdict::kWarn;
   c.message = s.ok() ? "view removed, cache at " + Human(cache_bytes) : "cleanup: " + s.message();
   r.checks.push_back(c);

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <thread>
 
+#include "preflight/fileutil.h"
 #include "preflight/report.h"
 #include "stage_user_child.h"
 
@@ -486,12 +487,7 @@ Status CheckUnchanged(const std::string& src, const CheckManifest& m, const Stag
         msg = std::string(1, w.verdict) + " " + w.why;
       }
     }
-    size_t off = 0;
-    while (off < msg.size()) {
-      ssize_t k = ::write(3, msg.data() + off, msg.size() - off);
-      if (k <= 0) break;
-      off += static_cast<size_t>(k);
-    }
+    WriteAll(3, msg);  // a parent gone has no use for it
     ::_exit(0);
   }
   ::close(p[1]);

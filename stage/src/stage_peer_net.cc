@@ -71,18 +71,6 @@ bool ReadFull(int fd, void* buf, size_t n, double deadline, double idle) {
   return true;
 }
 
-bool WriteFull(int fd, const void* buf, size_t n) {
-  const char* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
-
 bool SendFrame(int fd, const std::string& s) {
   uint32_t n = static_cast<uint32_t>(s.size());
   return WriteFull(fd, &n, sizeof n) && WriteFull(fd, s.data(), s.size());

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "preflight/fileutil.h"
 #include "preflight/stage_peer.h"
 
 namespace preflight::stage_internal {
@@ -41,7 +42,8 @@ bool WaitFd(int fd, short events, double deadline, double idle);
 
 bool ReadFull(int fd, void* buf, size_t n, double deadline, double idle);
 
-bool WriteFull(int fd, const void* buf, size_t n);
+// To a peer's socket: core's WriteAll, a gone peer an error (EPIPE), not SIGPIPE.
+inline bool WriteFull(int fd, const void* buf, size_t n) { return WriteAll(fd, buf, n, /*no_sigpipe=*/true); }
 
 bool SendFrame(int fd, const std::string& s);
 

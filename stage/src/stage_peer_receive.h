@@ -1,215 +1,50 @@
 // A node's side towards its parent in the fan-out (private to
 // stage/src): receive the stream, check every file, relay it on.
+// Definitions in stage_peer_receive.cc.
 #pragma once
 
-#include <fcntl.h>
-#include <linux/openat2.h>
-#include <sys/syscall.h>
-#include <unistd.h>
+#include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
-#include "preflight/clock.h"
 #include "preflight/stage_cache.h"
-#include "preflight/stage_copy.h"
 #include "preflight/stage_peer.h"
 #include "stage_peer_net.h"
-#include "stage_peer_serve.h"
+#include "stage_peer_serve.h"  // Relay
 
 namespace preflight::stage_internal {
 
 // ---- receiving from the parent ----------------------------------------------
-
-inline int OpenDirBeneath(int root, const std::string& rel) {
-  if (rel.empty()) return ::dup(root);
-  struct open_how how {};
-  how.flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
-  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-  return static_cast<int>(::syscall(SYS_openat2, root, rel.c_str(), &how, sizeof how));
-}
 
 class Receiver {
  public:
   Receiver(const PeerOptions& p, const std::string& payload, double deadline, Relay* relay)
       : p_(p), payload_(payload), deadline_(deadline), relay_(relay) {}
   bool streamed() const { return streamed_; }
-  ~Receiver() {
-    if (fd_ >= 0) ::close(fd_);
-    if (parent_fd_ >= 0) ::close(parent_fd_);
-  }
+  ~Receiver();
 
   // Tells the parent this node needs nothing (its cache had it).
-  void SayHave() {
-    if (!Hello(std::min(p_.wait_parent, 2.0))) return;
-    WriteFull(fd_, "H", 1);
-  }
+  void SayHave();
 
-  Status Receive(int dst_dir_fd, BuiltCopy* out, uint64_t* bytes) {
-    *bytes = 0;
-    if (!Hello(p_.wait_parent)) return Status::Unavailable(why_);
-    if (!WriteFull(fd_, "N", 1)) return Status::Unavailable("parent: " + std::string(std::strerror(errno)));
-    double idle = std::max(p_.wait_parent, 1.0);  // a silent parent counts as dead after this
-    std::string manifest, stats;
-    // The parent may still be staging: wait for its first byte, then relay.
-    if (!WaitFd(fd_, POLLIN, deadline_, 3600)) return Status::Unavailable("parent: " + std::string(std::strerror(errno)));
-    streamed_ = true;
-    if (relay_) relay_->Start();
-    if (!Frame(&manifest, idle) || !Frame(&out->dirs_text, idle) || !Frame(&out->digest_light, idle) ||
-        !Frame(&out->check, idle) || !Frame(&stats, idle))
-      return Status::Unavailable("parent: manifest: " + std::string(std::strerror(errno)));
-    unsigned long long b = 0, f = 0, d = 0;
-    std::sscanf(stats.c_str(), "%llu %llu %llu", &b, &f, &d);
-    std::vector<std::string>& lines = out->manifest;
-    size_t i = 0;
-    while (i < manifest.size()) {
-      size_t nl = manifest.find('\n', i);
-      if (nl == std::string::npos) nl = manifest.size();
-      lines.push_back(manifest.substr(i, nl - i));
-      i = nl + 1;
-    }
-    if (lines.empty()) return Status::IOError("parent: empty manifest");
-    MLine root;
-    if (!ParseLine(lines[0], &root) || (root.type != 'R' && root.type != 'F')) return Status::IOError("parent: bad manifest root");
-    std::vector<char> buf(kChunk);
-    uint64_t files = 0;
-    if (root.type == 'F') {
-      // A single-file source: its mtime is not in the manifest's root line;
-      // the parent sends its copy's (the source's).
-      Status s = RecvFile(dst_dir_fd, "data", 0644, UINT64_MAX, 0, 0, buf, bytes, false);
-      if (!s.ok()) return s;
-      files = 1;
-    } else {
-      if (::mkdirat(dst_dir_fd, "data", 0755) != 0) return Status::FromErrno(errno, "mkdir data");
-      int droot = ::openat(dst_dir_fd, "data", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (droot < 0) return Status::FromErrno(errno, "open data");
-      Status s;
-      for (size_t k = 1; k < lines.size() && s.ok(); ++k) {
-        MLine m;
-        if (!ParseLine(lines[k], &m)) { s = Status::IOError("parent: bad manifest line " + std::to_string(k)); break; }
-        size_t slash = m.path.rfind('/');
-        std::string dir = slash == std::string::npos ? "" : m.path.substr(0, slash);
-        std::string name = slash == std::string::npos ? m.path : m.path.substr(slash + 1);
-        int pfd = ParentFd(droot, dir);
-        if (pfd < 0) { s = Status::FromErrno(errno, "open data/" + dir); break; }
-        if (m.type == 'd') {
-          if (::mkdirat(pfd, name.c_str(), 0755) != 0) s = Status::FromErrno(errno, "mkdir data/" + m.path);
-        } else if (m.type == 'l') {
-          if (::symlinkat(m.link.c_str(), pfd, name.c_str()) != 0) s = Status::FromErrno(errno, "symlink data/" + m.path);
-        } else {
-          s = RecvFile(pfd, name, (m.mode & 0111) ? 0755 : 0644, m.size, m.mtime_sec, m.mtime_nsec, buf, bytes, true);
-          ++files;
-        }
-      }
-      if (parent_fd_ >= 0) ::close(parent_fd_);
-      parent_fd_ = -1;
-      ::close(droot);
-      if (!s.ok()) return s;
-    }
-    if (files != f || *bytes != b) return Status::IOError("parent: received " + std::to_string(files) + " files, " +
-                                                          std::to_string(*bytes) + " bytes; manifest says " +
-                                                          std::to_string(f) + ", " + std::to_string(b));
-    out->stats.bytes = b;
-    out->stats.files = f;
-    out->stats.dirs = d;
-    return Status::Ok();
-  }
+  // Receives the parent's copy into `dst_dir_fd`/data (a tree or one
+  // file), checking every file's hash and the manifest's totals, relaying
+  // the stream on as it arrives. Unavailable when the parent can't be
+  // reached or stalls; the caller falls back to the source.
+  Status Receive(int dst_dir_fd, BuiltCopy* out, uint64_t* bytes);
 
  private:
-  bool Hello(double wait) {
-    size_t parent = PeerParent(p_.self, p_.fanout);
-    const PeerEndpoint& ep = p_.nodes[parent];
-    auto cred = EncodePeerCredential(p_.munge_socket, payload_);
-    if (!cred) { why_ = cred.status().message(); return false; }
-    double until = MonotonicSeconds() + wait;
-    if (deadline_ > 0) until = std::min(until, deadline_);
-    fd_ = Connect(ep, until, p_.bind_host);
-    if (fd_ < 0) { why_ = "parent " + ep.host + ":" + std::to_string(ep.port) + " unreachable: " + std::strerror(errno); return false; }
-    char ok = 0;  // a parent answers at once: munge decodes in milliseconds
-    double answer_by = MonotonicSeconds() + std::max(wait, 1.0);
-    if (!WriteFull(fd_, kMagic, sizeof kMagic) || !SendFrame(fd_, *cred) || !ReadFull(fd_, &ok, 1, answer_by, 0)) {
-      why_ = "parent hello: " + std::string(std::strerror(errno));
-      return false;
-    }
-    if (ok != 'A') {
-      std::string reason;
-      RecvFrame(fd_, &reason, answer_by, 0);
-      why_ = "parent refused us: " + reason;
-      return false;
-    }
-    return true;
-  }
+  bool Hello(double wait);
 
   // Stream reads, forwarded to the relayed children as they arrive.
-  bool Read(void* p, size_t n, double idle) {
-    if (!ReadFull(fd_, p, n, deadline_, idle)) return false;
-    if (relay_) relay_->Forward(p, n);
-    return true;
-  }
-  bool Frame(std::string* s, double idle) {
-    uint32_t n;
-    if (!Read(&n, sizeof n, idle)) return false;
-    if (n > kMaxFrame) { errno = EPROTO; return false; }
-    s->resize(n);
-    return Read(s->data(), n, idle);
-  }
+  bool Read(void* p, size_t n, double idle);
+  bool Frame(std::string* s, double idle);
 
-  int ParentFd(int droot, const std::string& dir) {
-    if (parent_fd_ >= 0 && dir == parent_dir_) return parent_fd_;
-    if (parent_fd_ >= 0) ::close(parent_fd_);
-    parent_fd_ = OpenDirBeneath(droot, dir);
-    parent_dir_ = dir;
-    return parent_fd_;
-  }
+  int ParentFd(int droot, const std::string& dir);
 
   Status RecvFile(int dirfd, const std::string& name, mode_t mode, uint64_t expect, long long mtime_sec,
-                  unsigned mtime_nsec, std::vector<char>& buf, uint64_t* bytes, bool set_time) {
-    double idle = std::max(p_.wait_parent, 1.0);
-    FileHead head;
-    if (!Read(&head, sizeof head, idle)) return Status::Unavailable("parent: " + std::string(std::strerror(errno)));
-    uint64_t size = head.size;
-    if (!set_time) {  // a single-file source: the parent's copy carries the source's mtime
-      mtime_sec = head.mtime_sec;
-      mtime_nsec = head.mtime_nsec;
-    }
-    if (expect != UINT64_MAX && size != expect)
-      return Status::IOError("parent: " + name + " has " + std::to_string(size) + " bytes, manifest " + std::to_string(expect));
-    int out = ::openat(dirfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-    if (out < 0) return Status::FromErrno(errno, "create " + name);
-    uint64_t h = 0, done = 0;
-    while (done < size) {
-      size_t want = static_cast<size_t>(std::min<uint64_t>(kChunk, size - done));
-      if (!Read(buf.data(), want, idle)) {
-        int e = errno;
-        ::close(out);
-        return Status::Unavailable("parent: died or stalled sending " + name + ": " + std::strerror(e));
-      }
-      h = ChunkHash(buf.data(), want, h);
-      if (!WriteFull2(out, buf.data(), want)) { int e = errno; ::close(out); return Status::FromErrno(e, "write " + name); }
-      done += want;
-    }
-    uint64_t theirs;
-    if (!Read(&theirs, sizeof theirs, idle)) { ::close(out); return Status::Unavailable("parent: hash of " + name); }
-    if (theirs != h) { ::close(out); return Status::IOError("parent: " + name + ": bytes differ from what the parent sent (hash)"); }
-    {
-      struct timespec ts[2] = {{mtime_sec, static_cast<long>(mtime_nsec)}, {mtime_sec, static_cast<long>(mtime_nsec)}};
-      if (::futimens(out, ts) != 0) { int e = errno; ::close(out); return Status::FromErrno(e, "set times on " + name); }
-    }
-    if (::close(out) != 0) return Status::FromErrno(errno, "close " + name);
-    *bytes += size;
-    return Status::Ok();
-  }
-
-  static bool WriteFull2(int fd, const char* p, size_t n) {
-    while (n > 0) {
-      ssize_t k = ::write(fd, p, n);
-      if (k < 0 && errno == EINTR) continue;
-      if (k <= 0) return false;
-      p += k;
-      n -= static_cast<size_t>(k);
-    }
-    return true;
-  }
+                  unsigned mtime_nsec, std::vector<char>& buf, uint64_t* bytes, bool set_time);
 
   const PeerOptions& p_;
   std::string payload_;

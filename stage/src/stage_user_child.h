@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "preflight/stage_copy.h"
+#include "preflight/stage_user.h"
 
 namespace preflight::stage_internal {
 
@@ -18,7 +18,8 @@ namespace preflight::stage_internal {
 // as the user), drops to `who` (DropToStageUser), then PR_SET_DUMPABLE 0
 // and PR_SET_PDEATHSIG SIGKILL (after the uid change, which clears it).
 // Returns "" once the child runs as the user, else why not ("cannot read as
-// user UID: ..."), which the caller reports on fd 3 before it exits.
-std::string BecomeStageUser(int fd, const StageIdentity& who);
+// user UID: ..."), which the caller reports on fd 3 before it exits;
+// *err (if given) gets the failed call's errno then (0: not a call's).
+std::string BecomeStageUser(int fd, const StageIdentity& who, int* err = nullptr);
 
 }  // namespace preflight::stage_internal

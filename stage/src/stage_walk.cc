@@ -1,4 +1,4 @@
-// The source walker (stage_walk.h) and DropToStageUser (stage_copy.h).
+// The source walker (stage_walk.h).
 #include "preflight/stage_copy.h"
 
 #include <dirent.h>
@@ -28,6 +28,7 @@
 
 #include <xxhash.h>
 
+#include "preflight/clock.h"
 #include "preflight/report.h"
 #include "preflight/stage_manifest.h"
 #include "preflight/stage_spec.h"
@@ -36,36 +37,7 @@
 
 namespace preflight {
 
-bool DropToStageUser(const StageIdentity& who, std::string* error) {
-  std::vector<gid_t> groups(64);
-  int n = static_cast<int>(groups.size());
-  if (!who.user.empty()) {
-    if (::getgrouplist(who.user.c_str(), who.gid, groups.data(), &n) < 0) {
-      groups.resize(static_cast<size_t>(n));
-      if (::getgrouplist(who.user.c_str(), who.gid, groups.data(), &n) < 0) n = 0;
-    }
-  } else {
-    n = 0;
-  }
-  if (n <= 0) { groups.assign(1, who.gid); n = 1; }
-  if (::setgroups(static_cast<size_t>(n), groups.data()) != 0) { *error = std::string("setgroups: ") + std::strerror(errno); return false; }
-  if (::setregid(who.gid, who.gid) != 0) { *error = std::string("setregid: ") + std::strerror(errno); return false; }
-  if (::setreuid(who.uid, who.uid) != 0) { *error = std::string("setreuid: ") + std::strerror(errno); return false; }
-  if (who.uid != 0 && (::setreuid(0, 0) == 0 || ::geteuid() != who.uid)) { *error = "privileges could not be dropped"; return false; }
-  return true;
-}
-
 namespace stage_internal {
-
-std::string BecomeStageUser(int fd, const StageIdentity& who) {
-  if (fd != 3) ::dup2(fd, 3);
-  ::syscall(SYS_close_range, 4u, ~0u, 0u);
-  std::string error;
-  if (who.drop && !DropToStageUser(who, &error)) return "cannot read as user " + std::to_string(who.uid) + ": " + error;
-  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-  return "";
-}
 
 // Light lines: directories only, by ctime (which, unlike mtime, no user can
 // set: any entry added, removed or renamed in a directory moves it).
@@ -97,7 +69,8 @@ namespace {
 class Sender {
  public:
   explicit Sender(int sock) : sock_(sock) { buf_.reserve(kMsgBytes); }
-  bool Add(Kind kind, char type, const struct stat* st, const std::string& path, const std::string& link, int fd) {
+  bool Add(Kind kind, char type, const struct stat* st, const std::string& path, const std::string& link, int fd,
+           int err = 0) {
     size_t need = sizeof(Wire) + path.size() + link.size();
     if (path.size() > 65535 || link.size() > 65535) return false;
     if (buf_.size() + need > kMsgBytes || fds_.size() >= kMaxFdsPerMsg)
@@ -108,6 +81,7 @@ class Sender {
     w.path_len = static_cast<uint16_t>(path.size());
     w.link_len = static_cast<uint16_t>(link.size());
     w.has_fd = fd >= 0;
+    w.err = static_cast<uint32_t>(err);
     if (st) {
       w.mode = st->st_mode;
       w.size = static_cast<uint64_t>(st->st_size);
@@ -171,6 +145,7 @@ struct Walker {
   bool local_digest = false;
   ManifestDigest digest;
   const std::vector<std::string>* light_dirs = nullptr;  // kLight: the directories to stat
+  int error_errno = 0;  // with `error`: the failed call's errno (0: a refusal)
 
   bool Emit(Kind kind, char type, const struct stat* st, const std::string& path, const std::string& link, int fd) {
     if (!local_digest) return out->Add(kind, type, st, path, link, fd);
@@ -195,6 +170,7 @@ struct Walker {
 
   bool Fail(const std::string& what, int err) {
     error = what + ": " + std::strerror(err);
+    error_errno = err;
     return false;
   }
 
@@ -357,12 +333,10 @@ struct Walker {
   }
 };
 
-// Drop to the job user: groups first, then gid, then uid (after setreuid we
-// could no longer change groups). Verified: getting root back must fail.
-
 [[noreturn]] void ChildMain(int sock, const std::string& src, const StageIdentity& who, WalkMode mode,
                             bool local_digest, const std::vector<std::string>* light_dirs) {
-  std::string error = BecomeStageUser(sock, who);
+  int err = 0;
+  std::string error = BecomeStageUser(sock, who, &err);
   Sender out(3);
   if (error.empty()) {
     Walker w{&out, mode, "", "", local_digest, {}, light_dirs};
@@ -372,8 +346,9 @@ struct Walker {
       ::_exit(0);
     }
     error = w.error;
+    err = w.error_errno;
   }
-  out.Add(kError, 0, nullptr, error, "", -1);
+  out.Add(kError, 0, nullptr, error, "", -1, err);
   out.Flush();
   ::_exit(1);
 }
@@ -410,6 +385,93 @@ void StopChild(Child* c, bool kill) {
   }
   if (c->sock >= 0) ::close(c->sock);
   c->sock = -1;
+}
+
+Status Receive(Child* c, double deadline, const std::string& src, FaultSide* side,
+               const std::function<Status(Record&)>& on_record, std::string* end_text) {
+  std::vector<char> buf(kMsgBytes + 1024);
+  std::vector<char> ctl(CMSG_SPACE(sizeof(int) * 256));
+  for (;;) {
+    if (deadline > 0) {
+      double left = deadline - MonotonicSeconds();
+      if (left <= 0) {
+        *side = FaultSide::kSource;
+        return Status::Timeout("staging " + src + ": timed out while reading the source");
+      }
+      struct pollfd p = {c->sock, POLLIN, 0};
+      int r = ::poll(&p, 1, static_cast<int>(std::min(left * 1000 + 1, 60000.0)));
+      if (r == 0) continue;
+      if (r < 0 && errno == EINTR) continue;
+    }
+    struct iovec iov = {buf.data(), buf.size()};
+    struct msghdr msg {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctl.data();
+    msg.msg_controllen = ctl.size();
+    ssize_t n = ::recvmsg(c->sock, &msg, MSG_CMSG_CLOEXEC);
+    if (n < 0 && errno == EINTR) continue;
+    std::vector<int> fds;
+    for (struct cmsghdr* h = CMSG_FIRSTHDR(&msg); h; h = CMSG_NXTHDR(&msg, h)) {
+      if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
+        size_t k = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        const int* p = reinterpret_cast<const int*>(CMSG_DATA(h));
+        fds.insert(fds.end(), p, p + k);
+      }
+    }
+    size_t next_fd = 0;
+    auto close_rest = [&] { for (size_t i = next_fd; i < fds.size(); ++i) ::close(fds[i]); };
+    if (n <= 0 || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+      close_rest();
+      *side = FaultSide::kNode;
+      return n < 0 ? Status::FromErrno(errno, "reading from the source walker")
+                   : Status::IOError("staging " + src + ": source walker ended without a result");
+    }
+    size_t off = 0;
+    while (off + sizeof(Wire) <= static_cast<size_t>(n)) {
+      Wire w;
+      std::memcpy(&w, buf.data() + off, sizeof w);
+      off += sizeof w;
+      if (off + w.path_len + w.link_len > static_cast<size_t>(n)) break;
+      Record r;
+      r.kind = static_cast<Kind>(w.kind);
+      r.type = w.type;
+      r.mode = w.mode;
+      r.size = w.size;
+      r.mtime_sec = w.mtime_sec;
+      r.mtime_nsec = w.mtime_nsec;
+      r.ctime_sec = w.ctime_sec;
+      r.ctime_nsec = w.ctime_nsec;
+      r.ino = w.ino;
+      r.err = static_cast<int>(w.err);
+      r.path.assign(buf.data() + off, w.path_len);
+      off += w.path_len;
+      r.link.assign(buf.data() + off, w.link_len);
+      off += w.link_len;
+      if (w.has_fd) {
+        if (next_fd >= fds.size()) { close_rest(); *side = FaultSide::kNode; return Status::IOError("source walker: descriptor missing"); }
+        r.fd = fds[next_fd++];
+      }
+      if (r.kind == kError) {
+        if (r.fd >= 0) ::close(r.fd);
+        close_rest();
+        *side = FaultSide::kSource;
+        // The child's errno says what kind of failure it was (the text is
+        // the child's message, naming the user's path).
+        if (r.err == ENOENT) return Status::NotFound(r.path);
+        if (r.err == EACCES || r.err == EPERM) return Status::Permission(r.path);
+        return Status::IOError(r.path);
+      }
+      if (r.kind == kEnd) {
+        close_rest();
+        if (end_text) *end_text = r.path;
+        return Status::Ok();
+      }
+      Status s = on_record(r);  // takes ownership of r.fd
+      if (!s.ok()) { close_rest(); return s; }
+    }
+    close_rest();
+  }
 }
 
 }  // namespace stage_internal

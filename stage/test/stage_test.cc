@@ -309,6 +309,24 @@ TEST(CopyTree, DiskFullIsASpaceFault) {
   EXPECT_NE(s.message().find("write data/"), std::string::npos) << s.message();
 }
 
+// The walker's failure kind comes from its errno, not from its message: a
+// file the user named like an error text is classified by what happened.
+TEST(CopyTree, SourceErrorsAreClassifiedByErrnoNotByText) {
+  TempDir t;
+  std::string src = t.path() + "/src";
+  MakeDirs(src);
+  ASSERT_EQ(::mkfifo((src + "/No such file or directory").c_str(), 0644), 0);
+  FaultSide side;
+  Status s = CopyExpectingFailure(src, t.path() + "/dst", nullptr, &side);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(side, FaultSide::kSource);
+  EXPECT_NE(s.message().find("refused"), std::string::npos) << s.message();
+  EXPECT_EQ(s.code(), Status::Code::kIOError) << s.message();  // a refusal, not a missing file
+  Status missing = CopyExpectingFailure(t.path() + "/Permission denied", t.path() + "/dst2", nullptr, &side);
+  EXPECT_EQ(missing.code(), Status::Code::kNotFound) << missing.message();
+  EXPECT_EQ(side, FaultSide::kSource);
+}
+
 TEST(CopyTree, DestinationEioIsANodeFault) {
   TempDir t;
   MakeDataset(t.path() + "/src");
@@ -618,6 +636,64 @@ TEST(StageCache, DirsOnlyVerifyCatchesAddedFilesButNotInPlaceRewrites) {
   Write(src + "/a/f3", "root only", 0600);
   Status s = StageDataset(o, src, who, "605", &d, &side);
   EXPECT_NE(s.message().find(src + "/a/f3: Permission denied"), std::string::npos) << s.message();
+}
+
+// A cache an older release filled has key=value `info` files; a new one
+// writes info.json. Both read the same.
+TEST(StageCache, ReadsItsInfoInBothFormats) {
+  TempDir t;
+  std::string src = t.path() + "/src";
+  MakeDataset(src);
+  auto o = CacheOpts(t.path() + "/cache");
+  StagedDataset d;
+  FaultSide side;
+  ASSERT_TRUE(StageDataset(o, src, {}, "101", &d, &side).ok());
+  std::string vdir = d.data_path.substr(0, d.data_path.size() - 5);
+  struct stat st;
+  EXPECT_EQ(::stat((vdir + "/info.json").c_str(), &st), 0);
+  EXPECT_NE(::stat((vdir + "/info").c_str(), &st), 0);
+  auto info = ReadCacheInfo(vdir);
+  EXPECT_EQ(info["source"], src);
+  EXPECT_EQ(info["type"], "d");
+  EXPECT_EQ(info["bytes"], std::to_string(d.bytes));
+  EXPECT_EQ(info["check"], "1");
+  // The same version as an older release left it.
+  std::string legacy;
+  for (const auto& kv : info) legacy += kv.first + "=" + kv.second + "\n";
+  ::unlink((vdir + "/info.json").c_str());
+  Write(vdir + "/info", legacy);
+  EXPECT_EQ(ReadCacheInfo(vdir), info);
+  StagedDataset again;
+  ASSERT_TRUE(StageDataset(o, src, {}, "102", &again, &side).ok());
+  EXPECT_TRUE(again.hit);  // the old version is reused, not copied again
+  EXPECT_EQ(again.bytes, d.bytes);
+  EXPECT_EQ((*ListCache(o))[0].source, src);
+}
+
+// The task and the epilog read the prolog's JSON record; every release
+// that wrote the older .stage.kv wrote this record too, with these fields.
+TEST(StageJob, ReadsTheStageRecord) {
+  TempDir t;
+  Config cfg;
+  cfg.state_dir = t.path() + "/state";
+  EXPECT_EQ(ReadStageRecord(cfg, "7", "n1").status().code(), Status::Code::kNotFound);
+  MakeDirs(state::JobDir(cfg, "7"));
+  Write(state::JobNodeFile(cfg, "7", "n1", state::kStageJson),
+        R"({"node": "n1", "job_id": "7", "ok": true, "seconds": 1.5, "bytes": 300, "files": 4, "datasets": [)"
+        R"({"name": "a", "source": "/d/a", "key": "k", "cache": "hit", "bytes": 100, "files": 1, "seconds": 0},)"
+        R"({"name": "b", "source": "/d/b", "key": "k2", "cache": "miss", "bytes": 200, "files": 3, "seconds": 1.5}]})");
+  auto r = ReadStageRecord(cfg, "7", "n1");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->ok);
+  EXPECT_EQ(r->bytes, 300u);
+  EXPECT_EQ(r->files, 4u);
+  EXPECT_EQ(r->seconds, 1.5);
+  EXPECT_EQ(r->hits, 1u);
+  EXPECT_EQ(r->misses, 1u);
+  EXPECT_EQ(r->datasets, (std::vector<std::string>{"a", "b"}));
+  MakeDirs(state::JobDir(cfg, "8"));
+  Write(state::JobNodeFile(cfg, "8", "n1", state::kStageJson), "ok=1\n");  // not JSON: no success
+  EXPECT_EQ(ReadStageRecord(cfg, "8", "n1").status().code(), Status::Code::kInvalidArgument);
 }
 
 TEST(StageJob, PrometheusNamesEveryFigure) {

@@ -26,7 +26,7 @@ restore() {
 trap restore EXIT
 # A tighter budget than the default cluster's, so a cut link costs seconds;
 # 4 MiB messages, so one sample says more than scheduling noise does.
-sed -i 's/^nccl_timeout = .*/nccl_timeout = 30s/; s/^nccl_max_bytes = .*/nccl_max_bytes = 4M/' "$conf"
+sed -i 's/^nccl_timeout = .*/nccl_timeout = 20s/; s/^nccl_max_bytes = .*/nccl_max_bytes = 4M/' "$conf"
 sed -i 's/^check_nccl_straggler = .*/check_nccl_straggler = on/' "$conf"
 mkdir -p "$OUT/u" && chmod 777 "$OUT/u"
 nodes_all=$(sinfo -h -N -o %N | sort -u | tr '\n' ' ')
@@ -67,8 +67,9 @@ check "no fault: nobody named in ${#jobs[@]} jobs" test "$fp" = 0
 check "no fault: every job ran" test "$(for j in "${jobs[@]}"; do job_field "$j" JobState; done | sort -u)" = COMPLETED
 check "no fault: the check measured ring pairs" grep -q "# pair n1-n2: OK" "$OUT/u/clean-${jobs[0]}.out"
 
+note "part took $SECONDS s"; SECONDS=0
 # --- 2. a slow node, drained on job figures, the job runs on the other five
-"$CL" shape "$C" n3 200mbit
+"$CL" shape "$C" n3 300mbit
 cat >>"$conf" <<CONF
 nccl_drain_internode = yes
 CONF
@@ -92,6 +93,7 @@ scontrol update nodename=n3 state=resume
 wait_idle n1 n2 n3 n4 n5 n6
 sed -i '/^nccl_drain_internode = yes$/d' "$conf"
 
+note "part took $SECONDS s"; SECONDS=0
 # --- 3. the same slow node, check_nccl_straggler = warn: named, the job runs
 sed -i 's/^check_nccl_straggler = .*/check_nccl_straggler = warn/' "$conf"
 j=$(as_user sbatch --parsable -N5 -w n1,n2,n3,n4,n5 --nccl-check=quick -o "$OUT/u/warn-%j.out" --wrap 'echo script ran on $SLURM_JOB_NODELIST')
@@ -105,6 +107,7 @@ check "warn: n3 not drained" bash -c "! grep -q drain <<<'$(node_state n3)'"
 "$CL" unshape "$C"
 sed -i 's/^check_nccl_straggler = .*/check_nccl_straggler = on/' "$conf"
 
+note "part took $SECONDS s"; SECONDS=0
 # --- 4. a cut node: named by the check itself, within its budget ------------
 "$CL" cut "$C" n4
 j=$(as_user sbatch --parsable -N5 --nccl-check=quick -o "$OUT/u/cut-%j.out" --wrap 'echo script ran')
@@ -121,6 +124,7 @@ scancel "$j"
 wait_job "$j" 60
 "$CL" unshape "$C"
 
+note "part took $SECONDS s"; SECONDS=0
 # --- 5. stage fan-out over a shaped, then a cut parent ------------------------
 sed -i 's/^stage_peers = no$/stage_peers = yes/' "$conf"
 DS=$OUT/ds
@@ -153,6 +157,7 @@ check "stage, cut parent: the job completed (children fell back to the source)" 
 check "stage, cut parent: all 3 nodes have the source's bytes" test "$(grep -c " $want\$" "$OUT/u/cutparent-$j.out")" = 3
 "$CL" unshape "$C"
 for n in n1 n2 n3; do for k in $(ls "$C/nodes/$n/stage/cache"); do "$B/admin/preflight" --config "$conf" cache rm "$k" node=$n >/dev/null; done; done
+note "part took $SECONDS s"
 check "unshape left lo as it was" bash -c "! tc qdisc show dev lo | grep -q htb"
 wait_idle n1 n2 n3 n4 n5 n6
 finish

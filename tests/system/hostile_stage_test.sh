@@ -84,7 +84,7 @@ jw=$(as_user sbatch --parsable -w n3 --stage="$DS/ds1" -o "$OUT/u/ww-%j.out" --w
 for _ in $(seq 1 300); do node_reason n3 | grep -q '^preflight: config' && break; sleep 0.2; done
 check_drained n3 "world-writable stage_dir: the reason names the folder and its mode" "^preflight: config: stage_dir $C/nodes/n3/stage: mode 1777 lets others write in it"
 scancel "$jw"; wait_job "$jw" 60 || true
-check "world-writable stage_dir: no dataset was written there" bash -c "! grep -rqs '$DS/ds1' $C/nodes/n3/stage/cache/*/v-*/info"
+check "world-writable stage_dir: no dataset was written there" bash -c "! grep -rqs '$DS/ds1' $C/nodes/n3/stage/cache/*/v-*/info.json"
 chmod 755 "$C/nodes/n3/stage"
 scontrol update nodename=n3 state=resume
 no_drain "after the admin fixed stage_dir"
@@ -105,7 +105,7 @@ scancel "$jr"; wait_job "$jr" 60
 wait_idle n1 n2 n3
 check "no job views left" test -z "$(find "$C"/nodes/*/stage/jobs -mindepth 1 2>/dev/null)"
 check "no mounts left" bash -c "! grep -q '$C/nodes' /proc/mounts"
-check "no refused dataset in any cache" bash -c "! grep -rqsE '$DS/(deep|sparse)' $C/nodes/*/stage/cache/*/v-*/info"
+check "no refused dataset in any cache" bash -c "! grep -rqsE '$DS/(deep|sparse)' $C/nodes/*/stage/cache/*/v-*/info.json"
 check "no partial builds left" test -z "$(ls -d "$C"/nodes/*/stage/cache/*/tmp-* 2>/dev/null)"
 no_drain "the whole suite"
 finish

@@ -106,7 +106,7 @@ check "the job failed" test "$(job_field "$jid3" JobState)" = FAILED
 check "the job's output names the path and the cause" contains "$OUT/u/s-$jid3.out" "preflight: stage on n[1-3]: $DS/later: Permission denied \(read as user $U\)"
 check "the job's command never ran" bash -c "! grep -q SHOULD-NOT-RUN '$OUT/u/s-$jid3.out'"
 check "no node was drained" test "$(sinfo -h -o %T | sort -u)" = idle
-check "no refused copy in the cache" bash -c "! grep -rqs '$DS/later' $C/nodes/*/stage/cache/*/v-*/info"
+check "no refused copy in the cache" bash -c "! grep -rqs '$DS/later' $C/nodes/*/stage/cache/*/v-*/info.json"
 
 # ---- nothing left behind -------------------------------------------------------
 wait_idle n1 n2 n3

@@ -16,6 +16,7 @@
 #include <deque>
 
 #include "preflight/clock.h"
+#include "preflight/fileutil.h"
 #include "preflight/log.h"
 
 namespace preflight {
@@ -72,16 +73,6 @@ class SignalScope {
   Status status_;
   std::vector<std::pair<int, struct sigaction>> old_;
 };
-
-void WriteAll(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;  // job output gone: keep supervising, drop the bytes
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-}
 
 Status Touch(const std::string& path) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
@@ -266,7 +257,7 @@ Expected<SuperviseResult> RunSupervised(const SuperviseOptions& o) {
           if (!s.partial.empty()) line(std::move(s.partial), now), s.partial.clear();
           break;
         }
-        WriteAll(s.to, buf, static_cast<size_t>(n));
+        WriteAll(s.to, buf, static_cast<size_t>(n));  // job output gone: keep supervising, drop the bytes
         size_t b = 0;
         for (ssize_t i = 0; i < n; ++i) {
           if (buf[i] != '\n') continue;

@@ -1,6 +1,7 @@
 // File helpers with the publish-only-when-complete contract.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <sys/types.h>
 
@@ -25,5 +26,13 @@ Status MakePrivateDirs(const std::string& path, mode_t mode);
 // the whole new one, never a part.
 Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t mode = 0644);
 Expected<std::string> ReadWholeFile(const std::string& path);
+
+// Writes all `n` bytes at `p` to `fd`: retried on EINTR and after short
+// writes. False with errno set when the descriptor fails (EIO for a write
+// that wrote nothing). `no_sigpipe`: `fd` is a socket whose peer may be
+// gone; that comes back as EPIPE (send with MSG_NOSIGNAL) instead of a
+// SIGPIPE that would end the process. The one write-all loop of the tree.
+bool WriteAll(int fd, const void* p, size_t n, bool no_sigpipe = false);
+inline bool WriteAll(int fd, const std::string& s) { return WriteAll(fd, s.data(), s.size()); }
 
 }  // namespace preflight

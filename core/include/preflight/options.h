@@ -34,7 +34,7 @@ struct JobOptions {
   bool env_given = false;
   EnvMode env = EnvMode::kOn;
   bool stage_given = false;
-  std::vector<StageSource> stage;  // --stage, see stage.h
+  std::vector<StageSource> stage;  // --stage, see stage_spec.h
 };
 
 struct UserOption {
@@ -83,7 +83,8 @@ Status CheckSubmission(const JobOptions& opts, const std::string& program, int c
 // SLURM_SPANK_<env_name> (the first found wins). One walk of the table;
 // a bad value is kept per option (the variable and its text named), so a
 // caller decides what it means: a bad level fails the prolog, a bad --stage
-// only the job's tasks.
+// only the job's tasks. An empty variable of an option that requires a
+// value (--stage) counts as not given.
 struct OptionsFromEnv {
   JobOptions opts;
   std::vector<std::pair<const UserOption*, Status>> errors;
@@ -91,5 +92,10 @@ struct OptionsFromEnv {
   Status ErrorFor(const char* env_name) const;
 };
 OptionsFromEnv JobOptionsFromEnv(const std::map<std::string, std::string>& env);
+
+// Whether `env` carries the job-control variable of the option whose
+// env_name is `env_name` (either prefix, any value), without parsing it:
+// for a task, where the value is not to be trusted, only its presence.
+bool JobOptionInEnv(const std::map<std::string, std::string>& env, const char* env_name);
 
 }  // namespace preflight

@@ -15,8 +15,8 @@
 //     <node>.gpus                       the job's GPUs on the node  prolog -> plugin (env)
 //     <node>.prolog.txt                 prolog summary line        prolog -> plugin (job output)
 //     <node>.env.jsonl                  one line per task's env    plugin -> tools
-//     <node>.stage.kv, .stage-error,    staging result             prolog -> plugin, epilog, tools
-//     <node>.stage.json
+//     <node>.stage.json, .stage-error   staging result             prolog -> plugin, epilog, tools
+//                                       (older releases also wrote <node>.stage.kv: no longer read)
 //     <node>.<tool>.json                report of prolog / epilog
 // A node name is never empty in a path: "localhost" stands in.
 #pragma once
@@ -46,9 +46,8 @@ inline constexpr const char* kComment = ".comment";  // the node Comment the hea
 inline constexpr const char* kJobGpus = ".gpus";
 inline constexpr const char* kPrologText = ".prolog.txt";
 inline constexpr const char* kEnvRecord = ".env.jsonl";
-inline constexpr const char* kStageKv = ".stage.kv";
 inline constexpr const char* kStageError = ".stage-error";
-inline constexpr const char* kStageJson = ".stage.json";  // per dataset: bytes read from the source and from peers
+inline constexpr const char* kStageJson = ".stage.json";  // the staging record (stage_job.h: ReadStageRecord)
 
 // Keeping state_dir in bounds (state_keep, state_keep_size; preflight(8)
 // `state gc`). A job's folder is finished once an epilog wrote its result

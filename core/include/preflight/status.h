@@ -37,6 +37,10 @@ class Status {
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
   const std::string& message() const { return message_; }
+  // The errno a FromErrno status was made from (kept through Context), 0
+  // for any other: callers that decide on the cause (a full disk is not a
+  // broken one) test this, never the message text.
+  int sys_errno() const { return errno_; }
   std::string ToString() const;
   // Prefix the message with more context: "context: message".
   Status Context(const std::string& context) const;
@@ -45,6 +49,7 @@ class Status {
   Status(Code c, std::string m) : code_(c), message_(std::move(m)) {}
   Code code_ = Code::kOk;
   std::string message_;
+  int errno_ = 0;
 };
 
 const char* CodeName(Status::Code c);

@@ -26,7 +26,7 @@ inline std::vector<std::string> SplitNonEmpty(const std::string& text, char sep)
   return out;
 }
 
-// "key=value" lines (the .stage.kv record, the cache's info files) as a map:
+// "key=value" lines (the cache's info files of older releases) as a map:
 // split at the first '='; lines without one are skipped; a later key wins.
 inline std::map<std::string, std::string> ParseKeyValueLines(const std::string& text) {
   std::map<std::string, std::string> m;

@@ -9,7 +9,7 @@
 //   <key>/current       name of the published version ("v-<gen>")
 //   <key>/last_used     its mtime is the LRU clock
 //   <key>/refs/<job>    a job using version <content>: never evicted
-//   <key>/v-<gen>/      data (the copy), manifest, info (key=value)
+//   <key>/v-<gen>/      data (the copy), manifest, info.json (ReadCacheInfo)
 //   <key>/tmp-<gen>/    a build in progress; one found by a new lock holder
 //                       belongs to a crashed build and is removed. Builds are
 //                       renamed to v-<gen> only after every file verified and
@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,15 @@ struct StagedDataset {
 };
 
 std::string StageCacheKey(const std::string& source);
+
+// What a published version says of itself: <key>/<version>/info.json, one
+// JSON object (source, real, bytes, files, dirs, seconds, uid, digest,
+// digest_light, check, type). A version an older release published has
+// <version>/info instead, key=value lines with the same keys; a cache
+// outlives upgrades, so that is read too (info.json first). Values come
+// back as text: numbers in decimal, check "1"/"0". Empty when neither
+// reads.
+std::map<std::string, std::string> ReadCacheInfo(const std::string& version_dir);
 
 // Make `source` available in the cache for `job_id` (which then holds a
 // reference until ReleaseJob), copying it unless an unchanged copy exists.

@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "preflight/stage_user.h"  // StageIdentity
 #include "preflight/status.h"
 
 namespace preflight {
@@ -69,14 +70,6 @@ class CountingStageFs : public StageFs {
     return k;
   }
   std::atomic<uint64_t> read{0};
-};
-
-// Who reads the source. drop=false reads as the caller (tests, non-root).
-struct StageIdentity {
-  bool drop = false;
-  uid_t uid = 0;
-  gid_t gid = 0;
-  std::string user;  // for the supplementary groups (getgrouplist); may be empty
 };
 
 // Which side a failure came from; the prolog decides on it (stage_job.h).
@@ -149,10 +142,6 @@ class CheckManifestBuilder;  // stage_manifest.h
 Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_name, const CopyOptions& o,
                 CopyStats* stats, std::vector<std::string>* manifest, FaultSide* side,
                 std::vector<std::string>* light = nullptr, CheckManifestBuilder* check = nullptr);
-
-// Drop the calling process to `who` for good: supplementary groups, gid,
-// then uid; verified (getting root back must fail). For forked readers.
-bool DropToStageUser(const StageIdentity& who, std::string* error);
 
 // The same walk without copying: stat and access(R_OK) of every entry as
 // `o.who`, giving the manifest the cache compares (no descriptors pass).

@@ -1,8 +1,8 @@
 // --stage in the prolog, the epilog and the task: the job's view of its
 // staged datasets on one node.
 //
-// Prolog (root, every node, PrologFlags=Alloc): for each dataset of
-// SPANK_PREFLIGHT_STAGE, StageDataset() into <stage_dir>/cache reading as
+// Prolog (root, every node, PrologFlags=Alloc): for each dataset of the
+// job's --stage (JobContext::options), StageDataset() into <stage_dir>/cache reading as
 // the job user, then a read-only, nosuid, nodev bind mount of the cached
 // copy at <stage_dir>/jobs/<job>/<NAME>. The view is built root-owned and
 // handed to the user (chown, 0700) only when complete, so the user can't
@@ -18,7 +18,7 @@
 //     task_init (remote context, before exec) prints it to the job's
 //     stderr and refuses to start the task, so the job ends FAILED with
 //     the reason in its output and the node stays in service. Most of
-//     these are refused earlier, at submission (stage.h).
+//     these are refused earlier, at submission (stage_spec.h).
 //   the node's trouble -- local disk EIO/EROFS, mount failure, the cache
 //     folder unusable -- returns drain=true: the prolog exits 1, Slurm
 //     drains the node with the reason and requeues the job elsewhere.
@@ -28,6 +28,7 @@
 // The classes and what each does are fault.h's one rule.
 #pragma once
 
+#include <cstdint>
 #include <set>
 #include <string>
 #include <utility>
@@ -52,8 +53,9 @@ struct StageJobResult {
   double seconds = 0;
 };
 
-// The prolog's part. `env` supplies SPANK_PREFLIGHT_STAGE.
-StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMap& env);
+// The prolog's part: the datasets of job.options.stage (--stage as the job
+// context parsed it; job.stage_error when it did not parse).
+StageJobResult StageForJob(const Config& cfg, const JobContext& job);
 
 struct UnstageResult {
   bool requested = false;
@@ -77,6 +79,22 @@ std::set<std::string> LiveSlurmJobs(const std::string& proc = "/proc");
 // stage_timeout + 10 minutes (a prolog may stage that long before any
 // slurmstepd exists) is unmounted and released. Returns one line per job.
 std::vector<std::string> ReleaseStaleJobs(const Config& cfg, const std::set<std::string>& live, double now_epoch);
+
+// One node's staging as the prolog recorded it: <state_dir>/jobs/<job>/
+// <node>.stage.json (state_paths.h), root-written, the record the task
+// trusts (never the job's environment) and the epilog reports from.
+struct StageRecord {
+  bool ok = false;
+  uint64_t bytes = 0, files = 0;
+  double seconds = 0;
+  uint64_t hits = 0, misses = 0;       // datasets served from the cache / copied
+  std::vector<std::string> datasets;  // names, as the job sees them
+};
+// NotFound when no prolog staged there. Releases before this one also
+// wrote <node>.stage.kv (key=value) beside the same JSON record, which
+// has held every field read here since --stage began, so a job staged by
+// an older prolog reads the same; the .stage.kv is no longer read.
+Expected<StageRecord> ReadStageRecord(const Config& cfg, const std::string& job_id, const std::string& node);
 
 std::string StageViewDir(const Config& cfg, const std::string& job_id);
 std::string StageErrorFile(const Config& cfg, const std::string& job_id, const std::string& node);

@@ -1,0 +1,201 @@
+#include "stage_copy_pool.h"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+
+#include "preflight/clock.h"
+
+namespace preflight::stage_internal {
+
+FaultSide DestSide(int err) { return err == ENOSPC || err == EDQUOT ? FaultSide::kDestSpace : FaultSide::kNode; }
+
+void CopyPool::Start(unsigned n) {
+  for (unsigned i = 0; i < n; ++i) threads_.emplace_back([this] { Loop(); });
+}
+
+void CopyPool::Push(Task t) {
+  pending_bytes_ += t.size;
+  pending_.push_back(std::move(t));
+  if (pending_.size() >= kBatch || pending_bytes_ >= kBatchBytes) Flush();
+}
+
+void CopyPool::Flush() {
+  pending_bytes_ = 0;
+  if (pending_.empty()) return;
+  std::unique_lock<std::mutex> l(mu_);
+  not_full_.wait(l, [&] { return q_.size() < kMaxQueued || failed_; });
+  q_.push_back(std::move(pending_));
+  pending_.clear();
+  not_empty_.notify_one();
+}
+
+void CopyPool::Finish() {
+  Flush();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    done_ = true;
+  }
+  not_empty_.notify_all();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+void CopyPool::Fail(Status s, FaultSide side) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (!failed_) {
+    failed_ = true;
+    failed_fast_ = true;
+    status_ = std::move(s);
+    side_ = side;
+  }
+  not_full_.notify_all();
+}
+
+Status CopyPool::status() {
+  std::lock_guard<std::mutex> l(mu_);
+  return status_;
+}
+
+FaultSide CopyPool::side() {
+  std::lock_guard<std::mutex> l(mu_);
+  return side_;
+}
+
+void CopyPool::Loop() {
+  std::vector<char> buf(kLargeFile);
+  for (;;) {
+    std::vector<Task> batch;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      not_empty_.wait(l, [&] { return !q_.empty() || done_; });
+      if (q_.empty()) return;
+      batch = std::move(q_.front());
+      q_.pop_front();
+      not_full_.notify_one();
+    }
+    for (auto& t : batch) {
+      if (!failed_fast_.load(std::memory_order_relaxed)) CopyOne(t, buf);
+      ::close(t.src);
+    }
+  }
+}
+
+void CopyPool::CopyOne(const Task& t, std::vector<char>& buf) {
+  if (o_.deadline > 0 && MonotonicSeconds() > o_.deadline) {
+    Fail(Status::Timeout("staging: timed out copying " + t.shown), FaultSide::kSource);
+    return;
+  }
+  mode_t mode = (t.mode & 0111) ? 0755 : 0644;
+  int out = fs_.OpenAt(t.dirfd, t.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (out < 0) {
+    int e = errno;
+    Fail(Status::FromErrno(e, "create " + t.shown), DestSide(e));
+    return;
+  }
+  uint64_t done = 0;
+  bool ok = true;
+  if (t.size >= kLargeFile) {
+    ::posix_fadvise(t.src, 0, 0, POSIX_FADV_SEQUENTIAL);
+    off_t in_off = 0;
+    while (done < t.size) {
+      if (o_.deadline > 0 && MonotonicSeconds() > o_.deadline) {
+        Fail(Status::Timeout("staging: timed out copying " + t.shown), FaultSide::kSource);
+        ok = false;
+        break;
+      }
+      ssize_t n = fs_.CopyFileRange(t.src, &in_off, out, std::min<uint64_t>(t.size - done, 64ull << 20));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        int e = errno;
+        if (e == ENOSPC || e == EDQUOT) { Fail(Status::FromErrno(e, "write " + t.shown), FaultSide::kDestSpace); ok = false; }
+        break;  // anything else: the read/write path below says which side failed
+      }
+      if (n == 0) break;
+      done += static_cast<uint64_t>(n);
+    }
+  }
+  while (ok && done < t.size) {
+    ssize_t n = fs_.Pread(t.src, buf.data(), std::min<uint64_t>(buf.size(), t.size - done), static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      Fail(Status::FromErrno(errno, "read " + t.shown), FaultSide::kSource);
+      ok = false;
+      break;
+    }
+    if (n == 0) break;  // shrank: caught below
+    size_t w = 0;
+    while (w < static_cast<size_t>(n)) {
+      ssize_t k = fs_.Write(out, buf.data() + w, static_cast<size_t>(n) - w);
+      if (k < 0 && errno == EINTR) continue;
+      if (k < 0) {
+        int e = errno;
+        Fail(Status::FromErrno(e, "write " + t.shown), DestSide(e));
+        ok = false;
+        break;
+      }
+      w += static_cast<size_t>(k);
+    }
+    if (!ok) break;
+    done += static_cast<uint64_t>(n);
+    if (o_.deadline > 0 && done < t.size && MonotonicSeconds() > o_.deadline) {
+      Fail(Status::Timeout("staging: timed out copying " + t.shown), FaultSide::kSource);
+      ok = false;
+    }
+  }
+  if (ok) {
+    // Verify before the caller may publish: all bytes, and the source
+    // not changed since the walker opened it.
+    struct stat st;
+    if (::fstat(t.src, &st) != 0) {
+      Fail(Status::FromErrno(errno, "stat " + t.shown), FaultSide::kSource);
+      ok = false;
+    } else if (done != t.size || static_cast<uint64_t>(st.st_size) != t.size || st.st_mtim.tv_sec != t.mtime_sec ||
+               static_cast<uint32_t>(st.st_mtim.tv_nsec) != t.mtime_nsec ||
+               (check_ && (st.st_ctim.tv_sec != t.ctime_sec || static_cast<uint32_t>(st.st_ctim.tv_nsec) != t.ctime_nsec))) {
+      Fail(Status::IOError(t.shown + ": changed while being copied (size " + std::to_string(t.size) + " -> " +
+                           std::to_string(st.st_size) + "); stage it again once it is stable"),
+           FaultSide::kSource);
+      ok = false;
+    }
+  }
+  if (ok) {
+    struct timespec ts[2] = {{t.mtime_sec, static_cast<long>(t.mtime_nsec)}, {t.mtime_sec, static_cast<long>(t.mtime_nsec)}};
+    if (fs_.Futimens(out, ts) != 0) {
+      int e = errno;
+      Fail(Status::FromErrno(e, "set times on " + t.shown), DestSide(e));
+      ok = false;
+    }
+  }
+  if (fs_.Close(out) != 0 && ok) {
+    int e = errno;
+    Fail(Status::FromErrno(e, "close " + t.shown), DestSide(e));
+    ok = false;
+  }
+  if (ok && check_ && t.check_index != UINT32_MAX) {
+    // A POSIX ACL makes the warm check ask the kernel for this file
+    // instead of deciding from the mode bits. Unsure: treat as ACL.
+    ssize_t n = ::fgetxattr(t.src, "system.posix_acl_access", nullptr, 0);
+    if (n >= 0 || (errno != ENODATA && errno != EOPNOTSUPP)) check_->MarkAcl(t.check_index);
+  }
+  if (ok) {
+    bytes += done;
+    ++files;
+  }
+}
+
+void RaiseFdLimit() {
+  struct rlimit r;
+  if (::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max && r.rlim_cur < 65536) {
+    r.rlim_cur = std::min<rlim_t>(r.rlim_max, 65536);
+    ::setrlimit(RLIMIT_NOFILE, &r);
+  }
+}
+
+}  // namespace preflight::stage_internal
