@@ -34,7 +34,7 @@ struct JobOptions {
   bool env_given = false;
   EnvMode env = EnvMode::kOn;
   bool stage_given = false;
-  std::vector<StageSource> stage;  // --stage, see stage.h
+  std::vector<StageSource> stage;  // --stage, see stage_spec.h
 };
 
 struct UserOption {

@@ -47,8 +47,6 @@ class Status {
   std::string message_;
 };
 
-const char* CodeName(Status::Code c);
-
 // A value or the Status saying why there is none.
 template <class T>
 class Expected {
