@@ -239,7 +239,8 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
   // What the root-run checks decided is in slurmctld, where the user can't write.
   for (const auto& n : a.nodes) {
     auto st = QueryNode(cfg, n);
-    if (st && st->drained() && st->reason.rfind(kNcclDrainPrefix, 0) == 0) {
+    auto why = st && st->drained() ? ParseReason(st->reason) : std::nullopt;
+    if (why && IsNcclReason(*why)) {
       o.drained.push_back(n);
       o.text += head + "drained " + n + ": " + st->reason + "\n";
     }
@@ -270,7 +271,7 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
       o.text += head + "inter-node suspect(s): " + Join(o.suspects, ",") + "\n";
       if (cfg.nccl.drain_internode) {
         for (const auto& s : o.suspects) {
-          std::string reason = std::string(kNcclDrainPrefix) + " inter-node " + s + ": both ring pairs below threshold";
+          std::string reason = InterDrainReason(s);
           Status d = DrainNode(cfg, s, reason);
           if (d.ok()) {
             o.drained.push_back(s);
