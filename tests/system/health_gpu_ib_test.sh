@@ -165,6 +165,23 @@ check "a passing DCGM diag resumes n1" test "$(node_state n1)" = idle
 check "no dcgmi: skipped with why, not pass" contains "$OUT/hc-n1-nodcgm.out" \
   'skipped gpu.dcgm node: skipped: /nonexistent/dcgmi not found \(DCGM is not installed on this node\)'
 
+# --- a reason an older preflight wrote is still preflight's -----------------
+# (drain_reason.h reads the pre-grammar "preflight: ..." reasons): listed by
+# `preflight reasons`, and the health check still returns the node.
+healthy n3
+scontrol update nodename=n3 state=drain reason="preflight: gpu.ecc GPU0 0000:1a:00.0: uncorrected ECC errors volatile 3, aggregate 0 > 0"
+reasons() { "$B/admin/preflight" --config "$C/etc/preflight.conf" reasons "$@"; }
+reasons n3 >"$OUT/reasons-n3.json"
+cat "$OUT/reasons-n3.json"
+check "reasons: the old-format drain parsed into its parts" contains "$OUT/reasons-n3.json" \
+  '"node":"n3".*"owner":"node","check":"gpu.ecc","device":"GPU0 0000:1a:00.0".*"legacy":true'
+check "reasons: when slurmctld set it" contains "$OUT/reasons-n3.json" '"reason_time":[1-9][0-9]+'
+rc=0; reasons 'n[1-' >"$OUT/reasons-bad.out" 2>&1 || rc=$?
+check "reasons: a bad hostlist exits 2" test $rc = 2
+"$C/bin/healthcheck" --node n3 >"$OUT/hc-n3-legacy.out" 2>&1
+check "an old-format preflight drain is resumed once the node passes" \
+  contains "$OUT/hc-n3-legacy.out" 'n3 passes again; resumed \(was: preflight: gpu.ecc GPU0'
+
 # --- an admin's drain stays -----------------------------------------------
 scontrol update nodename=n3 state=drain reason="admin: reseat GPU tray"
 printf 'gpus 4\ngone 3\n' >"$C/nodes/n3/nvml.faults"
@@ -174,4 +191,7 @@ healthy n3
 "$C/bin/healthcheck" --node n3 >"$OUT/hc-n3-clear.out" 2>&1
 check "a passing health check leaves the admin's drain alone" grep -q drain <<<"$(node_state n3)"
 check "the admin's reason is kept" test "$(node_reason n3)" = "admin: reseat GPU tray"
+reasons >"$OUT/reasons-all.json"
+check "reasons (every node): the query worked" contains "$OUT/reasons-all.json" '^\{"drains":\['
+check "reasons (every node): an admin's drain is not listed" test -z "$(grep '"n3"' "$OUT/reasons-all.json")"
 finish
