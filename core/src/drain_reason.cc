@@ -113,7 +113,10 @@ std::string FormatReason(const DrainReason& r, size_t max) {
   std::string finding = Clean(r.finding), more = r.more.empty() ? "" : kMore + Clean(r.more);
   // The one cut rule: `more` goes first, then the finding's tail ("...").
   size_t fixed = head.size() + figure.size();
-  if (fixed + finding.size() + more.size() > max) more.clear();
+  if (fixed + finding.size() + more.size() > max) {
+    size_t room = max > fixed + finding.size() ? max - fixed - finding.size() : 0;
+    more = room >= std::strlen(kMore) + 16 ? more.substr(0, room - 3) + "..." : std::string();
+  }
   if (fixed + finding.size() > max) {
     size_t room = max > fixed + 3 ? max - fixed - 3 : 0;
     finding = finding.substr(0, room) + "...";

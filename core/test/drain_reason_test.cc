@@ -102,13 +102,16 @@ TEST(DrainReason, CutsTheFindingNeverThePrefixOrFigure) {
   EXPECT_TRUE(back->more.empty()) << "`more` is cut first";
   EXPECT_EQ(back->finding.substr(back->finding.size() - 3), "...");
 
-  // `more` alone too long: dropped, the finding stays whole.
+  // `more` alone too long: cut ("..."), the finding stays whole.
   d = Ecc();
   d.more = std::string(300, 'y');
-  auto cut = ParseReason(FormatReason(d));
+  text = FormatReason(d);
+  EXPECT_EQ(text.size(), kReasonMax);
+  auto cut = ParseReason(text);
   ASSERT_TRUE(cut.has_value());
   EXPECT_EQ(cut->finding, Ecc().finding);
-  EXPECT_TRUE(cut->more.empty());
+  EXPECT_EQ(cut->more.substr(0, 3), "yyy");
+  EXPECT_EQ(cut->more.substr(cut->more.size() - 3), "...");
 
   // Overlong fixed parts are bounded, and the text stays one line.
   d = Ecc();

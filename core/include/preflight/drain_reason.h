@@ -21,8 +21,8 @@
 // "preflight[node]" the prefix of those a hardware fault caused. At most
 // kReasonMax characters (the rule preflight has always kept for one line in
 // sinfo -R; Slurm itself stores longer); only the text is cut, `more`
-// first, then the finding (ending "..."), never the prefix, check, device
-// or figure.
+// first (to "..." or to nothing), then the finding (ending "..."), never
+// the prefix, check, device or figure.
 //
 // Reasons written before this grammar ("preflight: gpu.ecc GPU3: ...",
 // "preflight: nccl intra-node n2 (...): ...", "preflight: config ...",
