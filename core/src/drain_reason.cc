@@ -5,23 +5,26 @@
 namespace preflight {
 namespace {
 
-constexpr size_t kCheckMax = 32, kDeviceMax = 80, kFigureMax = 24;
+// Bounds on the parts never cut by the length rule: together (with the
+// longest owner and the markers) 197 characters, so a finding always fits.
+constexpr size_t kCheckMax = 20, kDeviceMax = 60, kValueMax = 32, kThresholdMax = 48;
 constexpr const char* kGot = " [got ";
 constexpr const char* kWant = " [want ";
 constexpr const char* kWantInner = ", want ";
 constexpr const char* kMore = "; also: ";
 
-// One line: CR/LF to spaces; `bound` characters at most.
+// One line: CR/LF to spaces; `bound` characters at most ("..." ends a cut one).
 std::string Clean(std::string s, size_t bound = std::string::npos) {
   for (char& c : s)
     if (c == '\n' || c == '\r') c = ' ';
-  if (s.size() > bound) s.resize(bound);
+  if (s.size() > bound) s = s.substr(0, bound - 3) + "...";
   return s;
 }
 
 // The check name as one token (the parser ends it at the first ' ' or ':').
 std::string CheckToken(const std::string& check) {
-  std::string s = Clean(check, kCheckMax);
+  std::string s = Clean(check);
+  if (s.size() > kCheckMax) s.resize(kCheckMax);
   for (char& c : s)
     if (c == ' ' || c == ':') c = '_';
   return s.empty() ? std::string("unknown") : s;
@@ -35,8 +38,8 @@ std::string DeviceText(const std::string& device) {
 }
 
 // Text without a figure marker or "]" that the parser would take for its own.
-std::string FigureText(const std::string& v) {
-  std::string s = Clean(v, kFigureMax);
+std::string FigureText(const std::string& v, size_t bound) {
+  std::string s = Clean(v, bound);
   for (char& c : s)
     if (c == ']' || c == '[') c = c == ']' ? ')' : '(';
   return s;
@@ -107,7 +110,7 @@ std::string FormatReason(const DrainReason& r, size_t max) {
   if (!device.empty()) head += " " + device;
   head += ": ";
   std::string figure;
-  std::string value = FigureText(r.figure), threshold = FigureText(r.threshold);
+  std::string value = FigureText(r.figure, kValueMax), threshold = FigureText(r.threshold, kThresholdMax);
   if (!value.empty()) figure = kGot + value + (threshold.empty() ? "" : kWantInner + threshold) + "]";
   else if (!threshold.empty()) figure = kWant + threshold + "]";
   std::string finding = Clean(r.finding), more = r.more.empty() ? "" : kMore + Clean(r.more);

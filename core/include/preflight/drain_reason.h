@@ -64,8 +64,9 @@ struct DrainReason {
 };
 
 // The reason text, at most `max` characters. Bounds on the fixed parts, so
-// that they fit in kReasonMax with room for the finding: check 32
-// characters, device 80 (a long mount path), value and threshold 24 each (longer ones are cut).
+// that they fit in kReasonMax with room for the finding: check 20
+// characters, device 60, value 32, threshold 48 (longer ones are cut, the
+// device, value and threshold ending "...").
 // A `max` below kReasonMax may cut the whole text.
 std::string FormatReason(const DrainReason& r, size_t max = kReasonMax);
 
