@@ -8,13 +8,8 @@ namespace preflight {
 namespace {
 
 DrainReason Ecc() {
-  DrainReason d;
-  d.check = "gpu.ecc";
-  d.device = "GPU3 0000:1b:00.0";
-  d.finding = "uncorrected ECC errors volatile 12, aggregate 0 > 0";
-  d.figure = "12";
-  d.threshold = "<= 0";
-  return d;
+  return {FaultOwner::kNode, "gpu.ecc", "GPU3 0000:1b:00.0", "uncorrected ECC errors volatile 12, aggregate 0 > 0",
+          "12", "<= 0", "", false};
 }
 
 void ExpectSame(const DrainReason& a, const DrainReason& b) {
