@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "preflight/cli.h"
+#include "preflight/drain_reason.h"
+#include "preflight/json.h"
 #include "preflight/log.h"
 #include "preflight/fileutil.h"
 #include "preflight/fleet.h"
@@ -29,6 +31,7 @@
 #include "preflight/placement.h"
 #include "preflight/rails.h"
 #include "preflight/slurm_conf.h"
+#include "preflight/slurmctl.h"
 #include "preflight/topo.h"
 #include "preflight/topo_load.h"
 #include "preflight/stage_job.h"
@@ -427,6 +430,50 @@ int FleetCmd(const std::vector<std::string>& args, const CommonCli& cli) {
 
 int SlurmRecordsCmd(const std::vector<std::string>& args, const CommonCli&) { return admin::SlurmCmd(args); }
 
+// preflight reasons [HOSTLIST]: the drains preflight set (any version's
+// reason, drain_reason.h) among HOSTLIST (default: every node), one JSON
+// object, parsed into their parts. Other drains are left out. Exit 2 on a
+// bad hostlist or config, 1 when slurmctld cannot be asked.
+int ReasonsCmd(const std::vector<std::string>& args, const CommonCli& cli) {
+  if (args.size() > 1) {
+    Log(LogLevel::kError, "reasons", "bad command line", "expected at most one HOSTLIST");
+    return 2;
+  }
+  if (!args.empty()) {
+    auto hosts = ExpandHostlist(args[0]);
+    if (!hosts) {
+      Log(LogLevel::kError, "reasons", args[0], hosts.status().message());
+      return 2;
+    }
+  }
+  auto cfg = LoadCliConfig(cli, "");
+  if (!cfg) {
+    Log(LogLevel::kError, "reasons", "site config", cfg.status().message());
+    return 2;
+  }
+  auto nodes = LoadNodes(*cfg, args.empty() ? std::string(admin::kAllNodes) : args[0]);
+  if (!nodes) {
+    Log(LogLevel::kError, "reasons", "slurmctld's node records", nodes.status().message());
+    return 1;
+  }
+  JsonWriter w(false);  // one line, like `preflight slurm`
+  w.BeginObject().Key("drains").BeginArray();
+  for (const auto& n : *nodes) {
+    auto r = n.drained() ? ParseReason(n.reason) : std::nullopt;
+    if (!r) continue;
+    w.BeginObject().Field("node", n.name).Field("state", n.state).Field("owner", FaultOwnerName(r->owner));
+    w.Field("check", r->check).Field("device", r->device).Field("finding", r->finding);
+    w.Field("figure", r->figure).Field("threshold", r->threshold).Field("more", r->more);
+    w.Field("legacy", r->legacy).Field("reason", n.reason);
+    if (n.reason_time > 0) w.Field("reason_time", static_cast<int64_t>(n.reason_time));
+    else w.Key("reason_time").Null();
+    w.EndObject();
+  }
+  w.EndArray().EndObject();
+  std::printf("%s\n", w.str().c_str());
+  return 0;
+}
+
 // One row per subcommand: its synopsis lines (what `preflight --help` lists
 // and `preflight COMMAND --help` prints) and what it does.
 struct Usage {
@@ -455,6 +502,7 @@ const Command kCommands[] = {
      FleetCmd},
     {"cache", {{"cache ls|gc|rm KEY|SRC [node=N]", "list, trim or remove --stage cached datasets"}, {}}, CacheCmd},
     {"state", {{"state gc [--dry-run] [node=N]", "prune state_dir/jobs to state_keep and state_keep_size"}, {}}, StateCmd},
+    {"reasons", {{"reasons [HOSTLIST]", "preflight's drains (default: on every node) as JSON, parsed"}, {}}, ReasonsCmd},
     {"slurm", {{"slurm job J|steps J|nodes LIST", "slurmctld's records as JSON (what root-run code reads)"}, {}},
      SlurmRecordsCmd},
     {"version", {{"version", "print the version"}, {}}, VersionCmd},

@@ -9,5 +9,8 @@
 namespace preflight::admin {
 
 int SlurmCmd(const std::vector<std::string>& args);
+// `preflight slurm nodes ALL`: every node slurmctld knows (no node may be
+// named ALL: it is Slurm's own word for every node in slurm.conf).
+inline constexpr const char* kAllNodes = "ALL";
 
 }  // namespace preflight::admin

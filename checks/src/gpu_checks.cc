@@ -1,5 +1,5 @@
-// GPU checks through NVML (health_checks.h: CheckGpus).
-#include "preflight/health_checks.h"
+// GPU checks through NVML (gpu_checks.h: CheckGpus).
+#include "preflight/gpu_checks.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,8 +1,8 @@
-// InfiniBand / RoCE port checks from sysfs (health_checks.h:
+// InfiniBand / RoCE port checks from sysfs (ib_checks.h:
 // CheckInterconnect): presence, state, rate, link layer, flapping, and a
 // RoCE port's netdev. One function per finding; CheckInterconnect walks the
 // HCAs and ports.
-#include "preflight/health_checks.h"
+#include "preflight/ib_checks.h"
 
 #include <algorithm>
 #include <cstdlib>

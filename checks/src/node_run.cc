@@ -32,7 +32,7 @@ NodeRunOutcome RunNode(const Config& cfg, const JobContext& job, Phase phase, bo
   else out.write_status = path.status();
 
   out.failed = r.Overall() == Verdict::kFail;
-  if (out.failed) out.drain_reason = DrainReason(r);
+  if (out.failed) out.drain_reason = DrainReasonFor(r);
   out.warnings = WarnComment(r);
 
   char head[256];

@@ -204,8 +204,14 @@ std::vector<std::string> AllocationOutcome::Excluded() const {
 std::string StragglerDrainReason(const Straggler& s) {
   char frac[32];
   std::snprintf(frac, sizeof frac, "%g", s.fraction);
-  return std::string(kNcclDrainPrefix) + " straggler " + s.node + ": " + s.basis + " " +
-         (s.figure > 0 ? RateText(s.figure) : std::string("none")) + " < " + frac + " x median " + RateText(s.median);
+  std::string fig = s.figure > 0 ? RateText(s.figure) : std::string("none");
+  DrainReason d;
+  d.check = reason_check::kNcclStraggler;  // "nccl.straggler"
+  d.device = s.node;
+  d.finding = s.basis + " " + fig + " < " + frac + " x median " + RateText(s.median);
+  d.figure = fig;
+  d.threshold = std::string(">= ") + frac + " x " + RateText(s.median);
+  return FormatReason(d);
 }
 
 std::string AllocationOutcomeJson(const AllocationOutcome& o, const std::vector<std::string>& nodes) {
@@ -341,7 +347,8 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
     // What the root-run checks decided is in slurmctld, where the user can't write.
     for (const auto& n : a.nodes) {
       auto st = QueryNode(cfg, n);
-      if (st && st->drained() && st->reason.rfind(kNcclDrainPrefix, 0) == 0) {
+      auto why = st && st->drained() ? ParseReason(st->reason) : std::nullopt;
+      if (why && IsNcclReason(*why)) {
         o.drained.push_back(n);
         o.text += head + "drained " + n + ": " + st->reason + "\n";
       }
@@ -382,7 +389,7 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
       o.text += head + "inter-node suspect(s): " + Join(o.suspects, ",") + "\n";
       if (cfg.nccl.drain_internode) {
         for (const auto& s : o.suspects) {
-          std::string reason = std::string(kNcclDrainPrefix) + " inter-node " + s + ": both ring pairs below threshold";
+          std::string reason = InterDrainReason(s);
           for (const auto& st : o.stragglers.stragglers)
             if (st.node == s) reason = StragglerDrainReason(st);
           Status d = DrainNode(cfg, s, reason);

@@ -120,10 +120,23 @@ CheckRun RunIntraNode(const Config& cfg, const std::string& node, Level level, c
 }
 
 std::string IntraDrainReason(const CheckRun& r, const std::string& node) {
-  std::string s = std::string(kNcclDrainPrefix) + " intra-node " + node + " (" + r.result.backend + ", " +
-                  std::to_string(r.result.nranks) + " ranks): " + r.judgement.message;
-  if (s.size() > 200) s.resize(200);
-  return s;
+  DrainReason d;
+  d.check = reason_check::kNcclIntra;
+  d.device = node + " (" + r.result.backend + ", " + std::to_string(r.result.nranks) + " ranks)";
+  d.finding = r.judgement.message;
+  if (r.judgement.threshold > 0 && r.error.empty()) {
+    d.figure = RateText(r.judgement.busbw);
+    d.threshold = ">= " + RateText(r.judgement.threshold);
+  }
+  return FormatReason(d);
+}
+
+std::string InterDrainReason(const std::string& node) {
+  DrainReason d;
+  d.check = reason_check::kNcclInter;
+  d.device = node;
+  d.finding = "both ring pairs below threshold";
+  return FormatReason(d);
 }
 
 }  // namespace preflight::collective

@@ -275,7 +275,9 @@ TEST(IntraNode, HostRanksAsThreads) {
   EXPECT_TRUE(run.judgement.ok) << run.judgement.message;
   EXPECT_EQ(run.result.nranks, 3);
   EXPECT_EQ(run.info.threshold_source, "config nccl_min_intra_busbw");
-  EXPECT_NE(IntraDrainReason(run, "n9").rfind(kNcclDrainPrefix, 0), std::string::npos);
+  auto why = ParseReason(IntraDrainReason(run, "n9"));  // drain_reason.h grammar (was "preflight: nccl ...")
+  ASSERT_TRUE(why.has_value());
+  EXPECT_TRUE(IsNcclReason(*why));
 }
 
 TEST(IntraNode, RankCountIsBounded) {
@@ -322,8 +324,12 @@ TEST(IntraNode, RateFileMakesTheNodeFail) {
   EXPECT_DOUBLE_EQ(*cap, 2e6);
   CheckRun run = RunIntraNode(cfg, "n2", Level::kQuick, "host", 2);
   EXPECT_FALSE(run.judgement.ok);
-  EXPECT_NE(IntraDrainReason(run, "n2").find("intra-node n2 (host-tcp, 2 ranks): busbw"), std::string::npos)
+  // Reason text since the drain_reason.h grammar (was "preflight: nccl intra-node n2 (...): busbw ...").
+  EXPECT_EQ(IntraDrainReason(run, "n2").rfind("preflight[node] nccl.intra n2 (host-tcp, 2 ranks): busbw", 0), 0u)
       << IntraDrainReason(run, "n2");
+  auto why = ParseReason(IntraDrainReason(run, "n2"));
+  ASSERT_TRUE(why.has_value());
+  EXPECT_EQ(why->threshold, ">= 100 MB/s");
   std::ofstream(f) << "fast\n";
   EXPECT_FALSE(HostRateCap(cfg).ok());
   ::unlink(f.c_str());
@@ -547,7 +553,7 @@ TEST(Records, RoundTripAndDisplayWithoutThem) {
   b.kind = "intra-node";
   b.nodes = {"n2"};
   b.message = "quote \" and\nnewline";
-  b.drain_reason = "preflight: nccl intra-node n2 (host-tcp, 2 ranks): busbw 4.98 MB/s at 1M < 20 MB/s";
+  b.drain_reason = "preflight[node] nccl.intra n2 (host-tcp, 2 ranks): busbw 4.98 MB/s at 1M < 20 MB/s";
   std::string line_b = RecordLine(b);
   EXPECT_EQ(std::count(line_b.begin(), line_b.end(), '\n'), 1) << line_b;  // one line, whatever the strings hold
   std::string out = "# pair n1-n2: OK: x\n" + RecordLine(a) + "# table\n" + line_b + "tail without newline";

@@ -77,12 +77,4 @@ bool FsRoot::Exists(const std::string& path) const {
   return fd_ >= 0 && ::fstatat(fd_, Rel(path).c_str(), &st, 0) == 0;
 }
 
-Expected<std::string> FsRoot::ReadLink(const std::string& path) const {
-  if (fd_ < 0) return Status::FromErrno(ENOENT, "fsroot " + root_);
-  char buf[4096];
-  ssize_t n = ::readlinkat(fd_, Rel(path).c_str(), buf, sizeof buf - 1);
-  if (n < 0) return Status::FromErrno(errno, HostPath(path));
-  return std::string(buf, static_cast<size_t>(n));
-}
-
 }  // namespace preflight

@@ -138,26 +138,35 @@ std::string ReportPrometheus(const Report& r) {
   return o;
 }
 
-std::string DrainReason(const Report& r, size_t max) {
-  std::string s = kDrainPrefix;
-  bool first = true;
+std::string DrainReasonFor(const Report& r, size_t max) {
+  DrainReason d;
+  std::string more;
   for (const auto& c : r.checks) {
     if (c.verdict != Verdict::kFail) continue;
-    if (!first) s += "; ";
-    s += Describe(c);
-    first = false;
+    if (d.check.empty()) {
+      d.owner = c.owner == Owner::kUser ? FaultOwner::kUser : FaultOwner::kNode;
+      d.check = c.check;
+      d.device = c.device;
+      d.finding = c.message;
+      d.figure = c.value;
+      d.threshold = c.threshold;
+    } else {
+      d.more += (d.more.empty() ? "" : "; ") + Describe(c);
+    }
   }
-  if (first) s += r.tool + " failed";
-  if (s.size() > max) s = s.substr(0, max - 3) + "...";
-  return s;
+  if (d.check.empty()) {
+    d.check = r.tool;
+    d.finding = "failed";
+  }
+  return FormatReason(d, max);
 }
 
 std::string ConfigDrainReason(const std::string& config_error, size_t max) {
-  std::string s = std::string(kDrainPrefix) + "config " + config_error;
-  for (char& c : s)
-    if (c == '\n' || c == '\r') c = ' ';  // one line in sinfo -R
-  if (s.size() > max) s = s.substr(0, max - 3) + "...";
-  return s;
+  DrainReason d;
+  d.owner = FaultOwner::kConfig;
+  d.check = reason_check::kConfig;
+  d.finding = config_error;
+  return FormatReason(d, max);
 }
 
 std::string WarnComment(const Report& r, size_t max) {

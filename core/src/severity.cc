@@ -14,8 +14,8 @@ const char* CheckModeName(CheckMode m) {
 }
 
 const std::vector<std::string>& SwitchableChecks() {
-  // Descriptor names (checks.cc: AllChecks) and the result names they
-  // produce (health_checks.h, checks.h); a test holds this list to both.
+  // Descriptor names (registry.cc: AllChecks) and the result names they
+  // produce (gpu_checks.h, ib_checks.h, checks.h); a test holds this list to both.
   static const std::vector<std::string> kNames = {
       "scratch", "scratch.free", "scratch.inodes", "scratch.writable",
       "gpu", "gpu.nvml", "gpu.count", "gpu.present", "gpu.ecc", "gpu.retired_pages", "gpu.row_remap",

@@ -13,7 +13,7 @@ namespace preflight {
 
 using nlohmann::json;
 
-bool NodeState::ours() const { return reason.rfind(kDrainPrefix, 0) == 0; }
+bool NodeState::ours() const { return IsPreflightReason(reason); }
 
 namespace {
 
@@ -133,6 +133,7 @@ Expected<std::vector<NodeState>> ParseNodeRecords(const std::string& output) {
     if (s.ok()) s = Get(e, "state", &n.state, "node record");
     if (s.ok()) s = Get(e, "drain", &n.drain, "node record");
     if (s.ok()) s = Get(e, "reason", &n.reason, "node record");
+    if (s.ok()) s = Get(e, "reason_time", &n.reason_time, "node record");  // absent from older `preflight slurm`
     if (!s.ok()) return s;
     if (n.name.empty() || n.state.empty()) return Status::InvalidArgument("node records: a node without name or state");
     v.push_back(std::move(n));

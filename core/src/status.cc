@@ -5,20 +5,6 @@
 
 namespace preflight {
 
-const char* CodeName(Status::Code c) {
-  switch (c) {
-    case Status::Code::kOk: return "ok";
-    case Status::Code::kInvalidArgument: return "invalid argument";
-    case Status::Code::kNotFound: return "not found";
-    case Status::Code::kIOError: return "I/O error";
-    case Status::Code::kPermission: return "permission denied";
-    case Status::Code::kTimeout: return "timeout";
-    case Status::Code::kUnavailable: return "unavailable";
-    case Status::Code::kFailed: return "failed";
-  }
-  return "unknown";
-}
-
 Status Status::FromErrno(int err, const std::string& what) {
   std::string m = what + ": " + std::strerror(err);
   Status s;

@@ -35,10 +35,11 @@ TEST(Report, OverallIsWorstAndSkipIsNotFail) {
 }
 
 TEST(Report, DrainReasonNamesCheckDeviceAndFigure) {
-  EXPECT_EQ(DrainReason(Sample()), "preflight: scratch.free /scratch: free 10.0M < 1.0G");
+  // Reason text since the drain_reason.h grammar (was "preflight: scratch.free /scratch: free 10.0M < 1.0G").
+  EXPECT_EQ(DrainReasonFor(Sample()), "preflight[node] scratch.free /scratch: free 10.0M < 1.0G [got 10.0M, want >= 1.0G]");
   Report r = Sample();
   r.checks[0].message = std::string(300, 'x');
-  EXPECT_EQ(DrainReason(r).size(), 200u);
+  EXPECT_EQ(DrainReasonFor(r).size(), 200u);
 }
 
 TEST(Report, JsonHasEveryField) {
@@ -122,9 +123,10 @@ TEST(Report, UnwritableStateDirIsAnError) {
 TEST(Report, ConfigDrainReasonNamesFileLineKey) {
   std::string r = ConfigDrainReason("/etc/preflight/preflight.conf:7: key 'stage_peer_port': bad value '70000' "
                                     "(expected a number from 1 to 65535)");
-  EXPECT_EQ(r, "preflight: config /etc/preflight/preflight.conf:7: key 'stage_peer_port': bad value '70000' "
+  // Reason text since the drain_reason.h grammar (was "preflight: config /etc/...").
+  EXPECT_EQ(r, "preflight[config] config: /etc/preflight/preflight.conf:7: key 'stage_peer_port': bad value '70000' "
                "(expected a number from 1 to 65535)");
-  EXPECT_EQ(r.rfind(kDrainPrefix, 0), 0u);  // the health check knows preflight's drains by the prefix
+  EXPECT_TRUE(IsPreflightReason(r));  // the health check knows preflight's drains by the prefix
   std::string longer = ConfigDrainReason(std::string(500, 'x') + "\nmore");
   EXPECT_EQ(longer.size(), 200u);
   EXPECT_EQ(longer.find('\n'), std::string::npos);

@@ -29,6 +29,17 @@ TEST(NodeRecords, DrainedByPreflightAdminAndIdle) {
   EXPECT_EQ(n1.reason, "");
 }
 
+TEST(NodeRecords, NewGrammarIsOursAndReasonTimeIsRead) {
+  auto v = ParseNodeRecords(
+      R"J({"nodes":[{"name":"n4","state":"IDLE+DRAIN","drain":true,"reason":"preflight[node] gpu.ecc GPU0: 3 > 0","reason_time":1700000000},)J"
+      R"J({"name":"n5","state":"IDLE+DRAIN","drain":true,"reason":"Prolog error"}]})J");
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_TRUE((*v)[0].ours());
+  EXPECT_EQ((*v)[0].reason_time, 1700000000);
+  EXPECT_FALSE((*v)[1].ours()) << "Slurm's own reason before --finish-drain replaced it";
+  EXPECT_EQ((*v)[1].reason_time, 0) << "absent: not known";
+}
+
 TEST(NodeRecords, GarbageIsAnErrorNamingWhatItGot) {
   auto a = ParseNodeRecords("garbage");
   ASSERT_FALSE(a.ok());

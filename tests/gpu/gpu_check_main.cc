@@ -18,7 +18,8 @@
 #include "preflight/bandwidth.h"
 #include "preflight/checks.h"
 #include "preflight/dcgm.h"
-#include "preflight/health_checks.h"
+#include "preflight/gpu_checks.h"
+#include "preflight/xid.h"
 
 int main(int argc, char** argv) {
   using namespace preflight;

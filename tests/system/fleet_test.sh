@@ -32,7 +32,7 @@ rc=0; "$C/bin/healthcheck" --node n2 >"$OUT/hc-n2-driver.out" 2>&1 || rc=$?
 cat "$OUT/hc-n2-driver.out"
 check "health check exits 1 on a driver that differs from the fleet" test $rc = 1
 check_drained n2 "n2 reason names the field, its value and the majority's" \
-  "^preflight: fleet.versions node: driver 535.00.fake differs from the other 2 nodes' 550.00.fake"
+  "^preflight\[node\] fleet.versions node: driver 535.00.fake differs from the other 2 nodes' 550.00.fake"
 rc=0; fleet 'n[1-3]' >"$OUT/fleet-odd.out" 2>&1 || rc=$?
 cat "$OUT/fleet-odd.out"
 check "preflight fleet exits 1 when a node differs" test $rc = 1

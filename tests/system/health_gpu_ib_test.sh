@@ -44,9 +44,9 @@ check "requeued job ran on a healthy node" contains "$OUT/job-$jid.out" '^ran on
 check "requeued job completed" test "$(job_field "$jid" JobState)" = COMPLETED
 wait_preflight_reason n1 || true
 check_drained n1 "reason names check, GPU, PCI bus and figure vs threshold" \
-  '^preflight: gpu.ecc GPU2 0000:3a:00.0: uncorrected ECC errors volatile 3, aggregate 0 > 0'
+  '^preflight\[node\] gpu.ecc GPU2 0000:3a:00.0: uncorrected ECC errors volatile 3, aggregate 0 > 0'
 sinfo -R -h -N -o '%N|%E' >"$OUT/sinfo-R"
-check "sinfo -R shows the reason for n1" contains "$OUT/sinfo-R" '^n1\|preflight: gpu.ecc GPU2'
+check "sinfo -R shows the reason for n1" contains "$OUT/sinfo-R" '^n1\|preflight\[node\] gpu.ecc GPU2'
 f=$C/state/jobs/$jid/n1.prolog.json
 tr -d ' \n' <"$f" >"$OUT/n1.prolog.flat"  # one line, no blanks: the JSON writer indents
 check "n1's result file records the ECC check with value and threshold" contains "$OUT/n1.prolog.flat" \
@@ -63,14 +63,14 @@ healthy n1
 cat "$OUT/hc-n1-clear.out"
 wait_idle n1
 check "health check returned n1 to service after the fault was cleared" test "$(node_state n1)" = idle
-check "health check said why" contains "$OUT/hc-n1-clear.out" 'n1 passes again; resumed \(was: preflight: gpu.ecc'
+check "health check said why" contains "$OUT/hc-n1-clear.out" 'n1 passes again; resumed \(was: preflight\[node\] gpu.ecc'
 
 # --- a downed HCA port on n2, found by the health check -------------------
 port_state n2 mlx5_3 "1: DOWN"
 rc=0; "$C/bin/healthcheck" --node n2 >"$OUT/hc-n2-fault.out" 2>&1 || rc=$?
 check "health check exits 1 on a downed port" test $rc = 1
 check_drained n2 "n2 reason names the HCA, port and state" \
-  '^preflight: ib.port mlx5_3 port 1: port DOWN/LinkUp, need ACTIVE/LinkUp'
+  '^preflight\[node\] ib.port mlx5_3 port 1: port DOWN/LinkUp, need ACTIVE/LinkUp'
 port_state n2 mlx5_3 "4: ACTIVE"
 "$C/bin/healthcheck" --node n2 >"$OUT/hc-n2-clear.out" 2>&1
 wait_idle n2
@@ -84,7 +84,7 @@ check "health check with a hung NVML call ends with a verdict (exit 1, not kille
 check "the hang is reported against the GPU and call" contains "$OUT/hc-n2-hang.out" \
   'fail gpu.temperature GPU1 0000:2a:00.0: probe hung in nvmlDeviceGetTemperature: no answer within 1000 ms'
 check "the other checks still ran" contains "$OUT/hc-n2-hang.out" 'passed, 0 skipped, 1 failed|passed, [0-9]+ skipped, 1 failed'
-check "n2 drained for the hang" grep -q '^preflight: gpu.temperature GPU1' <<<"$(node_reason n2)"
+check "n2 drained for the hang" grep -q '^preflight\[node\] gpu.temperature GPU1' <<<"$(node_reason n2)"
 healthy n2
 "$C/bin/healthcheck" --node n2 >/dev/null 2>&1
 wait_idle n2
@@ -97,7 +97,7 @@ echo "3,900,900000,-;NVRM: Xid (PCI:0000:2a:00): 79, pid=4242, name=python, GPU 
 rc=0; "$C/bin/healthcheck" --node n3 >"$OUT/hc-n3-xid.out" 2>&1 || rc=$?
 check "health check fails on a new Xid" test $rc = 1
 check "n3 drained naming the GPU, the Xid, its catalogue bucket and action" \
-  grep -q '^preflight: gpu.xid GPU1 0000:2a:00.0: Xid 79 (GPU has fallen off the bus, NVIDIA: RESTART_BM): drain_reset' \
+  grep -q '^preflight\[node\] gpu.xid GPU1 0000:2a:00.0: Xid 79 (GPU has fallen off the bus, NVIDIA: RESTART_BM): drain_reset' \
   <<<"$(node_reason n3)"
 "$C/bin/healthcheck" --node n3 >/dev/null 2>&1 || true
 check "the Xid finding stays open on the next check" grep -q drain <<<"$(node_state n3)"
@@ -126,7 +126,7 @@ rc=0; "$C/bin/healthcheck" --node n2 >"$OUT/hc-n2-counters.out" 2>&1 || rc=$?
 cat "$OUT/hc-n2-counters.out"
 check "health check exits 1 when a counter rises past ib_counter_fail" test $rc = 1
 check_drained n2 "n2 reason names HCA, port, counter, rise and figure" \
-  '^preflight: ib.counters mlx5_1 port 1: symbol_error rose by 500 (0 -> 500) > 100'
+  '^preflight\[node\] ib.counters mlx5_1 port 1: symbol_error rose by 500 (0 -> 500) > 100'
 rc=0; "$C/bin/healthcheck" --node n2 >/dev/null 2>&1 || rc=$?
 check "within ib_counter_window (1h) the rise still counts: n2 stays drained" test $rc = 1
 sed -i 's/^at .*/at 1/' "$C/state/nodes/n2.ibcounters"  # the window has passed
@@ -157,13 +157,30 @@ rc=0; PREFLIGHT_FAKE_DCGMI=fail "$C/bin/healthcheck" --node n1 "${dc[@]}" >"$OUT
 cat "$OUT/hc-n1-dcgm.out"
 check "a failed DCGM test fails the health check" test $rc = 1
 check "n1 drained naming the GPU, DCGM's test and its warning" \
-  grep -q '^preflight: gpu.dcgm GPU3: dcgmi diag -r 1: Custom/software FAIL: GPU 3 had uncorrectable memory errors' <<<"$(node_reason n1)"
+  grep -q '^preflight\[node\] gpu.dcgm GPU3: dcgmi diag -r 1: Custom/software FAIL: GPU 3 had uncorrectable memory errors' <<<"$(node_reason n1)"
 PREFLIGHT_FAKE_DCGMI=pass "$C/bin/healthcheck" --node n1 "${dc[@]}" >"$OUT/hc-n1-dcgm-pass.out" 2>&1
 wait_idle n1
 check "a passing DCGM diag resumes n1" test "$(node_state n1)" = idle
 "$C/bin/healthcheck" --node n1 --set dcgmi=/nonexistent/dcgmi --set dcgm_health_level=1 >"$OUT/hc-n1-nodcgm.out" 2>&1
 check "no dcgmi: skipped with why, not pass" contains "$OUT/hc-n1-nodcgm.out" \
   'skipped gpu.dcgm node: skipped: /nonexistent/dcgmi not found \(DCGM is not installed on this node\)'
+
+# --- a reason an older preflight wrote is still preflight's -----------------
+# (drain_reason.h reads the pre-grammar "preflight: ..." reasons): listed by
+# `preflight reasons`, and the health check still returns the node.
+healthy n3
+scontrol update nodename=n3 state=drain reason="preflight: gpu.ecc GPU0 0000:1a:00.0: uncorrected ECC errors volatile 3, aggregate 0 > 0"
+reasons() { "$B/admin/preflight" --config "$C/etc/preflight.conf" reasons "$@"; }
+reasons n3 >"$OUT/reasons-n3.json"
+cat "$OUT/reasons-n3.json"
+check "reasons: the old-format drain parsed into its parts" contains "$OUT/reasons-n3.json" \
+  '"node":"n3".*"owner":"node","check":"gpu.ecc","device":"GPU0 0000:1a:00.0".*"legacy":true'
+check "reasons: when slurmctld set it" contains "$OUT/reasons-n3.json" '"reason_time":[1-9][0-9]+'
+rc=0; reasons 'n[1-' >"$OUT/reasons-bad.out" 2>&1 || rc=$?
+check "reasons: a bad hostlist exits 2" test $rc = 2
+"$C/bin/healthcheck" --node n3 >"$OUT/hc-n3-legacy.out" 2>&1
+check "an old-format preflight drain is resumed once the node passes" \
+  contains "$OUT/hc-n3-legacy.out" 'n3 passes again; resumed \(was: preflight: gpu.ecc GPU0'
 
 # --- an admin's drain stays -----------------------------------------------
 scontrol update nodename=n3 state=drain reason="admin: reseat GPU tray"
@@ -174,4 +191,7 @@ healthy n3
 "$C/bin/healthcheck" --node n3 >"$OUT/hc-n3-clear.out" 2>&1
 check "a passing health check leaves the admin's drain alone" grep -q drain <<<"$(node_state n3)"
 check "the admin's reason is kept" test "$(node_reason n3)" = "admin: reseat GPU tray"
+reasons >"$OUT/reasons-all.json"
+check "reasons (every node): the query worked" contains "$OUT/reasons-all.json" '^\{"drains":\['
+check "reasons (every node): an admin's drain is not listed" test -z "$(grep '"n3"' "$OUT/reasons-all.json")"
 finish

@@ -70,7 +70,7 @@ check "refusal names file, line and key" contains "$OUT/broken.out" \
 scontrol release "$held"
 wait_preflight_reason n3 || true
 check_drained n3 "drain reason names file, line and key" \
-  "preflight: config .*preflight.conf:$line: key 'stage_peer_port': bad value '70000'"
+  "preflight\[config\] config: .*preflight.conf:$line: key 'stage_peer_port': bad value '70000'"
 check "only the node that met the config drained" test "$(sinfo -h -t drain,drng -o %N)" = n3
 scancel "$held" 2>/dev/null || true
 restore

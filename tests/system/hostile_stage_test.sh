@@ -81,8 +81,8 @@ no_drain "forged stage variable"
 # ---- 7. a stage_dir others can write (1777 scratch): the site's fault, named
 chmod 1777 "$C/nodes/n3/stage"
 jw=$(as_user sbatch --parsable -w n3 --stage="$DS/ds1" -o "$OUT/u/ww-%j.out" --wrap 'echo ran')
-for _ in $(seq 1 300); do node_reason n3 | grep -q '^preflight: config' && break; sleep 0.2; done
-check_drained n3 "world-writable stage_dir: the reason names the folder and its mode" "^preflight: config: stage_dir $C/nodes/n3/stage: mode 1777 lets others write in it"
+for _ in $(seq 1 300); do node_reason n3 | grep -q '^preflight\[config\]' && break; sleep 0.2; done
+check_drained n3 "world-writable stage_dir: the reason names the folder and its mode" "^preflight\[config\] stage: stage_dir $C/nodes/n3/stage: mode 1777 lets others write in it"
 scancel "$jw"; wait_job "$jw" 60 || true
 check "world-writable stage_dir: no dataset was written there" bash -c "! grep -rqs '$DS/ds1' $C/nodes/n3/stage/cache/*/v-*/info.json"
 chmod 755 "$C/nodes/n3/stage"

@@ -87,7 +87,7 @@ wait_restarted() {
 # wait_preflight_reason NODE: until the node's reason is preflight's (the
 # detached --finish-drain sets it after Slurm's own "Prolog error"; bounded).
 wait_preflight_reason() {
-  for _ in $(seq 1 100); do node_reason "$1" | grep -q '^preflight:' && return 0; sleep 0.1; done
+  for _ in $(seq 1 100); do node_reason "$1" | grep -q '^preflight\[' && return 0; sleep 0.1; done
   return 1
 }
 node_state() { sinfo -h -n "$1" -N -o '%T' | head -1; }

@@ -79,7 +79,7 @@ check "slow: job requeued after the failed check" wait_requeued "$jid"
 cp "$OUT/job-$jid.out" "$OUT/job-$jid.first.out" 2>/dev/null || true
 cat "$OUT/job-$jid.first.out"
 check_drained n2 "slow: reason names the check, the node and the figure vs threshold" \
-  '^preflight: nccl intra-node n2 \(host-tcp, 2 ranks\): busbw [0-9.]+ MB/s at 1M < 20 MB/s' -qE
+  '^preflight\[node\] nccl\.intra n2 \(host-tcp, 2 ranks\): busbw [0-9.]+ MB/s at 1M < 20 MB/s' -qE
 check "slow: metrics say the check failed" contains "$prom" '^preflight_nccl_ok\{node="n1",scope="allocation"\} 0$'
 check "slow: metrics name n2" contains "$prom" '^preflight_nccl_suspect\{node="n1",suspect="n2"\} 1$'
 check "slow: n1 not drained" test -z "$(node_reason n1)"
@@ -145,7 +145,7 @@ salloc -N1 -n2 -w n2 bash -c "PREFLIGHT_NCCL_STEP=intra srun -N1 -n2 $NCCL --con
 cat "$OUT/alone.out"
 check "alone: one root check per node, not per task" test "$(grep -c '\[n2, root\] # FAILED' "$OUT/alone.out")" = 1
 check "alone: the user's tasks only stand by" test "$(grep -c '^# FAILED' "$OUT/alone.out")" = 0
-check "alone: a real fault found by a user-started step still drains" grep -q '^preflight: nccl intra-node n2' <<<"$(node_reason n2)"
+check "alone: a real fault found by a user-started step still drains" grep -q '^preflight\[node\] nccl.intra n2' <<<"$(node_reason n2)"
 scontrol update nodename=n2 state=resume
 rm -f "$C/nodes/n2/nccl_rate"
 

@@ -15,7 +15,7 @@
 // Thresholds are per window, like infiniband-diags' ibcheckerrs per run
 // (which holds absolute counters against the same figures); the default
 // warn figures are ibcheckerrs' defaults. link_downed (a flap) is ib.flapping's
-// (health_checks.cc), not repeated here.
+// (ib_checks.cc), not repeated here.
 //
 // Seams: sysfs through FsRoot (tests: tests/fixtures/sysfs trees); the state
 // file under state_dir. Self-contained: one descriptor body and its parser.

@@ -61,9 +61,11 @@ Status CheckIntraRanks(int ranks, int gpus);
 // nccl_min_intra_busbw or the node profile.
 CheckRun RunIntraNode(const Config& cfg, const std::string& node, Level level, const std::string& backend, int ranks);
 
-// The drain reason for a failed intra-node check ("preflight: nccl ...").
+// The drain reason for a failed intra-node check (drain_reason.h:
+// "preflight[node] nccl.intra NODE (BACKEND, N ranks): busbw ... [got X, want >= Y]").
 std::string IntraDrainReason(const CheckRun& r, const std::string& node);
-inline constexpr const char* kNcclDrainPrefix = "preflight: nccl";
+// The drain reason for a node in two failed ring pairs ("preflight[node] nccl.inter NODE: ...").
+std::string InterDrainReason(const std::string& node);
 
 // --- allocation orchestration (batch step, root) ------------------------------
 // Inputs the plugin reads from Slurm; plain data so it can be unit-tested.

@@ -25,8 +25,6 @@ class FsRoot {
   // Entries of a directory, sorted, without "." and "..".
   Expected<std::vector<std::string>> ListDir(const std::string& path) const;
   bool Exists(const std::string& path) const;
-  // Target of a symlink (as readlink(2)), e.g. /sys/class/net/ib0/device.
-  Expected<std::string> ReadLink(const std::string& path) const;
   // The host path, for APIs that need one (statvfs).
   std::string HostPath(const std::string& path) const;
 

@@ -7,6 +7,7 @@
 
 #include "preflight/clock.h"
 #include "preflight/config.h"
+#include "preflight/drain_reason.h"
 #include "preflight/status.h"
 
 namespace preflight {
@@ -53,15 +54,14 @@ std::string ReportJson(const Report& r);
 // node_exporter textfile format; labels escaped per the exposition format.
 std::string ReportPrometheus(const Report& r);
 
-// The drain reason for a failed report, prefixed "preflight: " so admins and
-// the health check can tell preflight's drains from others; at most `max`
-// characters.
-inline constexpr const char* kDrainPrefix = "preflight: ";
-std::string DrainReason(const Report& r, size_t max = 200);
+// The drain reason for a failed report (drain_reason.h grammar): the first
+// failed check with its device, message and figure; the others in `more`.
+// At most `max` characters.
+std::string DrainReasonFor(const Report& r, size_t max = kReasonMax);
 // The drain reason for a site config the node's prolog or epilog cannot
-// load: "preflight: config FILE:LINE: key 'K': CAUSE" (the config owner's
-// fault, named where `sinfo -R` shows it), at most `max` characters.
-std::string ConfigDrainReason(const std::string& config_error, size_t max = 200);
+// load: "preflight[config] config: FILE:LINE: key 'K': CAUSE" (the config
+// owner's fault, named where `sinfo -R` shows it), at most `max` characters.
+std::string ConfigDrainReason(const std::string& config_error, size_t max = kReasonMax);
 
 // The warn findings (severity.h) as one line for the node's Comment,
 // prefixed "preflight warn: ", each tagged with its owner; "" when none.

@@ -16,7 +16,7 @@
 // switch wins: gpu.temperature's result looks at check_gpu_temperature, then
 // check_gpu. `warn` turns its fails into warns; `off` does not run a check
 // (descriptor names) or turns a result into "skipped: off by check_<name>".
-// Self-contained: used by the harness (checks.cc) and the config table.
+// Self-contained: used by the harness (check_harness.cc) and the config table.
 #pragma once
 
 #include <map>

@@ -27,7 +27,8 @@ struct NodeState {
   std::string reason;  // as set (Slurm keeps no " [user@time]" in the record)
   bool drain = false;  // NODE_STATE_DRAIN: draining or drained
   bool drained() const { return drain; }
-  bool ours() const;   // reason starts with kDrainPrefix
+  long long reason_time = 0;  // when the reason was set (Unix seconds; 0: not known)
+  bool ours() const;   // preflight wrote the reason (drain_reason.h, any version)
 };
 
 struct JobRecord {
@@ -98,7 +99,7 @@ Expected<std::string> JobGpusOn(const Config& cfg, const std::string& job, const
 // `self` (a step number), joined ("13.4"; "" when none).
 Expected<std::string> OtherStepsOf(const Config& cfg, const std::string& job, uint32_t self);
 Status SetJobAdminComment(const Config& cfg, const std::string& job, const std::string& comment);
-// Nodes among `hostlist` that preflight drained (reason starts with kDrainPrefix).
+// Nodes among `hostlist` that preflight drained (NodeState::ours()).
 Expected<std::vector<std::string>> NodesDrainedByPreflight(const Config& cfg, const std::string& hostlist);
 
 }  // namespace preflight

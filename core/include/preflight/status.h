@@ -52,8 +52,6 @@ class Status {
   int errno_ = 0;
 };
 
-const char* CodeName(Status::Code c);
-
 // A value or the Status saying why there is none.
 template <class T>
 class Expected {

@@ -2,7 +2,9 @@
 // the production dlopen path) and sysfs fixture trees (tests/fixtures/sysfs).
 // GPU checks go through RunChecks so each runs in a fresh child, as in
 // production: NVML is loaded once per process and faults are read at init.
-#include "preflight/health_checks.h"
+#include "preflight/gpu_checks.h"
+#include "preflight/ib_checks.h"
+#include "preflight/xid.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,5 @@
+// preflight-epilog: slurmd's Epilog= (see man preflight-epilog(8)).
+// The shared node main: prolog/src/node_main.cc.
+#include "preflight/node_main.h"
+
+int main(int argc, char** argv) { return preflight::NodeMain(argc, argv, preflight::Phase::kEpilog); }

@@ -1,0 +1,113 @@
+#include "preflight/node_phase.h"
+
+#include <ctime>
+
+#include "preflight/drain_reason.h"
+#include "preflight/fileutil.h"
+#include "preflight/log.h"
+#include "preflight/rails.h"
+#include "preflight/slurm_conf.h"
+#include "preflight/state_paths.h"
+#include "preflight/topo_load.h"
+
+namespace preflight {
+
+DrainMode PlanDrain(Phase phase, bool set_drain_reason, const Expected<std::vector<std::string>>& prolog_flags) {
+  if (phase == Phase::kHealth || !set_drain_reason) return DrainMode::kNone;
+  if (prolog_flags && DrainHowFor(*prolog_flags) == DrainHow::kNow) return DrainMode::kNow;
+  return DrainMode::kDetached;
+}
+
+HealthPlan PlanHealth(bool failed, const std::string& warnings, bool our_comment_set, const NodeState* node) {
+  HealthPlan p;
+  // warn findings go to the node's Comment (no drain); preflight clears only
+  // a comment it set, which it remembers in state_dir.
+  if (!warnings.empty()) p.comment = HealthPlan::Comment::kSet;
+  else if (our_comment_set) p.comment = HealthPlan::Comment::kClear;
+  if (node == nullptr) return p;
+  p.drain = failed && !node->drained();
+  p.resume = !failed && node->drained() && node->ours();
+  return p;
+}
+
+std::string FoldStageResult(const StageJobResult& st, NodeRunOutcome* out) {
+  out->summary += st.summary;
+  if (st.ok) return "";
+  if (!st.drain) return "stage: " + st.message;
+  DrainReason d;
+  d.owner = st.owner == FaultOwner::kConfig ? FaultOwner::kConfig : FaultOwner::kNode;
+  d.check = reason_check::kStage;
+  d.finding = st.message;
+  out->failed = true;
+  out->drain_reason = FormatReason(d);
+  return "";
+}
+
+namespace {
+
+// Prolog: refresh the node's topology cache (hwloc only when stale, sysfs
+// port state always) so tasks read it instead of loading hwloc, and write
+// the records other parts read. Never fatal.
+void PrologTopology(const Config& cfg, const JobContext& job, const EnvMap& env, const char* prog) {
+  const std::string& node = job.node;
+  auto gpus = env.find("SLURM_JOB_GPUS");
+  TopoLoadOptions lo;
+  lo.refresh_sysfs = true;
+  auto t = LoadTopologyCached(cfg, node, lo);
+  if (!t && t.status().code() != Status::Code::kUnavailable)
+    Log(LogLevel::kError, prog, "topology cache", t.status().message());
+  // Slurm gave the job GPUs here but the topology shows none (hwloc missed
+  // them): logged, never fatal (the GPU checks judge the GPUs themselves).
+  if (t && gpus != env.end()) {
+    std::string w = GpuGresWarning(*t, gpus->second, "");
+    if (!w.empty()) Log(LogLevel::kError, prog, "topology (warning, job " + job.job_id + ")", w);
+  }
+  // This node's rail signature, for the allocation-wide comparison (rails.h).
+  if (t && ClassifyRails(*t, cfg.topo_rails).ok()) {
+    Status w = WriteRailsRecord(cfg, RailsOf(node, *t));
+    if (!w.ok()) Log(LogLevel::kError, prog, "rails record", w.message());
+  }
+  // The job's GPUs on this node, for the plugin's one-NIC-set-per-node rule
+  // (topo.h: JobGpusOnNode): slurmd's SLURM_JOB_GPUS is only this trusted here.
+  if (!job.job_id.empty()) {
+    Status g = WriteJobGpusRecord(cfg, job.job_id, node, gpus != env.end() ? gpus->second : "");
+    if (!g.ok()) Log(LogLevel::kError, prog, "job GPU record", g.message());
+  }
+}
+
+}  // namespace
+
+NodeRunOutcome RunNodePhase(const Config& cfg, const JobContext& job, Phase phase, const EnvMap& env, const char* prog) {
+  auto exit_code = env.find("SLURM_JOB_EXIT_CODE");
+  bool job_failed = phase == Phase::kEpilog && exit_code != env.end() && exit_code->second != "0";
+  // Epilog: staging cleanup first (it must happen whatever the checks say),
+  // its figures go into the epilog's result.
+  UnstageResult unstage;
+  if (phase == Phase::kEpilog) unstage = UnstageForJob(cfg, job);
+  NodeRunOutcome out = RunNode(cfg, job, phase, job_failed, unstage.checks, unstage.notes);
+  // Keep what preflight leaves per job in bounds (state_keep, state_keep_size;
+  // stage views and holds of jobs whose epilog never ran). Never fatal.
+  if (phase == Phase::kEpilog || phase == Phase::kHealth) {
+    double now = static_cast<double>(::time(nullptr));
+    state::StateGcResult gc = state::PruneJobState(cfg, job.job_id, now);
+    for (const auto& e : gc.errors) Log(LogLevel::kError, prog, "state gc", e);
+    for (const auto& line : ReleaseStaleJobs(cfg, LiveSlurmJobs(), now)) Log(LogLevel::kInfo, prog, "stage", line);
+  }
+  if (phase != Phase::kProlog) return out;
+  // Prolog: stage datasets only on a node that passed its checks. See
+  // stage_job.h for which failures fail the job and which drain the node.
+  if (!out.failed && !job.job_id.empty()) {
+    std::string job_only = FoldStageResult(StageForJob(cfg, job), &out);
+    if (!job_only.empty())
+      Log(LogLevel::kError, "prolog", "job " + job.job_id + " fails (node stays in service)", job_only);
+  }
+  if (cfg.topo_env) PrologTopology(cfg, job, env, prog);
+  if (!job.job_id.empty()) {
+    std::string txt = state::JobNodeFile(cfg, job.job_id, job.node, state::kPrologText);
+    Status w = WriteFileAtomic(txt, out.summary, 0644);
+    if (!w.ok()) Log(LogLevel::kError, prog, "summary file", w.message());
+  }
+  return out;
+}
+
+}  // namespace preflight
