@@ -459,18 +459,13 @@ extern "C" void WorkerSignal(int sig) {
 int AcceptStorageWorker(const CommonCli& cli) {
   (void)cli;
   std::string node = std::getenv("SLURMD_NODENAME") ? std::getenv("SLURMD_NODENAME") : ShortHostname();
-  accept::StorageOptions base = accept::StorageOptionsForLevel(g_accept.level);
-  if (!g_accept.storage_bytes.empty()) {
-    auto b = ParseSize(g_accept.storage_bytes);
-    if (!b || *b < 4096) {
-      Log(LogLevel::kError, "accept", "--storage-bytes", b ? "below 4K" : b.status().message());
-      return 2;
-    }
-    base.file_bytes = *b;
-    base.ckpt_bytes = *b * 2;
+  auto opts = accept::StorageOptionsFor(g_accept.level, g_accept.storage_bytes, g_accept.storage_files,
+                                        g_accept.storage_runtime);
+  if (!opts) {
+    Log(LogLevel::kError, "accept", "storage options", opts.status().message());
+    return 2;
   }
-  if (g_accept.storage_files > 0) base.small_files = g_accept.storage_files;
-  if (!g_accept.storage_runtime.empty()) base.runtime_s = std::atof(g_accept.storage_runtime.c_str());
+  accept::StorageOptions base = *opts;
   struct sigaction sa {};
   sa.sa_handler = WorkerSignal;
   ::sigaction(SIGINT, &sa, nullptr);
@@ -501,6 +496,11 @@ int AcceptStorageWorker(const CommonCli& cli) {
   return g_worker_signal ? 128 + g_worker_signal : 0;
 }
 
+std::string CurrentDir() {
+  char buf[4096];
+  return ::getcwd(buf, sizeof buf) ? buf : ".";
+}
+
 // A program beside this one (the install's bin/ and sbin/, or the build
 // tree's sibling folders), else its bare name for PATH.
 std::string Beside(const std::string& name, const char* build_dir) {
@@ -522,6 +522,17 @@ int AcceptCmd(const std::vector<std::string>& args, const CommonCli& cli) {
   }
   if (g_accept.level != "quick" && g_accept.level != "full") {
     Log(LogLevel::kError, "accept", "--level " + g_accept.level, "expected quick or full");
+    return 2;
+  }
+  for (const auto& p : g_accept.storage)
+    if (p.empty() || p.size() > accept::kMaxStoragePath || p[0] != '/') {
+      Log(LogLevel::kError, "accept", "--storage " + p.substr(0, 80),
+          "expected an absolute path of at most " + std::to_string(accept::kMaxStoragePath) + " bytes");
+      return 2;
+    }
+  if (auto so = accept::StorageOptionsFor(g_accept.level, g_accept.storage_bytes, g_accept.storage_files,
+                                          g_accept.storage_runtime); !so) {
+    Log(LogLevel::kError, "accept", "storage options", so.status().message());
     return 2;
   }
   if (g_accept.storage_worker) return AcceptStorageWorker(cli);
@@ -552,6 +563,11 @@ int AcceptCmd(const std::vector<std::string>& args, const CommonCli& cli) {
       Log(LogLevel::kError, "accept", "--threshold", s.message());
       return 2;
     }
+  }
+  Status tc = accept::CheckThresholds(o.thresholds);
+  if (!tc.ok()) {
+    Log(LogLevel::kError, "accept", "--threshold", tc.message());
+    return 2;
   }
   for (const auto& b : g_accept.budgets) {
     size_t eq = b.find('=');
@@ -592,6 +608,7 @@ int AcceptCmd(const std::vector<std::string>& args, const CommonCli& cli) {
   }
   if (!note.empty()) std::printf("preflight accept: %s\n", note.c_str());
   std::fflush(stdout);
+  o.node_state_dir = (used[0] == '/' ? used : CurrentDir() + "/" + used) + "/.state-" + o.tag;
   auto run = [](const std::vector<std::string>& argv, unsigned ms) {
     auto r = RunCommand(argv, {}, ms == 0 ? 1 : ms);
     if (r) return *r;
@@ -605,6 +622,7 @@ int AcceptCmd(const std::vector<std::string>& args, const CommonCli& cli) {
     std::fflush(stdout);
   };
   accept::Report r = accept::RunAccept(o, run, progress);
+  RunCommand({"rm", "-rf", "--", o.node_state_dir}, {}, 60000);
   if (!note.empty()) { r.notes.push_back(note); accept::Judge(&r); }
   char created[32];
   std::time_t now = std::time(nullptr);

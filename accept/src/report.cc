@@ -163,9 +163,8 @@ void JudgeCollective(Report* r) {
       StageVerdict(r, "collective", f.verdict);
       prev = &c;
     }
-    r->scaling_text = broke.empty() ? "busbw held from 2 to " + std::to_string(prev->nodes) + " nodes (within " +
-                                          Fmt("%.0f", (1 - t.scaling_warn) * 100) + "% of the 2-node figure " +
-                                          RateWords(ref) + ")"
+    r->scaling_text = broke.empty() ? "busbw held from 2 to " + std::to_string(prev->nodes) + " nodes (each at least " +
+                                          Fmt("%.2f", t.scaling_warn) + " x the 2-node figure " + RateWords(ref) + ")"
                                     : broke;
   }
   // Ring pairs: the straggler rule.
@@ -194,7 +193,7 @@ void JudgeCollective(Report* r) {
       f.threshold = s.fraction * s.median;
       f.threshold_source = Fmt("%.2f", s.fraction) + " x median of the " + s.basis + " " + RateWords(s.median);
       f.verdict = Verdict::kFail;
-      f.reason = "straggler: " + s.basis + " busbw " + RateWords(s.figure) + " < " + Fmt("%.2f", s.fraction) +
+      f.reason = "straggler " + s.node + ": " + s.basis + " busbw " + RateWords(s.figure) + " < " + Fmt("%.2f", s.fraction) +
                  " x median " + RateWords(s.median);
       f.reproduce = "srun --mpi=pmix -N" + std::to_string(r->nodes.size()) + " --ntasks-per-node=1 preflight-nccl --scope pairs --records";
       Blame(r, s.node, Verdict::kFail, f.reason);
@@ -220,6 +219,16 @@ const StorageMetric kStorageMetrics[] = {
     {"read_files", &StorageFigures::read_files_per_s, "files/s", nullptr},
     {"stat", &StorageFigures::stat_per_s, "ops/s", nullptr},
 };
+
+// The median over the nodes' figures for `path` when they all ran at once.
+double NodeMedian(const Report& r, const std::string& path, double StorageFigures::*field) {
+  std::vector<double> v;
+  for (const auto& s : r.storage)
+    if (s.path == path && s.scope == "all nodes" && !s.node.empty() && s.error.empty()) v.push_back(s.*field);
+  if (v.size() < 3) return 0;  // two nodes cannot tell which one is slow
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
 
 void JudgeStorage(Report* r) {
   const Thresholds& t = r->thresholds;
@@ -280,7 +289,17 @@ void JudgeStorage(Report* r) {
                    " x the best path's " + ValueWords(best[m.name], m.unit);
       }
       if (f.reason.empty()) f.reason = where + ": " + m.name + " " + ValueWords(f.value, m.unit);
-      if (f.verdict != Verdict::kPass && !s.node.empty() && s.scope == "all nodes") Blame(r, s.node, f.verdict, f.reason);
+      // A node is blamed only for being slow against the other nodes on the
+      // same path at the same time; a path slow for everyone is the path's.
+      if (s.scope == "all nodes" && !s.node.empty()) {
+        double med = NodeMedian(*r, s.path, m.field);
+        if (med > 0 && f.value < t.storage_fraction * med) {
+          std::string why = where + ": " + m.name + " " + ValueWords(f.value, m.unit) + " < " +
+                            Fmt("%.2f", t.storage_fraction) + " x the nodes' median " + ValueWords(med, m.unit);
+          Blame(r, s.node, Verdict::kWarn, why);
+          if (f.verdict == Verdict::kPass) { f.verdict = Verdict::kWarn; f.reason = why; f.reference = med; }
+        }
+      }
       StageVerdict(r, "storage", f.verdict);
       r->figures.push_back(f);
     }
@@ -367,9 +386,13 @@ Status SetThreshold(Thresholds* t, const std::string& kv) {
       {"ckpt_write", &Thresholds::ckpt_write},         {"create_per_s", &Thresholds::create_per_s},
       {"storage_fraction", &Thresholds::storage_fraction}};
   t->*(fields.at(key)) = v;
-  if (t->scaling_fail > t->scaling_warn)
-    return Status::InvalidArgument("scaling_fail " + Fmt("%.2f", t->scaling_fail) + " is above scaling_warn " +
-                                   Fmt("%.2f", t->scaling_warn));
+  return Status::Ok();
+}
+
+Status CheckThresholds(const Thresholds& t) {
+  if (t.scaling_fail > t.scaling_warn)
+    return Status::InvalidArgument("scaling_fail " + Fmt("%.2f", t.scaling_fail) + " is above scaling_warn " +
+                                   Fmt("%.2f", t.scaling_warn));
   return Status::Ok();
 }
 

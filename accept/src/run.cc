@@ -175,6 +175,7 @@ class Runner_ {
     a.insert(a.end(), {"/bin/sh", "-c", "\"$0\" \"$@\" 2>&1; echo \"#accept-node ${SLURMD_NODENAME:-?} $?\"", o_.prolog,
                        "--level", o_.level, "--set", "set_drain_reason=no"});
     a.insert(a.end(), o_.pass_args.begin(), o_.pass_args.end());
+    if (!o_.node_state_dir.empty()) a.insert(a.end(), {"--set", "state_dir=" + o_.node_state_dir});
     Say("nodes: node checks (level " + o_.level + ") on " + std::to_string(live_.size()) + " nodes");
     ProcessResult p = run_(a, Left());
     std::set<std::string> seen;
@@ -201,6 +202,7 @@ class Runner_ {
     if (!Budget("the fleet comparison")) return;
     std::vector<std::string> f = {o_.preflight};
     f.insert(f.end(), o_.pass_args.begin(), o_.pass_args.end());
+    if (!o_.node_state_dir.empty()) f.insert(f.end(), {"--set", "state_dir=" + o_.node_state_dir});
     f.insert(f.end(), {"fleet", Join(live_)});
     ProcessResult fl = run_(f, std::min(Left(), 60000u));
     if (fl.exit_code == 0) {
@@ -331,19 +333,33 @@ class Runner_ {
   }
 
   std::vector<StorageFigures> Worker(const std::vector<std::string>& nodes, const std::string& scope) {
-    std::vector<std::string> a = WorkerArgs(Srun(nodes, false, 1, false));
+    // --label: srun splits each task's output into whole lines (without it,
+    // long lines of tasks running at once interleave mid-line).
+    std::vector<std::string> a = WorkerArgs(Srun(nodes, false, 1, true));
     ProcessResult p = run_(a, Left());
     std::vector<StorageFigures> out;
     std::set<std::pair<std::string, std::string>> got;
-    size_t pos = 0;
-    while (pos < p.output.size()) {
-      size_t nl = p.output.find('\n', pos);
-      std::string line = p.output.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
-      pos = nl == std::string::npos ? p.output.size() : nl + 1;
+    std::vector<std::string> lines;
+    for (const auto& [task, text] : SplitLabelled(p.output)) {
+      size_t pos = 0;
+      while (pos < text.size()) {
+        size_t nl = text.find('\n', pos);
+        lines.push_back(text.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos));
+        pos = nl == std::string::npos ? text.size() : nl + 1;
+      }
+    }
+    for (const auto& line : lines) {
       if (line.rfind(kStoragePrefix, 0) != 0) continue;
       auto f = ParseStorageLine(line);
       if (!f) continue;
       f->scope = scope;
+      auto so = StorageOptionsFor(o_.level, o_.storage_bytes, o_.storage_files, o_.storage_runtime);
+      if (so) {
+        so->path = f->path;
+        so->node = f->node;
+        so->tag = o_.tag;
+        f->reproduce = ReproduceCommands(*so);
+      }
       got.insert({f->node, f->path});
       out.push_back(*f);
     }

@@ -7,10 +7,12 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
 
+#include "preflight/config.h"
 #include "preflight/fileutil.h"
 #include "preflight/json.h"
 #include "preflight/process.h"
@@ -118,6 +120,36 @@ std::string SmallFiles(const std::string& dir, int n, StorageFigures* f) {
 }
 
 }  // namespace
+
+Expected<StorageOptions> StorageOptionsFor(const std::string& level, const std::string& bytes, int files,
+                                           const std::string& runtime) {
+  StorageOptions o = StorageOptionsForLevel(level);
+  if (!bytes.empty()) {
+    auto b = ParseSize(bytes);
+    if (!b) return Status::InvalidArgument("--storage-bytes: " + b.status().message());
+    if (*b < 4096 || *b > (1ull << 40)) return Status::InvalidArgument("--storage-bytes " + bytes + ": outside 4K..1T");
+    o.file_bytes = *b;
+    o.ckpt_bytes = *b * 2;
+  }
+  if (files < 0 || files > 1000000) return Status::InvalidArgument("--storage-files " + std::to_string(files) + ": outside 0..1000000");
+  if (files > 0) o.small_files = files;
+  if (!runtime.empty()) {
+    char* end = nullptr;
+    double s = std::strtod(runtime.c_str(), &end);
+    if (*end || s < 1 || s > 3600) return Status::InvalidArgument("--storage-runtime " + runtime + ": outside 1..3600 seconds");
+    o.runtime_s = s;
+  }
+  return o;
+}
+
+std::vector<std::string> ReproduceCommands(const StorageOptions& o) {
+  std::string dir = o.path + "/" + PrivateDirName(o);
+  std::vector<std::string> out;
+  for (const char* fig : {"seq_write", "seq_read", "rand_read_4k", "ckpt_write"})
+    out.push_back(Cmdline(FioArgv(o, fig, dir, std::string(fig) == "ckpt_write" ? o.ckpt_bytes : o.file_bytes,
+                                  dir + "/fio.json")));
+  return out;
+}
 
 StorageOptions StorageOptionsForLevel(const std::string& level) {
   StorageOptions o;
@@ -240,10 +272,8 @@ std::string StorageLine(const StorageFigures& f) {
   w.BeginObject().Field("path", f.path).Field("node", f.node).Field("seq_write", f.seq_write);
   w.Field("seq_read", f.seq_read).Field("rand_read_iops", f.rand_read_iops).Field("ckpt_write", f.ckpt_write);
   w.Field("create_per_s", f.create_per_s).Field("read_files_per_s", f.read_files_per_s);
-  w.Field("stat_per_s", f.stat_per_s).Field("error", f.error);
-  w.Key("reproduce").BeginArray();
-  for (const auto& c : f.reproduce) w.String(c);
-  w.EndArray().EndObject();
+  w.Field("stat_per_s", f.stat_per_s).Field("error", f.error.size() > 400 ? f.error.substr(0, 400) + "..." : f.error);
+  w.EndObject();
   return std::string(kStoragePrefix) + w.str() + "\n";
 }
 
@@ -264,9 +294,6 @@ Expected<StorageFigures> ParseStorageLine(const std::string& line) {
   f.create_per_s = num("create_per_s");
   f.read_files_per_s = num("read_files_per_s");
   f.stat_per_s = num("stat_per_s");
-  if (j.contains("reproduce") && j["reproduce"].is_array())
-    for (const auto& c : j["reproduce"])
-      if (c.is_string()) f.reproduce.push_back(c.get<std::string>());
   return f;
 }
 

@@ -28,7 +28,13 @@ count=$(wc -l <<<"$nodes")
 slow_node=$(tail -1 <<<"$nodes")
 shaped=none
 loopdev=""
+# The node checks run as the job's user: the harness's scratch dirs are
+# root's (the prolog's view); a user needs to write scratch (1777 as on a
+# real node) for scratch.writable to pass.
+for d in "$C"/nodes/*/scratch; do stat -c '%a %n' "$d"; done >"$OUT/scratch.modes"
+chmod 1777 "$C"/nodes/*/scratch
 cleanup() {
+  while read -r mode d; do chmod "$mode" "$d"; done <"$OUT/scratch.modes"
   cp "$OUT/preflight.conf.orig" "$conf"
   rm -f "$C"/nodes/*/nccl_rate
   [ "$shaped" = tc ] && "$S/tests/harness/cluster.sh" unshape "$C" >/dev/null 2>&1
@@ -64,17 +70,24 @@ echo "mine" >"$OUT/bad/notes.txt"
 
 # --- the slow node
 if grep -q '^  shape)' "$S/tests/harness/cluster.sh" 2>/dev/null; then
-  "$S/tests/harness/cluster.sh" shape "$C" "$slow_node" 8mbit && shaped=tc
+  "$S/tests/harness/cluster.sh" shape "$C" "$slow_node" 64mbit && shaped=tc
 fi
 if [ "$shaped" = none ]; then
   echo "nccl_host_rate_file = $C/nodes/%n/nccl_rate" >>"$conf"
-  echo 2M >"$C/nodes/$slow_node/nccl_rate"
+  echo 8M >"$C/nodes/$slow_node/nccl_rate"
   shaped=rate-seam
 fi
 note "$count nodes, $slow_node slowed by $shaped, slow path $OUT/slow ($loopdev, 8 MB/s)"
 
 # Small sizes: the suite's time matters; budgets far above what this takes.
-common="--max-bytes 1M --storage-bytes 1M --storage-files 200 --storage-runtime 3 --threshold seq_write=20M"
+# The emulated fabric is CPU-bound on a shared 2-core machine: 1 MiB
+# all-reduces at N nodes against 2, and one ring pair against another, vary
+# by 2-4x without any fault, and so do one node's tmpfs IOPS against
+# another's, so the straggler and storage fractions are 0.2 here (the slow
+# node and path are 50-100x below the others) and the clean run loosens the
+# scaling bounds (the verdict logic itself is unit-tested in accept_test).
+common="--config $C/etc/preflight.conf --max-bytes 1M --storage-runtime 3 --threshold seq_write=20M"
+common+=" --threshold straggler_fraction=0.2"
 accept_job() {  # OUTFILE ARGS...: run preflight accept as the test user in an allocation of every node
   local o=$1; shift
   local jid
@@ -83,7 +96,8 @@ accept_job() {  # OUTFILE ARGS...: run preflight accept as the test user in an a
 }
 
 # --- 1. shaped
-accept_job "$OUT/logs/shaped.out" --out "$OUT/shaped" --storage "$OUT/fast" --storage "$OUT/slow" $common
+accept_job "$OUT/logs/shaped.out" --out "$OUT/shaped" --storage "$OUT/fast" --storage "$OUT/slow" $common \
+  --storage-bytes 1M --storage-files 200 --threshold storage_fraction=0.2
 cat "$OUT/logs/shaped.out"
 J=$OUT/shaped/report.json
 check "shaped: report.json written" test -s "$J"
@@ -125,18 +139,19 @@ PY
 cp "$OUT/preflight.conf.orig" "$conf"
 rm -f "$C"/nodes/*/nccl_rate
 [ "$shaped" = tc ] && { "$S/tests/harness/cluster.sh" unshape "$C"; shaped=none; }
-# The emulated fabric is CPU-bound on a shared 2-core machine: busbw at N
-# nodes against 2 is noisy, so the scaling bounds are loosened here (the
-# verdict logic itself is unit-tested in accept_test).
+# Larger files here (tmpfs: fast): at 1 MiB a node's figures are a few
+# milliseconds of work and one scheduling hiccup on the shared cores makes a
+# node look 10x slower than the others.
 accept_job "$OUT/logs/clean.out" --out "$OUT/clean" --storage "$OUT/fast" $common \
-  --threshold scaling_warn=0.3 --threshold scaling_fail=0.2
+  --storage-bytes 16M --storage-files 1000 --threshold storage_fraction=0.1 \
+  --threshold scaling_warn=0.2 --threshold scaling_fail=0.1
 cat "$OUT/logs/clean.out"
 J=$OUT/clean/report.json
 check "clean: verdict pass" jq_py "sys.exit(r['verdict'] != 'pass')"
 check "clean: nobody named" jq_py "sys.exit(bool(r['collective']['stragglers']))"
 
 # --- 3. bad input
-accept_job "$OUT/logs/bad.out" --out "$OUT/bad" --storage "$OUT/locked" --storage "$OUT/full" \
+accept_job "$OUT/logs/bad.out" --config "$C/etc/preflight.conf" --out "$OUT/bad" --storage "$OUT/locked" --storage "$OUT/full" \
   --max-bytes 64K --storage-bytes 4M --storage-files 50 --storage-runtime 3
 cat "$OUT/logs/bad.out"
 check "bad: --out with other files left alone" grep -qx mine "$OUT/bad/notes.txt"

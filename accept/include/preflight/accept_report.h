@@ -118,6 +118,8 @@ const std::vector<ThresholdKey>& ThresholdKeys();
 // ratios numbers in (0, 1). Unknown keys and bad values are InvalidArgument
 // naming the key.
 Status SetThreshold(Thresholds* t, const std::string& key_value);
+// After all are set: scaling_fail must not be above scaling_warn.
+Status CheckThresholds(const Thresholds& t);
 
 struct Report {
   std::string tool_version;
@@ -150,8 +152,11 @@ struct Report {
 // (scaling_warn, scaling_fail); the first k that falls below is "the step
 // that broke" (k/2 -> k). Any wrong element fails, whatever the bandwidth.
 // Stragglers: the ring pairs through FindStragglers (collective/straggler.h).
-// Storage: per path and node against the thresholds that are set, and each
-// path's one-node figures against the best path's (storage_fraction).
+// Storage: per path and node against the thresholds that are set (a path
+// slow for every node is the path's fault, never a node's), each path's
+// one-node figures against the best path's, and each node against the other
+// nodes on the same path at the same time (storage_fraction: that names the
+// node).
 void Judge(Report* r);
 
 // report.json (schema: accept/accept-report.schema.json), pretty, stable order.

@@ -45,6 +45,11 @@ struct RunOptions {
   int storage_files = 0;                    // ... --storage-files (0 the level's)
   std::string storage_runtime;              // ... --storage-runtime seconds ("" the level's)
   std::string tag;                          // the storage workers' private directory suffix
+  // state_dir for the user-run node checks and the fleet comparison: the
+  // checks record versions and results there, never in the site's state_dir
+  // (root's); under --out, which the nodes should share. Removed after the
+  // stage. "" leaves the site's.
+  std::string node_state_dir;
   double budget_nodes = 0, budget_collective = 0, budget_storage = 0;  // seconds (0: the level's)
 };
 

@@ -45,6 +45,17 @@ struct StorageOptions {
 // 500 small files; "full": 2 GiB, 8 GiB, 60 s, 20000).
 StorageOptions StorageOptionsForLevel(const std::string& level);
 
+// The level's sizes with the command line's overrides: bytes ("" the
+// level's; the checkpoint twice that, at least 4K), files (0 the level's),
+// runtime seconds ("" the level's, 1..3600). InvalidArgument names the option.
+Expected<StorageOptions> StorageOptionsFor(const std::string& level, const std::string& bytes, int files,
+                                           const std::string& runtime);
+// The fio command lines MeasureStorage runs for `o` (for the report).
+std::vector<std::string> ReproduceCommands(const StorageOptions& o);
+// A --storage path longer than this is refused (the worker's result line
+// must stay short: srun splits long output lines).
+inline constexpr size_t kMaxStoragePath = 512;
+
 // fio's figures from its --output-format=json document.
 struct FioFigures {
   double read_bw = 0;    // bytes/s
@@ -66,7 +77,8 @@ StorageFigures MeasureStorage(const StorageOptions& o);
 // The private directory's name under o.path.
 std::string PrivateDirName(const StorageOptions& o);
 
-// "#accept-storage {json}" line for the orchestrator, and its parser.
+// "#accept-storage {json}" line for the orchestrator (without the reproduce
+// commands: srun splits lines past about 1 KiB), and its parser.
 std::string StorageLine(const StorageFigures& f);
 Expected<StorageFigures> ParseStorageLine(const std::string& line);
 inline constexpr const char* kStoragePrefix = "#accept-storage ";
