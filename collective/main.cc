@@ -18,12 +18,14 @@
 #include <iostream>
 
 #include "preflight/cli.h"
+#include "preflight/clock.h"
 #include "preflight/collective.h"
 #include "preflight/collective_records.h"
 #include "preflight/collective_run.h"
 #include "preflight/fileutil.h"
 #include "preflight/job.h"
 #include "preflight/log.h"
+#include "preflight/pairs.h"
 #include "preflight/slurmctl.h"
 
 extern char** environ;
@@ -35,7 +37,6 @@ using namespace preflight::collective;
 
 const char* kProg = "preflight-nccl";
 
-bool sub_rank0(const std::vector<int>& members, int rank) { return !members.empty() && members.front() == rank; }
 
 ResultRecord RecordOf(const CheckRun& run) {
   ResultRecord r;
@@ -77,83 +78,40 @@ int Emit(const CheckRun& run, bool json, const std::string& output_file, bool pr
   return run.judgement.ok ? 0 : 1;
 }
 
-// Ring pairs of nodes (i, i+1) inside one launch: the ranks of each pair
-// form a sub-group while the others stand by in the same fences. Prints one
-// line per pair, "# pair A-B: OK|FAILED: ..." (and with `record` its
-// "#record" line), and returns 1 if any failed.
-int RunPairs(Bootstrap& b, const std::vector<std::string>& rank_nodes, const std::string& backend, const Config& cfg,
-             Level level, double user_cap, bool record) {
-  std::vector<std::string> nodes;
-  for (const auto& n : rank_nodes)
-    if (std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
-  const size_t n = nodes.size();
-  int rc = 0;
-  std::string threshold_source;
-  double threshold = Threshold(cfg, PickProfile(cfg, backend, GpuInventory{}), false, &threshold_source);
-  for (size_t p = 0; p < (n <= 2 ? (n == 2 ? 1 : 0) : n); ++p) {
-    const std::string& a = nodes[p];
-    const std::string& c = nodes[(p + 1) % n];
-    std::vector<int> members;
-    for (size_t r = 0; r < rank_nodes.size(); ++r)
-      if (rank_nodes[r] == a || rank_nodes[r] == c) members.push_back(static_cast<int>(r));
-    bool member = std::find(members.begin(), members.end(), b.Rank()) != members.end();
-    std::string verdict;
-    ResultRecord rec;
-    rec.kind = "pair";
-    rec.nodes = {a, c};
-    rec.threshold = threshold;
-    if (member) {
-      auto sub = MakeSubBootstrap(b, members);
-      auto be = MakeBackend(backend, *sub, cfg, user_cap);
-      if (!be) {
-        verdict = "FAILED: " + be.status().message();
-      } else {
-        auto res = RunAllReduceSweep(**be, SweepForLevel(level, cfg.nccl.max_bytes));
-        if (!res) {
-          verdict = "FAILED: " + res.status().message();
-        } else {
-          Judgement j = Judge(*res, threshold);
-          verdict = std::string(j.ok ? "OK: " : "FAILED: ") + j.message;
-          rec.busbw = j.busbw;
-        }
-      }
-    } else {
-      b.AllGather(kBackendGatherKey, "");  // stand by in the pair's one exchange
-    }
-    // The pair's rank 0 tells everyone its verdict and figure ("OK: ...\tBPS").
-    char fig[32];
-    std::snprintf(fig, sizeof fig, "\t%.17g", rec.busbw);
-    auto all = b.AllGather("pair", member && sub_rank0(members, b.Rank()) ? verdict + fig : "");
-    if (!all) {
-      Log(LogLevel::kError, kProg, "bootstrap", all.status().message());
-      return 2;
-    }
-    std::string v = (*all)[members.front()];
-    size_t tab = v.rfind('\t');
-    if (tab != std::string::npos) {
-      rec.busbw = std::strtod(v.c_str() + tab + 1, nullptr);
-      v.resize(tab);
-    }
-    rec.pass = v.rfind("OK", 0) == 0;
-    rec.message = v.substr(v.find(' ') == std::string::npos ? v.size() : v.find(' ') + 1);
-    if (!rec.pass) rc = 1;
-    if (b.Rank() == 0) {
-      std::printf("# pair %s-%s: %s\n", a.c_str(), c.c_str(), v.c_str());
-      if (record) std::fputs(RecordLine(rec).c_str(), stdout);
-    }
+// Ring pairs (pairs.h) after, or instead of, the allocation's all-reduce:
+// rank 0 prints every pair, the straggler rule's lines and (with `record`)
+// one "#record" line per pair and intra-node group. 1 if a pair failed its
+// threshold or the rule named a node.
+int PrintPairs(Bootstrap& b, const std::vector<std::string>& rank_nodes, const Config& cfg, const PairsOptions& opt,
+               bool record) {
+  auto out = RunPairs(b, rank_nodes, cfg, opt);
+  if (!out) {
+    Log(LogLevel::kError, kProg, "bootstrap", out.status().message());
+    return 2;
   }
+  bool named = !out->verdict.stragglers.empty();
   if (b.Rank() == 0) {
-    std::printf("# threshold: %s (%s)\n", threshold > 0 ? RateText(threshold).c_str() : "none", threshold_source.c_str());
-    std::printf("# %s\n", rc == 0 ? "OK: every pair passed" : "FAILED: some pairs failed");
+    std::fputs(out->text.c_str(), stdout);
+    if (record) {
+      for (const auto& r : out->pairs) std::fputs(RecordLine(r).c_str(), stdout);
+      for (const auto& r : out->intra) std::fputs(RecordLine(r).c_str(), stdout);
+    }
+    std::string src;
+    double threshold = Threshold(cfg, PickProfile(cfg, opt.backend, GpuInventory{}), false, &src);
+    std::printf("# threshold: %s (%s); straggler fraction %g of the allocation's median\n",
+                threshold > 0 ? RateText(threshold).c_str() : "none", src.c_str(), cfg.nccl.straggler_fraction);
+    std::printf("# %s\n", !out->all_pass ? "FAILED: some pairs failed"
+                           : named       ? "FAILED: the straggler rule named a node"
+                                         : "OK: every pair passed");
   }
   std::fflush(stdout);
-  return rc;
+  return out->all_pass && !named ? 0 : 1;
 }
 
 int Main(int argc, char** argv) {
   CommonCli cli;
   std::string level_text = "quick", backend_choice, node, output_file, scope = "allocation", min_busbw, max_bytes;
-  bool json = false, intra = false, drain = false, records = false;
+  bool json = false, intra = false, drain = false, records = false, pairs = false;
   int ranks = 0;
   po::options_description visible(
       "Usage: srun --mpi=pmix [SRUN OPTIONS] preflight-nccl [OPTIONS]\n"
@@ -174,7 +132,8 @@ int Main(int argc, char** argv) {
   hidden.add_options()
       ("scope", po::value<std::string>(&scope), "allocation (default), intra-node (label), or pairs: ring pairs of nodes")
       ("drain", po::bool_switch(&drain), "with --intra-node, as root: drain this node when it fails")
-      ("records", po::bool_switch(&records), "also print one '#record {json}' line per verdict, for a caller");
+      ("records", po::bool_switch(&records), "also print one '#record {json}' line per verdict, for a caller")
+      ("pairs", po::bool_switch(&pairs), "after the allocation's all-reduce, ring pairs and the straggler rule in the same launch");
   po::options_description all;
   all.add(visible).add(hidden);
   po::variables_map vm;
@@ -286,14 +245,35 @@ int Main(int argc, char** argv) {
     if (!r) { Log(LogLevel::kError, kProg, "PREFLIGHT_NCCL_HOST_RATE", r.status().message()); return 2; }
     user_cap = *r;
   }
-  if (scope == "pairs") return RunPairs(b, *nodes, backend, *cfg, *level, user_cap, records);
+  // Budgets inside nccl_timeout: with ring pairs to follow, the all-reduce
+  // gets a third of it (a cut link must not eat the pairs' time), the pairs
+  // what is left up to 90% (the rest: fences and printing).
+  const double t0 = MonotonicSeconds(), limit_s = limit_ms / 1000.0;
+  PairsOptions po_pairs;
+  po_pairs.level = *level;
+  po_pairs.backend = backend;
+  po_pairs.user_rate_cap = user_cap;
+  po_pairs.intra = b.Size() >= 2 * static_cast<int>(run.info.nodes.size());
+  auto pairs_budget = [&] { return std::max(1.0, t0 + 0.9 * limit_s - MonotonicSeconds()); };
+  if (scope == "pairs") {
+    po_pairs.budget_s = pairs_budget();
+    return PrintPairs(b, *nodes, *cfg, po_pairs, records);
+  }
+  const bool then_pairs = pairs && run.info.nodes.size() >= 2;
+  const double allreduce_deadline = then_pairs ? t0 + limit_s / 3 : 0;
 
   // One exchange inside MakeBackend carries every rank's success or failure.
-  auto be = MakeBackend(backend, b, *cfg, user_cap);
+  auto then = [&](int rc) {
+    if (!then_pairs) return rc;
+    po_pairs.budget_s = pairs_budget();
+    int prc = PrintPairs(b, *nodes, *cfg, po_pairs, records);
+    return std::max(rc, prc);
+  };
+  auto be = MakeBackend(backend, b, *cfg, user_cap, allreduce_deadline);
   if (!be) {
     run.error = be.status().message();
     run.judgement.message = run.error;
-    return Emit(run, json, output_file, b.Rank() == 0, records);
+    return then(Emit(run, json, output_file, b.Rank() == 0, records));
   }
   GpuInventory inv;
   if (backend == "nccl") {
@@ -306,14 +286,15 @@ int Main(int argc, char** argv) {
   double threshold = Threshold(*cfg, prof, one_node, &run.info.threshold_source);
 
   auto res = RunAllReduceSweep(**be, SweepForLevel(*level, cfg->nccl.max_bytes));
+  be->reset();  // the ring's sockets: the pairs make their own
   if (!res) {
     run.error = res.status().message();
     run.judgement.message = run.error;
-    return Emit(run, json, output_file, b.Rank() == 0, records);
+    return then(Emit(run, json, output_file, b.Rank() == 0, records));
   }
   run.result = *res;
   run.judgement = Judge(run.result, threshold);
-  return Emit(run, json, output_file, b.Rank() == 0, records);
+  return then(Emit(run, json, output_file, b.Rank() == 0, records));
 }
 
 }  // namespace

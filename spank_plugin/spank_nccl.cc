@@ -7,6 +7,7 @@ extern "C" {
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <sstream>
@@ -16,10 +17,12 @@ extern "C" {
 #include "preflight/collective_metrics.h"
 #include "preflight/collective_records.h"
 #include "preflight/collective_run.h"
+#include "preflight/fileutil.h"
 #include "preflight/job.h"
 #include "preflight/log.h"
 #include "preflight/slurmctl.h"
 #include "preflight/process.h"
+#include "preflight/state_paths.h"
 #include "spank_task.h"
 
 namespace preflight::spank {
@@ -187,10 +190,20 @@ int Batch(spank_t sp, const PluginArgs& args, const JobOptions& opts, const std:
     m.busbw = st.outcome.busbw;
     m.threshold = st.outcome.threshold;
     m.suspects = st.outcome.drained;
-    m.suspects.insert(m.suspects.end(), st.outcome.suspects.begin(), st.outcome.suspects.end());
+    for (const auto& s : st.outcome.suspects)
+      if (std::find(m.suspects.begin(), m.suspects.end(), s) == m.suspects.end()) m.suspects.push_back(s);
+    for (const auto& s : st.outcome.stragglers.stragglers)
+      if (std::find(m.suspects.begin(), m.suspects.end(), s.node) == m.suspects.end()) m.suspects.push_back(s.node);
     m.finished_unix = NowUnix();
     Status w = collective::WriteNcclMetrics(*cfg, m);
     if (!w.ok()) Log(LogLevel::kError, "task_init_privileged", "nccl metrics", w.message());
+  }
+  {
+    // The job's result record: verdict, figures, ring pairs, stragglers.
+    std::string dir = state::JobDir(*cfg, job);
+    Status w = MakeDirs(dir, 0755);
+    if (w.ok()) w = WriteFileAtomic(dir + "/nccl.json", collective::AllocationOutcomeJson(st.outcome, a.nodes), 0644);
+    if (!w.ok()) Log(LogLevel::kError, "task_init_privileged", "nccl result record", w.message());
   }
   if (!st.outcome.passed) {
     // AdminComment: only an operator can write it, so the note is ours.
@@ -243,7 +256,7 @@ int NcclTaskInit(spank_t sp) {
     ::sigaction(SIGTERM, &old_term, nullptr);
     if (!rq.ok()) std::fprintf(stderr, "preflight: nccl: requeue failed: %s\n", rq.message().c_str());
     // Slurm takes ExcNodeList once the job is pending again (slurmctl.h).
-    Status x = rq.ok() ? ExcludeNodesWhenPending(st.cfg, st.job_id, st.outcome.drained) : Status::Ok();
+    Status x = rq.ok() ? ExcludeNodesWhenPending(st.cfg, st.job_id, st.outcome.Excluded()) : Status::Ok();
     if (!x.ok()) std::fprintf(stderr, "preflight: nccl: ExcNodeList: %s\n", x.message().c_str());
   }
   std::fflush(stderr);

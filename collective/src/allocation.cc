@@ -9,6 +9,9 @@
 
 #include "preflight/collective_records.h"
 #include "preflight/fileutil.h"
+#include "preflight/json.h"
+#include "preflight/pairs.h"
+#include "preflight/severity.h"
 #include "preflight/process.h"
 #include "preflight/rails.h"
 #include "preflight/report.h"
@@ -102,8 +105,14 @@ std::vector<size_t> InterNodeSuspects(size_t n, const std::vector<bool>& pair_fa
 
 std::string RequeueNote(const AllocationOutcome& o, const std::vector<std::string>& nodes, const std::string& restarts) {
   std::string s = "preflight: nccl check failed at start " + restarts + " on " + Join(nodes, ",") + ": ";
-  s += o.drained.empty() ? std::string("no single node at fault") : "drained " + Join(o.drained, ",");
-  s += o.requeue ? "; requeued without " + Join(o.drained, ",") : "; job failed";
+  std::vector<std::string> slow;
+  if (o.straggler_mode == "on")
+    for (const auto& st : o.stragglers.stragglers)
+      if (std::find(o.drained.begin(), o.drained.end(), st.node) == o.drained.end()) slow.push_back(st.node);
+  if (!o.drained.empty()) s += "drained " + Join(o.drained, ",");
+  if (!slow.empty()) s += (o.drained.empty() ? "" : "; ") + std::string("straggler ") + Join(slow, ",");
+  if (o.drained.empty() && slow.empty()) s += "no single node at fault";
+  s += o.requeue ? "; requeued without " + Join(o.Excluded(), ",") : "; job failed";
   return s;
 }
 
@@ -184,22 +193,95 @@ VersionsOutcome VersionsAcross(const Config& cfg, const Allocation& a) {
                                                "its node checks have not run", ParseVersionsJson, CompareVersions);
 }
 
+std::vector<std::string> AllocationOutcome::Excluded() const {
+  std::vector<std::string> out = drained;
+  if (straggler_mode == "on")
+    for (const auto& s : stragglers.stragglers)
+      if (std::find(out.begin(), out.end(), s.node) == out.end()) out.push_back(s.node);
+  return out;
+}
+
+std::string StragglerDrainReason(const Straggler& s) {
+  char frac[32];
+  std::snprintf(frac, sizeof frac, "%g", s.fraction);
+  return std::string(kNcclDrainPrefix) + " straggler " + s.node + ": " + s.basis + " " +
+         (s.figure > 0 ? RateText(s.figure) : std::string("none")) + " < " + frac + " x median " + RateText(s.median);
+}
+
+std::string AllocationOutcomeJson(const AllocationOutcome& o, const std::vector<std::string>& nodes) {
+  JsonWriter w(true);
+  w.BeginObject();
+  w.Field("passed", o.passed);
+  w.Key("nodes").BeginArray();
+  for (const auto& n : nodes) w.String(n);
+  w.EndArray();
+  w.Field("busbw_Bps", o.busbw);
+  w.Field("threshold_Bps", o.threshold);
+  w.Key("pairs").BeginArray();
+  for (const auto& p : o.pairs) {
+    w.BeginObject();
+    w.Field("nodes", p.nodes.size() == 2 ? p.nodes[0] + "-" + p.nodes[1] : std::string());
+    w.Field("verdict", p.pass ? "pass" : "fail");
+    w.Field("busbw_Bps", p.busbw);
+    w.Key("samples_Bps").BeginArray();
+    for (double x : p.samples) w.Number(x);
+    w.EndArray();
+    w.Field("message", p.message);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("straggler").BeginObject();
+  w.Field("mode", o.straggler_mode.empty() ? std::string("not run") : o.straggler_mode);
+  w.Field("median_Bps", o.stragglers.median);
+  w.Field("fabric_wide", o.stragglers.fabric_wide);
+  if (!o.stragglers.slow_link.empty()) w.Field("slow_link", o.stragglers.slow_link);
+  w.Key("nodes").BeginArray();
+  for (const auto& s : o.stragglers.stragglers) {
+    w.BeginObject();
+    w.Field("node", s.node);
+    w.Field("basis", s.basis);
+    w.Field("figure_Bps", s.figure);
+    w.Field("median_Bps", s.median);
+    w.Field("fraction", s.fraction);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  w.Key("drained").BeginArray();
+  for (const auto& n : o.drained) w.String(n);
+  w.EndArray();
+  w.Key("suspects").BeginArray();
+  for (const auto& n : o.suspects) w.String(n);
+  w.EndArray();
+  w.Field("requeue", o.requeue);
+  w.Key("excluded").BeginArray();
+  for (const auto& n : o.Excluded()) w.String(n);
+  w.EndArray();
+  w.EndObject();
+  return w.str() + "\n";
+}
+
 AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Level level) {
   AllocationOutcome o;
   const int k = std::max(1, a.ranks_per_node);
   std::string head = "preflight: nccl: ";
-  auto user_step = [&](const std::vector<std::string>& nodes, const char* scope) {
+  auto user_step = [&](const std::vector<std::string>& nodes, const char* scope, bool pairs) {
     auto argv = Srun(cfg, nodes, k, true);
     auto tool = NcclArgs(cfg, a, level, scope);
     argv.insert(argv.end(), tool.begin(), tool.end());
     argv.push_back("--records");
+    if (pairs) argv.push_back("--pairs");
     return RunAs(argv, LaunchEnv(a.env, false), a.uid, a.gid, a.groups, cfg.nccl.timeout_ms);
   };
+  // The straggler rule needs ring pairs, measured in the allocation's own
+  // step (no extra step, no extra PMIx start-up) unless the site turned it off.
+  CheckMode mode = ModeFor(cfg.check_modes, "nccl.straggler");
+  const bool with_pairs = mode != CheckMode::kOff && a.nodes.size() >= 2;
 
   if (a.nodes.size() >= 2) o.text += RailsAcross(cfg, a).text;
   if (a.nodes.size() >= 2) o.text += VersionsAcross(cfg, a).text;
   double t0 = MonotonicSeconds();
-  auto all = user_step(a.nodes, "allocation");
+  auto all = user_step(a.nodes, "allocation", with_pairs);
   if (!all) {
     o.text += head + "cannot start the check: " + all.status().message() + "\n";
     return o;
@@ -207,27 +289,46 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
   char took[64];
   std::snprintf(took, sizeof took, "%.1f s", MonotonicSeconds() - t0);
   o.text += head + "all_reduce across " + std::to_string(a.nodes.size()) + " nodes x " + std::to_string(k) +
-           " ranks (" + took + ")\n";
+           " ranks" + (with_pairs ? ", then ring pairs" : "") + " (" + took + ")\n";
+  bool allreduce_ok = false;
+  std::vector<ResultRecord> step_records;
   {
     ParsedOutput parsed = ParseOutput(all->second);
     o.text += Indent(parsed.display);
+    for (const auto& e : parsed.errors) o.text += head + "unreadable record: " + e + "\n";
     // Rank 0's record of the allocation scope: its figures for the metrics.
-    for (const auto& r : parsed.records)
-      if (r.kind == "allocation") {
+    for (const auto& r : parsed.records) {
+      if (r.kind == "allocation" && !allreduce_ok && o.busbw == 0) {
         o.busbw = r.busbw;
         o.threshold = r.threshold;
-        break;
+        allreduce_ok = r.pass;
       }
+      if (r.kind == "pair") o.pairs.push_back(r);
+      if (r.kind == "pair" || r.kind == "intra-node") step_records.push_back(r);
+    }
   }
-  if (all->first == 0) {
-    o.passed = true;
-    return o;
+  // The straggler rule over the step's pairs (the step applied it too, to
+  // choose what to measure twice; this is the verdict that acts).
+  if (with_pairs && !o.pairs.empty()) {
+    o.straggler_mode = CheckModeName(mode);
+    double reference = o.pairs.front().threshold;
+    o.stragglers = StragglersFromRecords(a.nodes, step_records, cfg.nccl.straggler_fraction, reference);
+    o.text += Prefixed(head, o.stragglers.text);
+  } else if (with_pairs) {
+    o.text += head + "no ring pair figures from the step: the straggler rule could not run\n";
+  }
+  const bool named = o.straggler_mode == "on" && !o.stragglers.stragglers.empty();
+  if (!o.stragglers.stragglers.empty() && o.straggler_mode == "warn")
+    o.text += head + "check_nccl_straggler = warn: named, not acted on; the job runs\n";
+  if (all->first == 0 || (allreduce_ok && !named)) {
+    o.passed = !named;
+    if (o.passed) return o;
   }
 
-  // Localize, step 1: every node alone, in parallel, measured by root.
-  o.text += head + "the allocation failed the check (exit " + std::to_string(all->first) +
-            "); testing each node alone\n";
-  {
+  if (!named) {
+    // Localize, step 1: every node alone, in parallel, measured by root.
+    o.text += head + "the allocation failed the check (exit " + std::to_string(all->first) +
+              "); testing each node alone\n";
     auto argv = Srun(cfg, a.nodes, 1, false);
     auto tool = NcclArgs(cfg, a, level, "intra-node");
     tool.push_back("--intra-node");
@@ -235,42 +336,53 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
     auto intra = RunAs(argv, LaunchEnv(a.env, true), a.uid, a.gid, a.groups, cfg.nccl.timeout_ms);
     if (intra) o.text += Indent(intra->second);
     else o.text += head + "intra-node step: " + intra.status().message() + "\n";
-  }
-  // What the root-run checks decided is in slurmctld, where the user can't write.
-  for (const auto& n : a.nodes) {
-    auto st = QueryNode(cfg, n);
-    if (st && st->drained() && st->reason.rfind(kNcclDrainPrefix, 0) == 0) {
-      o.drained.push_back(n);
-      o.text += head + "drained " + n + ": " + st->reason + "\n";
+    // What the root-run checks decided is in slurmctld, where the user can't write.
+    for (const auto& n : a.nodes) {
+      auto st = QueryNode(cfg, n);
+      if (st && st->drained() && st->reason.rfind(kNcclDrainPrefix, 0) == 0) {
+        o.drained.push_back(n);
+        o.text += head + "drained " + n + ": " + st->reason + "\n";
+      }
     }
   }
 
-  // Step 2: no node failed alone: ring pairs between nodes, all in one
-  // user-run step (pairs are sub-groups of one launch: one start-up cost,
-  // and no step on a subset of the allocation).
+  // Step 2: no node failed alone: ring pairs between nodes. Measured in the
+  // allocation's step already when the straggler rule runs; else one
+  // user-run step of all pairs (sub-groups of one launch).
   if (o.drained.empty() && a.nodes.size() >= 2) {
     const size_t n = a.nodes.size();
-    auto r = user_step(a.nodes, "pairs");
-    std::vector<bool> failed(n == 2 ? 1 : n, true);
-    if (r) {
-      // Each pair's verdict is a "#record" line (collective_records.h); a
-      // pair without one (the step died first) counts as failed.
-      ParsedOutput parsed = ParseOutput(r->second);
-      o.text += Indent(parsed.display);
-      for (const auto& e : parsed.errors) o.text += head + "pair step: unreadable record: " + e + "\n";
-      for (size_t i = 0; i < failed.size(); ++i) {
-        const ResultRecord* rec = FindRecord(parsed, "pair", {a.nodes[i], a.nodes[(i + 1) % n]});
-        failed[i] = rec == nullptr || !rec->pass;
+    if (o.pairs.empty()) {
+      auto r = user_step(a.nodes, "pairs", false);
+      if (r) {
+        ParsedOutput parsed = ParseOutput(r->second);
+        o.text += Indent(parsed.display);
+        for (const auto& e : parsed.errors) o.text += head + "pair step: unreadable record: " + e + "\n";
+        for (const auto& rec : parsed.records)
+          if (rec.kind == "pair") o.pairs.push_back(rec);
+      } else {
+        o.text += head + "pair step: " + r.status().message() + "\n";
       }
-    } else {
-      o.text += head + "pair step: " + r.status().message() + "\n";
+    }
+    // Each pair's verdict is a "#record" line (collective_records.h); a
+    // pair without one (the step died first) counts as failed.
+    ParsedOutput recs;
+    recs.records = o.pairs;
+    std::vector<bool> failed(n == 2 ? 1 : n, true);
+    for (size_t i = 0; i < failed.size(); ++i) {
+      const ResultRecord* rec = FindRecord(recs, "pair", {a.nodes[i], a.nodes[(i + 1) % n]});
+      failed[i] = rec == nullptr || !rec->pass;
     }
     for (size_t i : InterNodeSuspects(n, failed)) o.suspects.push_back(a.nodes[i]);
+    if (o.straggler_mode == "on")
+      for (const auto& s : o.stragglers.stragglers)
+        if (std::find(o.suspects.begin(), o.suspects.end(), s.node) == o.suspects.end()) o.suspects.push_back(s.node);
     if (!o.suspects.empty()) {
       o.text += head + "inter-node suspect(s): " + Join(o.suspects, ",") + "\n";
       if (cfg.nccl.drain_internode) {
         for (const auto& s : o.suspects) {
           std::string reason = std::string(kNcclDrainPrefix) + " inter-node " + s + ": both ring pairs below threshold";
+          for (const auto& st : o.stragglers.stragglers)
+            if (st.node == s) reason = StragglerDrainReason(st);
           Status d = DrainNode(cfg, s, reason);
           if (d.ok()) {
             o.drained.push_back(s);
@@ -286,12 +398,13 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
     }
   }
 
-  if (!o.drained.empty() && cfg.nccl.on_failure == NcclOnFailure::kRequeue) {
+  std::vector<std::string> excluded = o.Excluded();
+  if (!excluded.empty() && cfg.nccl.on_failure == NcclOnFailure::kRequeue) {
     o.requeue = true;
-    o.text += head + "the job script did not run; the job is requeued without " + Join(o.drained, ",") + "\n";
+    o.text += head + "the job script did not run; the job is requeued without " + Join(excluded, ",") + "\n";
   } else {
     o.text += head + "the job script did not run; the job fails" +
-              (o.drained.empty() ? std::string(" (no single node found at fault)") : " (nccl_on_failure=fail)") + "\n";
+              (excluded.empty() ? std::string(" (no single node found at fault)") : " (nccl_on_failure=fail)") + "\n";
   }
   return o;
 }

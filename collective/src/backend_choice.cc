@@ -9,6 +9,7 @@
 
 #include "preflight/collective_records.h"
 #include "preflight/fileutil.h"
+#include "preflight/node_addresses.h"
 #include "preflight/process.h"
 #include "preflight/rails.h"
 #include "preflight/report.h"
@@ -43,9 +44,13 @@ Expected<double> HostRateCap(const Config& cfg) {
 }
 
 Expected<std::unique_ptr<Backend>> MakeBackend(const std::string& backend, Bootstrap& boot, const Config& cfg,
-                                               double user_rate_cap) {
+                                               double user_rate_cap, double deadline) {
   if (backend == "host") {
     HostOptions ho;
+    auto addr = NodeAddress(cfg, boot.Node());
+    if (!addr) return FailBackendGather(boot, addr.status());
+    ho.address = *addr;
+    ho.deadline = deadline;
     auto cap = HostRateCap(cfg);
     if (!cap) return FailBackendGather(boot, cap.status());
     ho.send_rate_cap = *cap;

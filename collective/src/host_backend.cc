@@ -108,7 +108,13 @@ class HostBackend : public Backend {
     if (ls.get() < 0) return Status::FromErrno(errno, "host backend: socket");
     struct sockaddr_in sa{};
     sa.sin_family = AF_INET;
+    // Any address: other nodes connect to the node's address, this node's
+    // own ranks over loopback (ConnectTo).
     sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    struct in_addr check{};
+    if (!opt_.address.empty() && ::inet_pton(AF_INET, opt_.address.c_str(), &check) != 1)
+      return Status::InvalidArgument("host backend: " + node_ + "'s address '" + opt_.address +
+                                     "' (node_addresses) is not an IPv4 address");
     if (::bind(ls.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
       return Status::FromErrno(errno, "host backend: bind");
     if (::listen(ls.get(), 4) != 0) return Status::FromErrno(errno, "host backend: listen");
@@ -194,16 +200,32 @@ class HostBackend : public Backend {
     size_t colon = p.rfind(':', p.find(' '));
     std::string host = p.substr(0, colon);
     int port = std::atoi(p.c_str() + colon + 1);
+    // A peer on this very node is reached over loopback, as NCCL reaches it
+    // over shared memory or NVLink, never through the node's NIC: the
+    // node's address (and a shaped link in the emulated fabric) is for
+    // traffic between nodes only.
+    const bool same_node = p.size() > p.find(' ') && p.substr(p.find(' ') + 1) == node_;
+    if (same_node) host = "127.0.0.1";
     struct sockaddr_in sa{};
     sa.sin_family = AF_INET;
     sa.sin_port = htons(static_cast<uint16_t>(port));
     if (::inet_pton(AF_INET, host.c_str(), &sa.sin_addr) != 1)
       return Status::InvalidArgument("host backend: bad address '" + p + "' from " + Peer(r));
     double deadline = MonotonicSeconds() + opt_.timeout_ms / 1000.0;
+    if (opt_.deadline > 0) deadline = std::min(deadline, opt_.deadline);
     int err = 0;
     do {
       Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-      if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) {
+      if (!opt_.address.empty() && !same_node) {  // leave from this node's own address, as its traffic would
+        struct sockaddr_in me{};
+        me.sin_family = AF_INET;
+        ::inet_pton(AF_INET, opt_.address.c_str(), &me.sin_addr);
+        if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&me), sizeof me) != 0)
+          return Status::FromErrno(errno, "host backend: bind to " + opt_.address + " to connect");
+      }
+      // Non-blocking, bounded by the deadline: a SYN into a dead link waits
+      // for the kernel's retries (minutes), not for us.
+      if (ConnectBounded(fd.get(), sa) == 0) {
         Tune(fd.get());
         int32_t me = rank_;
         if (::send(fd.get(), &me, sizeof me, MSG_NOSIGNAL) != sizeof me)
@@ -217,9 +239,39 @@ class HostBackend : public Backend {
     return Status::FromErrno(err, "host backend: rank " + std::to_string(rank_) + " cannot connect to " + Peer(r));
   }
 
+  // connect(2) that gives up at the deadline (or timeout_ms); 0 or -1 with errno.
+  int ConnectBounded(int fd, const struct sockaddr_in& sa) {
+    int fl = ::fcntl(fd, F_GETFL);
+    ::fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+    int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa);
+    if (rc != 0 && errno == EINPROGRESS) {
+      struct pollfd pf = {fd, POLLOUT, 0};
+      int n = ::poll(&pf, 1, std::max(1, WaitMs(static_cast<int>(opt_.timeout_ms))));
+      if (n <= 0) {
+        errno = n == 0 ? ETIMEDOUT : errno;
+        return -1;
+      }
+      int soerr = 0;
+      socklen_t len = sizeof soerr;
+      ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
+      if (soerr != 0) { errno = soerr; return -1; }
+      rc = 0;
+    }
+    if (rc == 0) ::fcntl(fd, F_SETFL, fl);
+    return rc;
+  }
+
+  // The wait for one poll: timeout_ms, cut to what is left before the deadline.
+  int WaitMs(int want) const {
+    if (opt_.deadline <= 0) return want;
+    double left = (opt_.deadline - MonotonicSeconds()) * 1000;
+    return static_cast<int>(std::max(0.0, std::min(static_cast<double>(want), left)));
+  }
+  bool PastDeadline() const { return opt_.deadline > 0 && MonotonicSeconds() >= opt_.deadline; }
+
   Status AcceptFrom(int ls, int r) {
     struct pollfd p = {ls, POLLIN, 0};
-    int n = ::poll(&p, 1, static_cast<int>(opt_.timeout_ms));
+    int n = ::poll(&p, 1, WaitMs(static_cast<int>(opt_.timeout_ms)));
     if (n == 0)
       return Status::Timeout("host backend: rank " + std::to_string(rank_) + ": no connection from " + Peer(r) +
                              " within " + std::to_string(opt_.timeout_ms) + " ms");
@@ -258,11 +310,18 @@ class HostBackend : public Backend {
       int np = 0, si = -1, ri = -1;
       if (allow > 0) { si = np; p[np++] = {right_.get(), POLLOUT, 0}; }
       if (got < rlen) { ri = np; p[np++] = {left_.get(), POLLIN, 0}; }
+      if (PastDeadline())
+        return Status::Timeout("host backend: rank " + std::to_string(rank_) + " on " + node_ + ": past its deadline with " +
+                               std::to_string(sent) + " of " + std::to_string(slen) + " bytes sent, " +
+                               std::to_string(got) + " of " + std::to_string(rlen) + " received");
+      const int want_ms = wait_ms;
+      wait_ms = std::max(1, WaitMs(want_ms));
       int n = np ? ::poll(p, np, wait_ms) : (::usleep(wait_ms * 1000), 0);
       if (n < 0) {
         if (errno == EINTR) continue;
         return Status::FromErrno(errno, "host backend: poll");
       }
+      if (n == 0 && wait_ms < want_ms) continue;  // cut short by the deadline: reported at the top
       if (n == 0 && !(cap > 0 && allow == 0 && sent < slen)) {
         return Status::Timeout("host backend: rank " + std::to_string(rank_) + " on " + node_ + ": no progress for " +
                                std::to_string(opt_.timeout_ms) + " ms (" +

@@ -19,6 +19,11 @@ std::string RecordLine(const ResultRecord& r) {
   w.Field("threshold_Bps", r.threshold);
   w.Field("message", r.message);
   if (!r.drain_reason.empty()) w.Field("drain_reason", r.drain_reason);
+  if (!r.samples.empty()) {
+    w.Key("samples_Bps").BeginArray();
+    for (double s : r.samples) w.Number(s);
+    w.EndArray();
+  }
   w.EndObject();
   return kRecordPrefix + w.str() + "\n";
 }
@@ -51,6 +56,14 @@ bool FromJson(const std::string& text, ResultRecord* r, std::string* why) {
   }
   if (verdict != "pass" && verdict != "fail") { *why = "verdict '" + verdict + "' (expected pass or fail)"; return false; }
   r->pass = verdict == "pass";
+  auto samples = j.find("samples_Bps");
+  if (samples != j.end()) {
+    if (!samples->is_array()) { *why = "samples_Bps is not an array"; return false; }
+    for (const auto& s : *samples) {
+      if (!s.is_number()) { *why = "a sample is not a number"; return false; }
+      r->samples.push_back(s.get<double>());
+    }
+  }
   auto nodes = j.find("nodes");
   if (nodes != j.end()) {
     if (!nodes->is_array()) { *why = "nodes is not an array"; return false; }

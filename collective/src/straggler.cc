@@ -22,8 +22,9 @@ std::string Fraction(double f) {
 }
 
 std::string Line(const Straggler& s) {
-  return "straggler " + s.node + ": " + s.basis + " " + (s.figure > 0 ? RateText(s.figure) : std::string("no figure")) +
-         (s.basis == "ring pairs" ? " (its better pair)" : "") + " < " + Fraction(s.fraction) +
+  std::string fig = s.figure > 0 ? RateText(s.figure) + (s.basis == "ring pairs" ? " (its better pair)" : "")
+                                 : std::string(s.basis == "ring pairs" ? "none (both pairs failed)" : "none");
+  return "straggler " + s.node + ": " + s.basis + " " + fig + " < " + Fraction(s.fraction) +
          " x the allocation's median " + RateText(s.median) + "\n";
 }
 

@@ -340,6 +340,15 @@ Expected<double> ParseFraction(const std::string& s) {
   if (s.empty() || *end != '\0' || !(v > 0) || v > 1) return Status::InvalidArgument("bad fraction '" + s + "' (expected 0 < f <= 1, e.g. 0.6)");
   return v;
 }
+// Strictly between 0 and 1: a straggler fraction of 1 names every node
+// below the median (half of them), 0 none.
+Expected<double> ParseOpenFraction(const std::string& s) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || !(v > 0) || !(v < 1))
+    return Status::InvalidArgument("bad fraction '" + s + "' (expected 0 < f < 1, e.g. 0.5)");
+  return v;
+}
 std::string FractionText(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%g", v);
@@ -584,6 +593,10 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_PARSED(nccl.on_failure, ParseOnFailure, OnFailureText)},
       {"nccl_drain_internode", "bool", "Drain a node found only by user-run pairwise tests (trusts user processes)",
        PF_PARSED(nccl.drain_internode, ParseBool, BoolText)},
+      {"nccl_straggler_fraction", "fraction", "Straggler rule: a node below this fraction of the allocation's median (its better ring pair, or its intra-node figure) is named; 0 < f < 1",
+       PF_PARSED(nccl.straggler_fraction, ParseOpenFraction, FractionText)},
+      {"node_addresses", "path", "hosts(5)-style file, ADDRESS NODE... per line: each node's address for preflight's traffic between nodes (host backend, stage fan-out); empty: the node name",
+       PF_ABSPATH(node_addresses)},
       {"nccl_host_rate_file", "path", "Test seam: file with a send-rate cap for host-backend ranks on this node",
        PF_ABSPATH(nccl.host_rate_file)},
       {"nccl_library", "path", "NCCL the nccl backend dlopens (soname or path, e.g. a wheel's libnccl.so.2)",

@@ -23,6 +23,10 @@ const std::vector<std::string>& SwitchableChecks() {
       "gpu.xid", "gpu.dcgm", "gpu.bandwidth",
       "ib", "ib.present", "ib.port", "ib.rate", "ib.link_layer", "ib.flapping", "ib.netdev", "ib.counters",
       "fleet.versions", "topo.pairing", "topo.rails",
+      // The collective check's straggler rule (collective/straggler.h):
+      // on: the check fails and the job is requeued without the node; warn:
+      // named only; off: ring pairs are not measured when the check passes.
+      "nccl", "nccl.straggler",
   };
   return kNames;
 }

@@ -1,4 +1,5 @@
 #include "preflight/config.h"
+#include "preflight/node_addresses.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -173,6 +174,50 @@ TEST(Config, DumpRoundTrips) {
   EXPECT_EQ(back->scratch_min_free_bytes, 3ull << 20);
   EXPECT_EQ(DumpConfig(*back), DumpConfig(c));
   unlink(p.c_str());
+}
+
+
+TEST(NodeAddresses, HostsShapedFileWithBoundsAndClearErrors) {
+  char dir[] = "/tmp/preflight-na-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  std::string p = std::string(dir) + "/hosts";
+  auto put = [&](const std::string& text) { std::ofstream(p) << text; };
+  put("# fabric\n127.0.1.101 n1\n127.0.1.102 n2 n2-alias  # two names\n\nfe80::1 n3\n");
+  auto m = LoadNodeAddresses(p);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ((*m)["n1"], "127.0.1.101");
+  EXPECT_EQ((*m)["n2-alias"], "127.0.1.102");
+  EXPECT_EQ((*m)["n3"], "fe80::1");
+  Config cfg;
+  EXPECT_EQ(*NodeAddress(cfg, "n1"), "");  // unset: the caller's default
+  cfg.node_addresses = p;
+  EXPECT_EQ(*NodeAddress(cfg, "n2"), "127.0.1.102");
+  EXPECT_EQ(*NodeAddress(cfg, "n9"), "");
+  put("127.0.1.101 n1\n300.1.1.1 n2\n");
+  auto bad = LoadNodeAddresses(p);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(p + ":2: '300.1.1.1' is not an IPv4"), std::string::npos) << bad.status().message();
+  put("127.0.1.101\n");
+  EXPECT_NE(LoadNodeAddresses(p).status().message().find(":1: address '127.0.1.101' names no node"), std::string::npos);
+  put("127.0.1.101 ../../x\n");
+  EXPECT_FALSE(LoadNodeAddresses(p).ok());
+  put(std::string(kMaxNodeAddressesBytes + 1, '#'));
+  EXPECT_NE(LoadNodeAddresses(p).status().message().find("the limit is"), std::string::npos);
+  EXPECT_FALSE(NodeAddress(cfg, "n1").ok());
+  ::unlink(p.c_str());
+  ::rmdir(dir);
+}
+
+TEST(Config, StragglerFractionIsStrictlyBetweenZeroAndOne) {
+  Config cfg;
+  EXPECT_DOUBLE_EQ(cfg.nccl.straggler_fraction, 0.5);
+  ASSERT_TRUE(ApplyOverrides(cfg, {"nccl_straggler_fraction=0.3"}, "test", "").ok());
+  EXPECT_DOUBLE_EQ(cfg.nccl.straggler_fraction, 0.3);
+  for (const char* v : {"0", "1", "1.5", "-0.2", "half", ""}) {
+    Status s = ApplyOverrides(cfg, {std::string("nccl_straggler_fraction=") + v}, "test", "");
+    EXPECT_FALSE(s.ok()) << v;
+    EXPECT_NE(s.message().find("nccl_straggler_fraction"), std::string::npos) << s.message();
+  }
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 
 #include "preflight/report.h"
 #include "preflight/fileutil.h"
+#include "preflight/node_addresses.h"
 #include "preflight/json.h"
 #include "preflight/options.h"
 #include "preflight/hostlist.h"
@@ -179,12 +180,25 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job, const EnvMa
     } else if (auto rec = LoadJob(cfg, job.job_id)) {
       names = rec->nodes;
     }
+    auto addrs = cfg.node_addresses.empty() ? Expected<std::map<std::string, std::string>>(std::map<std::string, std::string>())
+                                            : LoadNodeAddresses(cfg.node_addresses);
+    if (!addrs) {
+      fail("site config node_addresses: " + addrs.status().message(), FaultOwner::kConfig);
+      return r;
+    }
     if (names && names->size() > 1) {
       for (size_t i = 0; i < names->size(); ++i) {
-        std::string host = cfg.stage.peer_host;
+        // The node's own address (node_addresses) if the site names one,
+        // else stage_peer_host with %n as the node's name.
+        auto it = addrs->find((*names)[i]);
+        std::string host = it != addrs->end() ? it->second : cfg.stage.peer_host;
         for (size_t at; (at = host.find("%n")) != std::string::npos;) host.replace(at, 2, (*names)[i]);
         peer.nodes.push_back({host, static_cast<uint16_t>(cfg.stage.peer_port + i)});
-        if ((*names)[i] == job.node) { peer.self = i; use_peers = true; }
+        if ((*names)[i] == job.node) {
+          peer.self = i;
+          use_peers = true;
+          if (it != addrs->end()) peer.bind_host = it->second;
+        }
       }
       peer.job_id = job.job_id;
       peer.munge_socket = cfg.stage.munge_socket;

@@ -96,7 +96,7 @@ bool RecvFrame(int fd, std::string* s, double deadline, double idle) {
   return ReadFull(fd, s->data(), n, deadline, idle);
 }
 
-int ConnectOnce(const PeerEndpoint& ep) {
+int ConnectOnce(const PeerEndpoint& ep, const std::string& from, double until) {
   struct addrinfo hints {};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
@@ -106,7 +106,35 @@ int ConnectOnce(const PeerEndpoint& ep) {
     return -1;
   }
   int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
+  if (fd >= 0 && !from.empty()) {
+    struct sockaddr_in me {};
+    me.sin_family = AF_INET;
+    if (::inet_pton(AF_INET, from.c_str(), &me.sin_addr) != 1 ||
+        ::bind(fd, reinterpret_cast<sockaddr*>(&me), sizeof me) != 0) {
+      int e = errno ? errno : EINVAL;
+      ::close(fd);
+      ::freeaddrinfo(res);
+      errno = e;
+      return -1;
+    }
+  }
+  // Non-blocking, given up at `until`: a SYN into a dead link would wait
+  // out the kernel's retries (minutes), past stage_timeout.
+  int fl = fd >= 0 ? ::fcntl(fd, F_GETFL) : 0;
+  if (fd >= 0) ::fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+  int rc = fd >= 0 ? ::connect(fd, res->ai_addr, res->ai_addrlen) : -1;
+  if (fd >= 0 && rc != 0 && errno == EINPROGRESS) {
+    struct pollfd pf = {fd, POLLOUT, 0};
+    int ms = static_cast<int>(std::max(1.0, (until - MonotonicSeconds()) * 1000));
+    int n = ::poll(&pf, 1, ms);
+    int soerr = n == 0 ? ETIMEDOUT : n < 0 ? errno : 0;
+    socklen_t len = sizeof soerr;
+    if (n > 0) ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
+    rc = soerr == 0 ? 0 : -1;
+    errno = soerr;
+  }
+  if (fd >= 0 && rc == 0) ::fcntl(fd, F_SETFL, fl);
+  if (fd >= 0 && rc != 0) {
     int e = errno;
     ::close(fd);
     fd = -1;
@@ -121,9 +149,9 @@ int ConnectOnce(const PeerEndpoint& ep) {
 }
 
 // Retries refused connections (the parent's prolog may not listen yet).
-int Connect(const PeerEndpoint& ep, double until) {
+int Connect(const PeerEndpoint& ep, double until, const std::string& from) {
   for (;;) {
-    int fd = ConnectOnce(ep);
+    int fd = ConnectOnce(ep, from, until);
     if (fd >= 0) return fd;
     if (MonotonicSeconds() >= until) return -1;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -50,7 +50,8 @@ bool RecvFrame(int fd, std::string* s, double deadline, double idle);
 int ConnectOnce(const PeerEndpoint& ep);
 
 // Retries refused connections (the parent's prolog may not listen yet).
-int Connect(const PeerEndpoint& ep, double until);
+// `from`: this node's own IPv4 address to connect from (empty: the kernel's choice).
+int Connect(const PeerEndpoint& ep, double until, const std::string& from = "");
 
 bool ParseLine(const std::string& l, MLine* m);
 

@@ -123,7 +123,7 @@ class Receiver {
     if (!cred) { why_ = cred.status().message(); return false; }
     double until = MonotonicSeconds() + wait;
     if (deadline_ > 0) until = std::min(until, deadline_);
-    fd_ = Connect(ep, until);
+    fd_ = Connect(ep, until, p_.bind_host);
     if (fd_ < 0) { why_ = "parent " + ep.host + ":" + std::to_string(ep.port) + " unreachable: " + std::strerror(errno); return false; }
     char ok = 0;  // a parent answers at once: munge decodes in milliseconds
     double answer_by = MonotonicSeconds() + std::max(wait, 1.0);

@@ -87,6 +87,8 @@ class PeerServer {
       struct sockaddr_in a {};
       a.sin_family = AF_INET;
       a.sin_addr.s_addr = htonl(INADDR_ANY);
+      if (!p_.bind_host.empty() && ::inet_pton(AF_INET, p_.bind_host.c_str(), &a.sin_addr) != 1)
+        return Status::InvalidArgument("peer listen: this node's address '" + p_.bind_host + "' is not an IPv4 address");
       a.sin_port = htons(p_.nodes[p_.self].port);
       if (::bind(lfd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(lfd_, 64) != 0)
         return Status::FromErrno(errno, "peer listen on port " + std::to_string(p_.nodes[p_.self].port));

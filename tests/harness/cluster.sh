@@ -1,15 +1,34 @@
 #!/bin/bash
-# A real, private Slurm on this host: munged, slurmctld and 3 slurmd that
-# emulate nodes n1..n3, all under one scratch folder, on free ports, with a
-# private munge socket, so nothing of the host's own Slurm or munge is used
-# or disturbed. Installs nothing (scripts/deps does that).
+# A real, private Slurm on this host: munged, slurmctld and N slurmd that
+# emulate nodes n1..nN (default 3), all under one scratch folder, on free
+# ports, with a private munge socket, so nothing of the host's own Slurm or
+# munge is used or disturbed. Installs nothing (scripts/deps does that).
 #
 #   cluster.sh start DIR BUILD_DIR   write configs, start daemons, wait until nodes are idle
-#   cluster.sh stop DIR              stop everything it started, by PID, in Slurm's order
+#   cluster.sh stop DIR              stop everything it started, by PID, in Slurm's order;
+#                                    undo its traffic shaping
 #   cluster.sh env DIR               print the exports a client needs (SLURM_CONF, PATH)
+#   cluster.sh shape DIR NODE RATE   limit NODE's fabric traffic (both ways) to RATE (tc units:
+#                                    40mbit, 500kbit, 1gbit...)
+#   cluster.sh cut DIR NODE          a dead fabric link: a rate so low nothing gets through in time
+#   cluster.sh unshape DIR           remove every shaping this cluster made
 #
-# Environment: PREFLIGHT_SLURM_PREFIX (a Slurm built by scripts/slurm-from-source
-# instead of Debian's), PREFLIGHT_PROLOG_FLAGS (default Alloc,DeferBatch, as
+# The emulated fabric. Node nK has two loopback addresses, as a real node
+# has a management network and a fabric:
+#   127.0.1.K      its NodeAddr: slurmctld, slurmd, srun and PMIx talk here;
+#   127.0.1.(100+K) its fabric address (DIR/etc/node-addresses, the config's
+#                  node_addresses): everything preflight sends between nodes
+#                  (the host backend's ring, the stage fan-out) binds to it.
+# The whole 127/8 reaches lo, so nothing is configured to use them. `shape`
+# and `cut` put an htb class on lo for one node's fabric address (u32
+# filters on source and destination), so a slow or dead link slows the
+# data, not Slurm's control traffic, as a bad cable or a down-trained NIC
+# does on a real cluster. Only lo, only 127.0.1.0/24 is ever shaped (this
+# kernel has htb, tbf and u32, no netem and no tc actions).
+#
+# Environment: PREFLIGHT_NODES (1-16, default 3), PREFLIGHT_SLURM_PREFIX (a
+# Slurm built by scripts/slurm-from-source instead of Debian's),
+# PREFLIGHT_PROLOG_FLAGS (default Alloc,DeferBatch, as
 # conf/slurm.conf.fragment recommends; RunInJob variants add to it).
 #
 # Test seams of the prolog wrapper (tests/system/deferbatch_test.sh): an
@@ -21,10 +40,16 @@
 # health check. Per-node fixture roots live in DIR/nodes/<node>/.
 set -euo pipefail
 
-NODES=(n1 n2 n3)
+NODE_COUNT=${PREFLIGHT_NODES:-3}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
+[[ $NODE_COUNT =~ ^[0-9]+$ ]] && [ "$NODE_COUNT" -ge 1 ] && [ "$NODE_COUNT" -le 16 ] ||
+  die "PREFLIGHT_NODES=$NODE_COUNT: expected 1 to 16 (2 cores: 16 slurmd hold ~100 MB, more only slows every test)"
+NODES=()
+for ((k = 1; k <= NODE_COUNT; k++)); do NODES+=("n$k"); done
+mgmt_addr() { echo "127.0.1.${1#n}"; }          # NodeAddr
+fabric_addr() { echo "127.0.1.$((100 + ${1#n}))"; }  # node_addresses
 
 # Which Slurm: Debian's (on PATH) or one built by scripts/slurm-from-source,
 # named by PREFLIGHT_SLURM_PREFIX (its bin/, sbin/). Every difference between
@@ -43,13 +68,14 @@ slurm_version() {
 }
 
 free_port_base() {
-  # Four consecutive free TCP ports (slurmctld + 3 slurmd).
+  # Consecutive free TCP ports: slurmctld, one slurmd per node, and the
+  # stage fan-out's range at base + 20.
   local used base i ok
   used=$(ss -Htan 2>/dev/null | awk '{print $4}' | sed 's/.*://' | sort -u)
   for _ in $(seq 1 50); do
     base=$((20000 + RANDOM % 30000))
     ok=1
-    for i in 0 1 2 3; do grep -qx "$((base + i))" <<<"$used" && ok=0; done
+    for ((i = 0; i <= 20 + NODE_COUNT; i++)); do grep -qx "$((base + i))" <<<"$used" && ok=0; done
     [ $ok = 1 ] && { echo $base; return; }
   done
   die "no free port range found"
@@ -87,7 +113,7 @@ write_configs() {
   health_fixtures "$dir" "$build"
 
   cat >"$dir/etc/slurm.conf" <<CONF
-# Written by tests/harness/cluster.sh: private 3-node Slurm for preflight's system tests.
+# Written by tests/harness/cluster.sh: private $NODE_COUNT-node Slurm for preflight's system tests.
 ClusterName=preflight-test
 SlurmctldHost=$host
 SlurmUser=root
@@ -132,9 +158,15 @@ Epilog=$dir/bin/epilog
 PrologFlags=${PREFLIGHT_PROLOG_FLAGS:-Alloc,DeferBatch}
 HealthCheckProgram=$dir/bin/healthcheck
 HealthCheckInterval=0
-NodeName=n[1-3] NodeHostname=$host NodeAddr=127.0.0.1 Port=$((base + 1))-$((base + 3)) CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=2000 Gres=gpu:4 State=UNKNOWN
+$(for n in "${NODES[@]}"; do
+  echo "NodeName=$n NodeHostname=$host NodeAddr=$(mgmt_addr $n) Port=$((base + ${n#n})) CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=2000 Gres=gpu:4 State=UNKNOWN"
+done)
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
+  {
+    echo "# Written by tests/harness/cluster.sh: each emulated node's fabric address."
+    for n in "${NODES[@]}"; do echo "$(fabric_addr $n) $n"; done
+  } >"$dir/etc/node-addresses"
   # 24.05+ would drive cgroup v2 through systemd's dbus, which this
   # sandbox lacks; the emulated nodes need no cgroups (proctrack/linuxproc).
   if [ "$(slurm_version)" -ge 2405 ]; then
@@ -152,11 +184,13 @@ fsroot = $dir/nodes/%n/root
 scratch_dir = $dir/nodes/%n/scratch
 scratch_min_free = 1M
 stage_dir = $dir/nodes/%n/stage
-# Peer fan-out (off here; stage_test.sh turns it on): the emulated nodes all
-# live on 127.0.0.1, node i of a job on stage_peer_port + i.
+# Each emulated node's fabric address (127.0.1.(100+K) for nK): the host
+# backend and the stage fan-out bind to it, so cluster.sh shape slows them.
+node_addresses = $dir/etc/node-addresses
+# Peer fan-out (off here; stage_test.sh turns it on): node i of a job
+# serves on its fabric address, port stage_peer_port + i.
 stage_peers = no
-stage_peer_host = 127.0.0.1
-stage_peer_port = $((base + 10))
+stage_peer_port = $((base + 20))
 stage_munge_socket = $dir/munge/munge.sock
 scontrol = $(command -v scontrol)
 # Job, step and node records come from "preflight slurm" (libslurm, JSON).
@@ -245,8 +279,10 @@ start() {
   command -v slurmctld >/dev/null || die "slurmctld not installed: run scripts/deps"
   [ -f "$build/spank_plugin/preflight.so" ] || die "$build has no built plugin"
   [ -f "$dir/run/slurmctld.pid" ] && stop "$dir" || true
+  unshape "$dir"
   rm -rf "$dir/run" "$dir/state" "$dir/metrics"
   write_configs "$dir" "$build"
+  printf '%s\n' "${NODES[@]}" >"$dir/run/nodes"
   export SLURM_CONF=$dir/etc/slurm.conf
 
   # Private munged: own key, socket, pid and log.
@@ -262,7 +298,7 @@ start() {
 
   slurmctld -f "$SLURM_CONF"
   for n in "${NODES[@]}"; do slurmd -f "$SLURM_CONF" -N "$n"; done
-  for _ in $(seq 1 200); do
+  for _ in $(seq 1 600); do
     [ "$(sinfo -h -o %T 2>/dev/null | sort -u)" = idle ] && { sinfo -h -N -o '%N %T'; return 0; }
     sleep 0.05
   done
@@ -286,6 +322,52 @@ stop_pids() {
 
 pid_of() { [ -f "$1" ] && cat "$1" || true; }
 
+# --- traffic shaping (the emulated fabric) ----------------------------------
+# One htb root on lo, made by the first `shape` of a cluster and owned by it
+# (DIR/run/tc-owner); class 1:K and two u32 filters per shaped node nK.
+# Unclassified traffic (everything else on lo) passes unshaped.
+# DIR/run/shaped lists "NODE RATE" per shaped node.
+node_known() { local n; for n in $(cat "$1/run/nodes" 2>/dev/null); do [ "$n" = "$2" ] && return 0; done; return 1; }
+valid_rate() { [[ $1 =~ ^[1-9][0-9]{0,8}(bit|kbit|mbit|gbit)$ ]]; }
+lo_root_is_ours() { [ -f "$1/run/tc-owner" ] && tc qdisc show dev lo | grep -q '^qdisc htb 1: root'; }
+
+shape() {
+  local dir=$1 node=$2 rate=$3 k addr
+  [ "$(id -u)" = 0 ] || die "shape: must run as root (tc)"
+  [ -f "$dir/run/nodes" ] || die "shape: no cluster started in $dir"
+  node_known "$dir" "$node" || die "shape: no node '$node' in this cluster ($(tr '\n' ' ' <"$dir/run/nodes"| sed 's/ $//'))"
+  valid_rate "$rate" || die "shape: bad rate '$rate' (expected a number and bit, kbit, mbit or gbit, e.g. 40mbit)"
+  grep -q "^$node " "$dir/run/shaped" 2>/dev/null && die "shape: $node is already shaped ($(grep "^$node " "$dir/run/shaped" | cut -d' ' -f2)); unshape first"
+  k=${node#n}
+  addr=$(fabric_addr "$node")
+  case $addr in 127.0.1.*) ;; *) die "shape: refusing to shape $addr (only 127.0.1.0/24)" ;; esac
+  if ! lo_root_is_ours "$dir"; then
+    tc qdisc show dev lo | grep -q '^qdisc htb 1: root' && die "shape: lo already has an htb root made by another cluster; unshape it first"
+    tc qdisc add dev lo root handle 1: htb default 0 || die "shape: cannot add an htb qdisc on lo"
+    echo "$dir" >"$dir/run/tc-owner"
+  fi
+  # burst: one lo packet (MTU 64 KiB), so a slow class still sends whole
+  # packets; a cut (below 1mbit) gets almost none, or its first 70 KB
+  # would pass at full speed.
+  local burst=70k
+  [[ $rate =~ ^[0-9]+(bit|kbit)$ ]] && burst=2k
+  tc class add dev lo parent 1: classid "1:$k" htb rate "$rate" ceil "$rate" burst $burst cburst $burst quantum 65536 ||
+    die "shape: tc refused rate '$rate'"
+  tc filter add dev lo parent 1: protocol ip prio 1 u32 match ip dst "$addr/32" flowid "1:$k" &&
+    tc filter add dev lo parent 1: protocol ip prio 1 u32 match ip src "$addr/32" flowid "1:$k" ||
+    die "shape: cannot add the filters for $addr"
+  echo "$node $rate" >>"$dir/run/shaped"
+  echo "cluster.sh: $node ($addr) shaped to $rate"
+}
+
+unshape() {
+  local dir=$1
+  if lo_root_is_ours "$dir"; then
+    tc qdisc del dev lo root 2>/dev/null || true
+  fi
+  rm -f "$dir/run/tc-owner" "$dir/run/shaped"
+}
+
 stop() {
   local dir=$1 pids=()
   export SLURM_CONF=$dir/etc/slurm.conf
@@ -294,19 +376,25 @@ stop() {
     [ -z "$(squeue -h 2>/dev/null)$(sinfo -h -t completing -o %N 2>/dev/null)" ] && break
     sleep 0.05
   done
-  for n in "${NODES[@]}"; do p=$(pid_of "$dir/run/slurmd.$n.pid"); [ -n "$p" ] && pids+=("$p"); done
+  for n in $(cat "$dir/run/nodes" 2>/dev/null || echo "${NODES[@]}"); do
+    p=$(pid_of "$dir/run/slurmd.$n.pid"); [ -n "$p" ] && pids+=("$p")
+  done
   stop_pids "${pids[@]}"
   stop_pids $(pid_of "$dir/run/slurmctld.pid")
   stop_pids $(pid_of "$dir/munge/munged.pid")
   rm -f "$dir/run/slurmctld.pid"
+  unshape "$dir"
 }
 
 case "${1:-}" in
   start) [ $# = 3 ] || die "usage: cluster.sh start DIR BUILD_DIR"; start "$(realpath -m "$2")" "$(realpath "$3")" ;;
   stop) [ $# = 2 ] || die "usage: cluster.sh stop DIR"; stop "$(realpath -m "$2")" ;;
+  shape) [ $# = 4 ] || die "usage: cluster.sh shape DIR NODE RATE"; shape "$(realpath -m "$2")" "$3" "$4" ;;
+  cut) [ $# = 3 ] || die "usage: cluster.sh cut DIR NODE"; shape "$(realpath -m "$2")" "$3" 1kbit ;;
+  unshape) [ $# = 2 ] || die "usage: cluster.sh unshape DIR"; unshape "$(realpath -m "$2")" ;;
   env)
     echo "export SLURM_CONF=$(realpath -m "$2")/etc/slurm.conf"
     [ -z "${PREFLIGHT_SLURM_PREFIX:-}" ] || echo "export PATH=$PREFLIGHT_SLURM_PREFIX/bin:$PREFLIGHT_SLURM_PREFIX/sbin:\$PATH"
     ;;
-  *) die "usage: cluster.sh start DIR BUILD_DIR | stop DIR | env DIR" ;;
+  *) die "usage: cluster.sh start DIR BUILD_DIR | stop DIR | env DIR | shape DIR NODE RATE | cut DIR NODE | unshape DIR" ;;
 esac

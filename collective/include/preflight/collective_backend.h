@@ -50,9 +50,16 @@ struct HostOptions {
   // Test seam for "a slow node": cap on the bytes per second this rank sends
   // (0: none). Comes from the node's nccl_host_rate_file.
   double send_rate_cap = 0;
-  // Address other ranks connect to (empty: this host's first IPv4 address).
+  // This node's address (node_addresses.h): other nodes' ranks connect to
+  // it and this rank connects to them from it; ranks of the same node use
+  // loopback (empty: advertise this host's first IPv4 address).
   std::string address;
   unsigned timeout_ms = 60000;  // any single wait for a peer
+  // Monotonic seconds (clock.h) by which the backend must be done (0:
+  // none): connecting and every transfer fail with Timeout past it. What
+  // bounds one ring pair's measurement (pairs.cc), so a cut link fails its
+  // pair in time instead of holding the others until nccl_timeout.
+  double deadline = 0;
 };
 // TCP ring all-reduce between ranks (reduce-scatter then all-gather, n-1
 // steps each, full duplex), the algorithm NCCL's ring uses, so the bus

@@ -27,6 +27,7 @@ struct ResultRecord {
   double threshold = 0;            // bytes/s (0: none)
   std::string message;             // "busbw 4.98 MB/s at 1M < 20 MB/s", or why it could not run
   std::string drain_reason;        // intra-node failures: the reason for `scontrol update ... Reason=`
+  std::vector<double> samples;     // pairs: every measurement's busbw (busbw is the best of them)
 };
 
 // One "#record {...}\n" line (compact JSON, one line whatever the strings hold).

@@ -8,10 +8,12 @@
 #include <vector>
 
 #include "preflight/collective.h"
+#include "preflight/collective_records.h"
 #include "preflight/config.h"
 #include "preflight/fleet.h"
 #include "preflight/rails.h"
 #include "preflight/options.h"
+#include "preflight/straggler.h"
 
 namespace preflight::collective {
 
@@ -30,8 +32,11 @@ Expected<double> HostRateCap(const Config& cfg);
 // `user_rate_cap` (bytes/s, 0 none) is $PREFLIGHT_NCCL_HOST_RATE of a
 // user-run rank: the user's own knob on the user's own processes, as
 // NCCL_* variables are for NCCL; root-run checks never read it.
+// `deadline` (monotonic seconds, 0: none) bounds the host backend's
+// connecting and transfers (HostOptions::deadline); NCCL has no such bound
+// here, the step's watchdog (nccl_timeout) is what ends a hung NCCL call.
 Expected<std::unique_ptr<Backend>> MakeBackend(const std::string& backend, Bootstrap& boot, const Config& cfg,
-                                               double user_rate_cap = 0);
+                                               double user_rate_cap = 0, double deadline = 0);
 
 // One finished check, with its inputs, ready for output.
 struct CheckRun {
@@ -78,11 +83,28 @@ struct AllocationOutcome {
   bool passed = false;
   std::vector<std::string> drained;  // nodes the root-run checks drained
   std::vector<std::string> suspects; // from user-run pairwise tests (not drained unless configured)
-  bool requeue = false;              // the plugin should requeue the job excluding `drained`
+  bool requeue = false;              // the plugin should requeue the job excluding Excluded()
   double busbw = 0;                  // bytes/s, from the allocation step's record (0: none); the user's figure
   double threshold = 0;              // bytes/s, same record (0: none)
   std::string text;                  // for the job's output
+  // The straggler rule (straggler.h) over the step's ring pairs, and what
+  // check_nccl_straggler made of it ("on", "warn"; "" when not run).
+  StragglerVerdict stragglers;
+  std::vector<ResultRecord> pairs;   // the ring pairs measured (records of the user's step)
+  std::string straggler_mode;
+  // Nodes this job's requeue leaves out: drained ones and, with
+  // check_nccl_straggler=on, the stragglers (ExcNodeList: this job only;
+  // only a drain takes a node from other jobs).
+  std::vector<std::string> Excluded() const;
 };
+
+// The outcome as JSON, for <state_dir>/jobs/<job>/nccl.json (the job's
+// result record: verdict, figures, pairs, stragglers, drained, requeue).
+std::string AllocationOutcomeJson(const AllocationOutcome& o, const std::vector<std::string>& nodes);
+
+// The drain reason for a straggler (nccl_drain_internode=yes and
+// check_nccl_straggler=on).
+std::string StragglerDrainReason(const Straggler& s);
 
 // Run the allocation-wide check as the job's user (srun --mpi=pmix), and on
 // failure localize: the intra-node check on every node in parallel, run as

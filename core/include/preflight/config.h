@@ -81,6 +81,10 @@ struct NcclConfig {
   uint32_t timeout_ms = 600000;    // bound on each check step
   NcclOnFailure on_failure = NcclOnFailure::kRequeue;
   bool drain_internode = false;    // trust user-run pairwise results to drain
+  // The straggler rule (collective/straggler.h): a node whose ring pairs
+  // (or intra-node figure) fall below this fraction of the allocation's
+  // median is named; check_nccl_straggler says what happens then.
+  double straggler_fraction = 0.5;
   // Test seam: a file holding a send-rate cap (e.g. "5M") for the host
   // backend's ranks on this node; absent file, no cap.
   std::string host_rate_file;
@@ -224,6 +228,11 @@ struct Config {
   uint64_t dcgm_level = 1;
   uint64_t dcgm_health_level = 0;
   uint32_t dcgm_timeout_ms = 300000;
+  // A hosts(5)-style file, "ADDRESS NODE..." per line: the address each
+  // node uses for preflight's own traffic between nodes (the host backend's
+  // ring, the stage fan-out), e.g. its fabric's IPoIB address. Empty: the
+  // node name, resolved (node_addresses.h).
+  std::string node_addresses;
   RunConfig run;    // run_* keys
   NcclConfig nccl;  // nccl_* keys (the collective check)
   StageConfig stage;  // stage_* keys (--stage)

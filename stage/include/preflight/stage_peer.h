@@ -54,6 +54,9 @@ struct PeerOptions {
   double wait_children = 10;   // seconds to wait for a child that has not connected yet
   std::string munge_socket;    // empty: libmunge's default
   int listen_fd = -1;          // a bound, listening socket to serve on (else nodes[self].port)
+  // This node's own address (node_addresses.h): it serves on it and
+  // connects to its parent from it. Empty: serve on any address.
+  std::string bind_host;
   // Test hook: the server drops each stream after sending this many file
   // bytes (0: never), as a parent dying mid-stream would.
   uint64_t test_drop_after = 0;
