@@ -252,6 +252,30 @@ class Runner_ {
           c.error = p.timed_out ? "no result within the budget" : "no result: " + LastLine(p.output);
           r_->curves.push_back(c);
         }
+      // Measure twice before blaming: a node the straggler rule names by its
+      // intra-node figure runs again, alone, and keeps its better sweep.
+      std::map<std::string, double> intra;
+      for (const auto& c : r_->curves)
+        if (c.nodes == 1 && c.error.empty() && !c.node_names.empty()) intra[c.node_names[0]] = c.Busbw();
+      auto v = collective::FindStragglers(live_, {}, intra, o_.thresholds.straggler_fraction, 0);
+      for (const auto& s : v.stragglers) {
+        if (s.basis != "intra-node" || !Budget("the second intra-node sweep of " + s.node)) continue;
+        Say("collective: intra-node again on " + s.node + " (suspect)");
+        std::vector<std::string> again = NcclArgs(Srun({s.node}, false, 1, true));
+        again.insert(again.end(), {"--intra-node", "--json"});
+        ProcessResult p2 = run_(again, Left());
+        for (const auto& [task, text] : SplitLabelled(p2.output)) {
+          Curve c2;
+          if (!ParseNcclJson(text, &c2).ok() || c2.node_names.empty() || c2.node_names[0] != s.node) continue;
+          for (auto& c : r_->curves)
+            if (c.nodes == 1 && !c.node_names.empty() && c.node_names[0] == s.node && c2.Busbw() > c.Busbw() &&
+                c2.error.empty()) {
+              c2.nodes = 1;
+              c2.reproduce = c.reproduce;
+              c = c2;
+            }
+        }
+      }
       Say("collective: intra-node done in " + F("%.1f", Now() - t0) + " s");
     }
     if (live_.size() < 2) {
