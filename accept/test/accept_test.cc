@@ -362,6 +362,41 @@ TEST(AcceptRun, LostNodeIsNamedAndLeftOut) {
   EXPECT_NE(SummaryText(r).find("n4 lost mid-run"), std::string::npos) << SummaryText(r);
 }
 
+// An intra-node figure the rule names is measured again, alone, before blame.
+TEST(AcceptRun, IntraNodeSuspectMeasuredTwice) {
+  RunOptions o;
+  o.nodes = {"n1", "n2", "n3", "n4"};
+  o.tag = "t";
+  int second = 0;
+  auto doc = [](int task, const std::string& node, double bw) {
+    return std::to_string(task) + ": {\"nodes\": [\"" + node + "\"], \"sizes\": [{\"bytes\": 1024, \"busbw_Bps\": " +
+           std::to_string(bw) + ", \"wrong\": 0}]}\n";
+  };
+  auto run = [&](const std::vector<std::string>& argv, unsigned) {
+    ProcessResult p;
+    p.exit_code = 0;
+    std::string cmd;
+    for (const auto& a : argv) cmd += a + " ";
+    if (cmd.find("--intra-node") != std::string::npos) {
+      if (cmd.find("--nodelist=n3 ") != std::string::npos) {
+        ++second;
+        p.output = doc(0, "n3", 5e8);  // alone, n3 is as fast as the others
+      } else {
+        for (int i = 0; i < 4; ++i) p.output += doc(i, "n" + std::to_string(i + 1), i == 2 ? 1e6 : 5e8);
+      }
+    }
+    return p;
+  };
+  Report r = RunAccept(o, run, nullptr);
+  EXPECT_EQ(second, 1);
+  for (const auto& c : r.curves) {
+    if (c.nodes == 1 && c.node_names[0] == "n3") {
+      EXPECT_EQ(c.Busbw(), 5e8);
+    }
+  }
+  EXPECT_TRUE(r.stragglers.empty()) << r.straggler_text;
+}
+
 TEST(AcceptRun, OneNodeAllocationSaysSo) {
   RunOptions o;
   o.nodes = {"n1"};
