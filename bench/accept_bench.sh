@@ -8,7 +8,9 @@
 #
 #   bench/accept_bench.sh BUILD_DIR [NODES]
 # Environment: BENCH_MAX_BYTES (collective cap, default 64M on this CPU-only
-# fabric), BENCH_STORAGE (extra --storage paths, space separated).
+# fabric), BENCH_STORAGE (extra --storage paths, space separated),
+# BENCH_ARGS (more preflight accept options, e.g. --storage-bytes 256M where
+# the full level's 2 GiB files per node do not fit the machine).
 set -euo pipefail
 build=$(realpath "${1:?usage: accept_bench.sh BUILD_DIR [NODES]}")
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -33,13 +35,13 @@ storage="--storage $dir/tmpfs --storage $dir/disk"
 for p in ${BENCH_STORAGE:-}; do storage+=" --storage $p"; done
 t0=$(date +%s.%N)
 jid=$(sbatch --parsable -N"$nodes" -o "$dir/accept.out" -D "$dir" \
-  --wrap "$build/admin/preflight accept --level full --out $dir/out --max-bytes $cap $storage")
+  --wrap "$build/admin/preflight --config $dir/etc/preflight.conf accept --level full --out $dir/out --max-bytes $cap $storage ${BENCH_ARGS:-}")
 while [ -n "$(squeue -h -j "$jid" 2>/dev/null)" ]; do sleep 0.5; done
 t1=$(date +%s.%N)
 cat "$dir/accept.out"
 echo
 echo "accept bench: $nodes emulated nodes, level full, collective cap $cap"
-python3 - "$dir/out/report.json" "$(echo "$t1 - $t0" | bc)" <<'PY'
+python3 - "$dir/out/report.json" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 print(f"{'stage':12} {'verdict':8} {'wall s':>8} {'budget s':>9}")

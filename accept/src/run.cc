@@ -231,7 +231,8 @@ class Runner_ {
       double t0 = Now();
       ProcessResult p = run_(a, Left());
       std::set<std::string> got;
-      for (const auto& [task, text] : SplitLabelled(p.output)) {
+      auto tasks = SplitLabelled(p.output);
+      for (const auto& [task, text] : tasks) {
         Curve c;
         Status s = ParseNcclJson(text, &c);
         if (!s.ok() || c.node_names.empty()) continue;
@@ -249,7 +250,10 @@ class Runner_ {
           Curve c;
           c.nodes = 1;
           c.node_names = {n};
-          c.error = p.timed_out ? "no result within the budget" : "no result: " + LastLine(p.output);
+          // One task per node, in the allocation's order: task i ran on live_[i].
+          size_t i = std::find(live_.begin(), live_.end(), n) - live_.begin();
+          std::string own = tasks.count(static_cast<int>(i)) ? LastLine(tasks[static_cast<int>(i)]) : "";
+          c.error = p.timed_out ? "no result within the budget" : "no result: " + (own.empty() ? LastLine(p.output) : own);
           r_->curves.push_back(c);
         }
       // Measure twice before blaming: a node the straggler rule names by its
