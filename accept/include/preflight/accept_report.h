@@ -1,0 +1,173 @@
+// The acceptance run's report (preflight accept): what was measured, what it
+// was judged against, the verdict, the reason in words and the command that
+// reproduces it. Slurm-free: the shell (admin/main.cc `accept`) fills the
+// measurements, Judge() decides, ReportJson()/ReportHtml() render.
+//
+// Figures are in bytes/s (rates), operations/s (IOPS, files/s) or seconds;
+// the unit is a field of every figure. A threshold of 0 means none applies,
+// and the figure's threshold_source says why.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "preflight/status.h"
+
+namespace preflight::accept {
+
+enum class Verdict { kPass, kWarn, kFail, kSkip };  // skip: not measured (the reason says why)
+const char* VerdictName(Verdict v);                  // "pass", "warn", "fail", "skip"
+Verdict Worse(Verdict a, Verdict b);                 // fail > warn > pass > skip
+
+// One judged figure: every number the report shows a verdict for.
+struct Figure {
+  std::string stage;             // "nodes", "collective", "storage"
+  std::string name;              // "busbw 4 nodes", "seq_write", ...
+  std::string node;              // the node it belongs to ("" for the allocation)
+  std::string path;              // the storage path ("" otherwise)
+  std::string unit;              // "B/s", "IOPS", "files/s", "ratio"
+  double value = 0;
+  double threshold = 0;          // 0: none
+  std::string threshold_source;  // "2-node figure x 0.70", "--threshold seq_read", "profile h100", "none: ..."
+  double reference = 0;          // what it is compared with, when not a threshold (the 2-node figure)
+  Verdict verdict = Verdict::kSkip;
+  std::string reason;            // in words
+  std::string reproduce;         // a command line
+};
+
+// Collective: one all-reduce sweep at one node count (1 = intra-node).
+struct SizePoint {
+  uint64_t bytes = 0;
+  double busbw = 0;   // bytes/s
+  uint64_t wrong = 0; // elements that did not verify
+};
+struct Curve {
+  int nodes = 0;                  // node count (1: intra-node on nodes[0])
+  std::vector<std::string> node_names;
+  int ranks = 0;
+  std::string backend;            // "nccl", "host-tcp"
+  std::string profile;            // the SKU profile preflight-nccl applied ("" none)
+  double profile_threshold = 0;   // its threshold, bytes/s (0 none)
+  std::string threshold_source;   // preflight-nccl's words for it
+  std::vector<SizePoint> sizes;
+  std::string error;              // why there is no sweep ("" when there is)
+  std::string reproduce;
+  double Busbw() const;           // at the largest size measured (0 when none)
+};
+
+struct PairFigure {
+  std::string a, b;
+  double busbw = 0;  // bytes/s
+  bool pass = true;
+  std::string message;
+};
+
+// Storage: one path measured from every node at once or from one node alone.
+struct StorageFigures {
+  std::string path;
+  std::string scope;           // "all nodes" or "one node"
+  std::string node;            // the node ("" for the aggregate over all nodes)
+  double seq_write = 0;        // B/s (1 MiB blocks)
+  double seq_read = 0;         // B/s
+  double rand_read_iops = 0;   // 4 KiB random reads
+  double ckpt_write = 0;       // B/s, one checkpoint-sized file
+  double create_per_s = 0;     // small files created (written, fsync'ed at the end) per second
+  double read_files_per_s = 0; // small files read per second
+  double stat_per_s = 0;       // metadata: stat() per second
+  std::string error;           // why figures are missing ("" none): unwritable, full, node lost
+  std::vector<std::string> reproduce;  // the fio command lines
+};
+
+// A stage of the run: timed, with a budget.
+struct Stage {
+  std::string name;             // "nodes", "collective", "storage"
+  Verdict verdict = Verdict::kSkip;
+  double seconds = 0;
+  double budget_seconds = 0;
+  std::vector<std::string> notes;  // lines for the summary (bad input, nodes lost, one-node allocation)
+};
+
+struct NodeRow {
+  std::string node;
+  Verdict verdict = Verdict::kPass;
+  std::vector<std::string> reasons;
+};
+
+// What the verdicts are judged against; every field has a stated default
+// (ThresholdKeys()) and can be set with `--threshold KEY=VALUE`.
+struct Thresholds {
+  double scaling_warn = 0.90;       // busbw at k nodes / 2-node busbw below this: warn
+  double scaling_fail = 0.70;       // below this: fail (the network is unfit)
+  double straggler_fraction = 0.5;  // a node's pairs below this fraction of the median: named
+  double seq_write = 0;             // B/s per node (0: none)
+  double seq_read = 0;
+  double rand_read_iops = 0;
+  double ckpt_write = 0;            // B/s per node
+  double create_per_s = 0;
+  double storage_fraction = 0.5;    // a path's one-node figure below this fraction of the best path's: warn
+};
+struct ThresholdKey {
+  const char* name;
+  const char* unit;  // "ratio", "rate", "count"
+  const char* help;
+};
+const std::vector<ThresholdKey>& ThresholdKeys();
+// "KEY=VALUE": rates take ParseRate's forms (100M, 2G), counts plain numbers,
+// ratios numbers in (0, 1). Unknown keys and bad values are InvalidArgument
+// naming the key.
+Status SetThreshold(Thresholds* t, const std::string& key_value);
+// After all are set: scaling_fail must not be above scaling_warn.
+Status CheckThresholds(const Thresholds& t);
+
+struct Report {
+  std::string tool_version;
+  std::string created;            // ISO 8601 UTC
+  std::string job_id;
+  std::string level;              // "quick", "full"
+  std::vector<std::string> nodes; // the allocation, in ring order
+  std::vector<std::string> storage_paths;
+  Thresholds thresholds;
+  std::vector<Stage> stages;
+  std::vector<Curve> curves;      // by node count, ascending
+  std::vector<PairFigure> pairs;
+  std::map<std::string, std::string> node_checks;  // node -> "" passed, else the reason
+  std::map<std::string, std::string> lost_nodes;   // node -> when/what
+  std::vector<StorageFigures> storage;
+  std::vector<std::string> notes; // bad input and run-wide notes (also in the summary)
+
+  // Filled by Judge():
+  std::vector<Figure> figures;
+  std::vector<NodeRow> node_rows;
+  std::vector<std::string> stragglers;
+  std::string straggler_text;
+  std::string scaling_text;       // which step of the curve broke, or that it held
+  Verdict verdict = Verdict::kSkip;
+  std::vector<std::string> reasons;  // the overall verdict's reasons, worst first
+};
+
+// The figures, node rows and verdicts from the measurements (idempotent).
+// Scaling: busbw at each node count k >= 4 against the 2-node figure
+// (scaling_warn, scaling_fail); the first k that falls below is "the step
+// that broke" (k/2 -> k). Any wrong element fails, whatever the bandwidth.
+// Stragglers: the ring pairs through FindStragglers (collective/straggler.h).
+// Storage: per path and node against the thresholds that are set (a path
+// slow for every node is the path's fault, never a node's), each path's
+// one-node figures against the best path's, and each node against the other
+// nodes on the same path at the same time (storage_fraction: that names the
+// node).
+void Judge(Report* r);
+
+// report.json (schema: accept/accept-report.schema.json), pretty, stable order.
+std::string ReportJson(const Report& r);
+// report.html: one self-contained file, inline CSS and SVG, no script, no
+// network; every user-derived string (node names, paths) escaped.
+std::string ReportHtml(const Report& r);
+// The short text summary for the job output.
+std::string SummaryText(const Report& r);
+
+std::string HtmlEscape(const std::string& s);
+std::string RateWords(double bytes_per_s);  // "1.23 GB/s", "850 MB/s"
+
+}  // namespace preflight::accept

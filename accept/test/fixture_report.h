@@ -1,0 +1,79 @@
+// A measured-looking report for the unit tests and the HTML golden test: 8
+// nodes, the 8-node step broken by a slow n5, one slow storage path, and
+// names and paths holding markup (they must come out escaped).
+#pragma once
+
+#include <string>
+
+#include "preflight/accept_report.h"
+
+namespace preflight::accept::testing {
+
+inline Curve MakeCurve(int nodes, double busbw, const std::vector<std::string>& names, uint64_t wrong = 0) {
+  Curve c;
+  c.nodes = nodes;
+  c.node_names = names;
+  c.ranks = nodes == 1 ? 2 : nodes;
+  c.backend = "host-tcp";
+  c.threshold_source = "no threshold set";
+  for (uint64_t b = 1 << 10; b <= (4u << 20); b *= 4)
+    c.sizes.push_back({b, busbw * (static_cast<double>(b) / (b + (256u << 10))), b == (4u << 20) ? wrong : 0});
+  c.sizes.back().busbw = busbw;
+  c.reproduce = "srun --mpi=pmix -N" + std::to_string(nodes) + " preflight-nccl --json";
+  return c;
+}
+
+inline StorageFigures MakeStorage(const std::string& path, const std::string& scope, const std::string& node,
+                                  double seq) {
+  StorageFigures s;
+  s.path = path;
+  s.scope = scope;
+  s.node = node;
+  s.seq_write = seq;
+  s.seq_read = seq * 2;
+  s.rand_read_iops = seq / 4096 / 4;
+  s.ckpt_write = seq * 0.9;
+  s.create_per_s = seq / 1e5;
+  s.read_files_per_s = seq / 5e4;
+  s.stat_per_s = seq / 1e4;
+  s.reproduce = {"fio --name=seq_write --directory=" + path, "fio --name=seq_read --directory=" + path};
+  return s;
+}
+
+// fast: a healthy 8-node run; otherwise n5 slow on its pairs and at 8 nodes,
+// and the path "/slow" far below "/fast".
+inline Report FixtureReport(bool fast, const std::string& odd_path = "/scratch/<b>x</b>&'\"") {
+  Report r;
+  r.tool_version = "0.1.0";
+  r.created = "2026-12-04T03:00:00Z";
+  r.job_id = "42";
+  r.level = "quick";
+  for (int i = 1; i <= 8; ++i) r.nodes.push_back("n" + std::to_string(i));
+  r.storage_paths = {"/fast", fast ? "/fast2" : "/slow", odd_path};
+  r.stages = {{"nodes", Verdict::kSkip, 3.2, 300, {}},
+              {"collective", Verdict::kSkip, 12.5, 600, {}},
+              {"storage", Verdict::kSkip, 8.1, 600, {}}};
+  for (const auto& n : r.nodes) {
+    r.node_checks[n] = "";
+    r.curves.push_back(MakeCurve(1, 900e6, {n}));
+  }
+  std::vector<std::string> all = r.nodes;
+  r.curves.push_back(MakeCurve(2, 100e6, {all.begin(), all.begin() + 2}));
+  r.curves.push_back(MakeCurve(4, 98e6, {all.begin(), all.begin() + 4}));
+  r.curves.push_back(MakeCurve(8, fast ? 97e6 : 20e6, all));
+  for (size_t i = 0; i < all.size(); ++i) {
+    const std::string& a = all[i];
+    const std::string& b = all[(i + 1) % all.size()];
+    bool slow = !fast && (a == "n5" || b == "n5");
+    r.pairs.push_back({a, b, slow ? 10e6 : 100e6, true, "ok"});
+  }
+  const std::string second = fast ? "/fast2" : "/slow";
+  r.storage.push_back(MakeStorage("/fast", "all nodes", "", 8 * 500e6));
+  for (const auto& n : r.nodes) r.storage.push_back(MakeStorage("/fast", "all nodes", n, 500e6));
+  r.storage.push_back(MakeStorage("/fast", "one node", "n1", 600e6));
+  r.storage.push_back(MakeStorage(second, "one node", "n1", fast ? 590e6 : 20e6));
+  r.storage.push_back(MakeStorage(odd_path, "one node", "n1", 550e6));
+  return r;
+}
+
+}  // namespace preflight::accept::testing
