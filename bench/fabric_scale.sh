@@ -36,6 +36,20 @@ job() {
   while [ -n "$(squeue -h -j "$j" 2>/dev/null)" ]; do sleep 0.05; done
   echo "$j $(echo "$(now) - $t0" | awk '{print $1 - $3}')"
 }
+# quiet_job N ARGS...: like job, but waits by watching the nodes' epilog
+# records in state_dir (files, no RPC), so sdiag counts only what the job
+# and preflight cause, not this script's polling.
+quiet_job() {
+  local n=$1 j k
+  shift
+  j=$(sbatch --parsable -N"$n" -o /dev/null "$@")
+  for _ in $(seq 1 1200); do
+    k=$(ls "$dir/state/jobs/$j/" 2>/dev/null | grep -c 'epilog.json$' || true)
+    [ "$k" -ge "$n" ] && break
+    sleep 0.1
+  done
+  sleep 2  # the epilogs' completion messages reach slurmctld
+}
 # rpcs: "TYPE COUNT" per RPC type since the last sdiag -r.
 rpcs() {
   sdiag 2>/dev/null | awk '/Remote Procedure Call statistics by message type/ {on = 1; next}
@@ -70,10 +84,10 @@ for n in "${sizes[@]}"; do
 
   # 2. slurmctld RPCs per job, by type
   sdiag -r >/dev/null
-  job "$n" --wrap true >/dev/null
+  quiet_job "$n" --wrap true
   rpcs | sort >"$dir/rpc.plain"
   sdiag -r >/dev/null
-  job "$n" --nccl-check=quick --wrap true >/dev/null
+  quiet_job "$n" --nccl-check=quick --wrap true
   rpcs | sort >"$dir/rpc.check"
   join -a1 -a2 -e0 -o 0,1.2,2.2 "$dir/rpc.plain" "$dir/rpc.check" |
     awk -v n="$n" '{d = $3 - $2; if (d != 0) printf "%-4s rpc %-38s %3d -> %3d (+%d)\n", n, $1, $2, $3, d; tp += $2; tc += $3}
