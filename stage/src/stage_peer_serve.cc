@@ -1,6 +1,7 @@
 #include "stage_peer_serve.h"
 
 #include <arpa/inet.h>
+#include <sys/time.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -122,6 +123,13 @@ void PeerServer::AcceptLoop() {
     if (fd < 0) continue;
     int one = 1;  // small frames (file heads, hashes) must not wait for delayed ACKs
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    // A child whose link is dead takes nothing: a send that moves no byte
+    // for wait_children seconds drops that child (it reads the source
+    // itself), instead of holding this prolog until stage_timeout, past
+    // the batch launch (slurmctld then requeues the job as a node failure).
+    double secs = std::max(p_.wait_children, 1.0);
+    struct timeval tv = {static_cast<time_t>(secs), static_cast<suseconds_t>((secs - static_cast<time_t>(secs)) * 1e6)};
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     std::lock_guard<std::mutex> l(mu_);
     handlers_.emplace_back([this, fd] { Handle(fd); });
   }

@@ -85,7 +85,7 @@ import json,sys; d=json.load(open(sys.argv[1])); s=d["straggler"]["nodes"][0]
 assert s["node"]=="n3" and 0 < s["figure_Bps"] < 0.5*s["median_Bps"] and s["fraction"]==0.5, s
 assert d["requeue"] and d["excluded"]==["n3"] and d["drained"]==["n3"], d' "$C/state/jobs/$j/nccl.json"
 check_drained n3 "slow: n3's drain reason names the straggler with figures" \
-  "^preflight: nccl straggler n3: ring pairs [0-9.]* [MG]B/s < 0.5 x median [0-9.]* [MG]B/s"
+  "^preflight\[node\] nccl.straggler n3: ring pairs [0-9.]* [MG]B/s < 0.5 x median [0-9.]* [MG]B/s"
 release_and_wait "$j"
 check "slow: the job ran after the requeue" test "$(job_field "$j" JobState)" = COMPLETED
 check "slow: ... on the other five nodes" grep -q "script ran on n\[1-2,4-6\]" "$OUT/u/slow-$j.out"
@@ -154,6 +154,7 @@ for n in n1 n2 n3; do for k in $(ls "$C/nodes/$n/stage/cache"); do "$B/admin/pre
 "$CL" cut "$C" n1
 j=$(stage_run cutparent)
 check "stage, cut parent: the job completed (children fell back to the source)" test "$(job_field "$j" JobState)" = COMPLETED
+check "stage, cut parent: the job ran at its first start (no prolog held past the batch launch)" test "$(job_field "$j" Restarts)" = 0
 check "stage, cut parent: all 3 nodes have the source's bytes" test "$(grep -c " $want\$" "$OUT/u/cutparent-$j.out")" = 3
 "$CL" unshape "$C"
 for n in n1 n2 n3; do for k in $(ls "$C/nodes/$n/stage/cache"); do "$B/admin/preflight" --config "$conf" cache rm "$k" node=$n >/dev/null; done; done
