@@ -330,7 +330,9 @@ pid_of() { [ -f "$1" ] && cat "$1" || true; }
 # One htb root on lo, made by the first `shape` of a cluster and owned by it
 # (DIR/run/tc-owner); class 1:K and two u32 filters per shaped node nK.
 # Unclassified traffic (everything else on lo) passes unshaped.
-# DIR/run/shaped lists "NODE RATE" per shaped node.
+# DIR/run/shaped lists "NODE RATE" per shaped node. Traffic between two
+# shaped nodes takes the class of the first one shaped (the first u32
+# filter that matches), so shape the slowest node first.
 node_known() { local n; for n in $(cat "$1/run/nodes" 2>/dev/null); do [ "$n" = "$2" ] && return 0; done; return 1; }
 valid_rate() { [[ $1 =~ ^[1-9][0-9]{0,8}(bit|kbit|mbit|gbit)$ ]]; }
 lo_root_is_ours() { [ -f "$1/run/tc-owner" ] && tc qdisc show dev lo | grep -q '^qdisc htb 1: root'; }

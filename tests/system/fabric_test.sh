@@ -50,6 +50,21 @@ wait_check() {
   return 1
 }
 
+# --- 0. bad input to the harness: a clear error, lo unchanged -------------
+before=$(tc qdisc show dev lo)
+check "shape: a node that does not exist is refused" bash -c "! '$CL' shape '$C' n9 40mbit 2>'$OUT/e1'"
+check "... naming the cluster's nodes" grep -q "no node 'n9' in this cluster (n1 n2 n3 n4 n5 n6)" "$OUT/e1"
+check "shape: a malformed rate is refused" bash -c "! '$CL' shape '$C' n2 fast 2>'$OUT/e2'"
+check "... with the expected form" grep -q "bad rate 'fast' (expected a number and bit, kbit, mbit or gbit" "$OUT/e2"
+check "lo unchanged by the refusals" test "$(tc qdisc show dev lo)" = "$before"
+"$CL" shape "$C" n2 40mbit >/dev/null
+shaped=$(tc class show dev lo)
+check "shape: twice on one node is refused" bash -c "! '$CL' shape '$C' n2 80mbit 2>'$OUT/e3'"
+check "... saying it is shaped already" grep -q "n2 is already shaped (40mbit); unshape first" "$OUT/e3"
+check "lo unchanged by the second shape" test "$(tc class show dev lo)" = "$shaped"
+"$CL" unshape "$C"
+check "unshape removed the qdisc" test "$(tc qdisc show dev lo)" = "$before"
+
 # --- 1. no fault: nobody is named -------------------------------------------
 fp=0
 jobs=()
