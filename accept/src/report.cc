@@ -172,14 +172,17 @@ void JudgeCollective(Report* r) {
   r->straggler_text.clear();
   if (!r->pairs.empty()) {
     std::vector<collective::PairFigure> pf;
-    for (const auto& p : r->pairs) pf.push_back({p.a, p.b, p.busbw});
-    std::map<std::string, double> intra;
+    for (const auto& p : r->pairs) pf.push_back({p.a, p.b, p.busbw, p.worse});
+    std::map<std::string, double> intra, intra_low;
     for (const auto& c : r->curves)
-      if (c.nodes == 1 && c.error.empty() && !c.node_names.empty()) intra[c.node_names[0]] = c.Busbw();
+      if (c.nodes == 1 && c.error.empty() && !c.node_names.empty()) {
+        intra[c.node_names[0]] = c.Busbw();
+        if (c.worse_busbw > 0) intra_low[c.node_names[0]] = c.worse_busbw;
+      }
     double reference = 0;  // a profile's inter-node figure, when one applied
     for (const auto& c : r->curves)
       if (c.nodes == 2 && c.profile_threshold > 0) reference = c.profile_threshold;
-    auto v = collective::FindStragglers(r->nodes, pf, intra, t.straggler_fraction, reference);
+    auto v = collective::FindStragglers(r->nodes, pf, intra, t.straggler_fraction, reference, intra_low);
     r->straggler_text = v.text;
     for (const auto& s : v.stragglers) {
       r->stragglers.push_back(s.node);
@@ -468,7 +471,8 @@ std::string ReportJson(const Report& r) {
     WriteStrings(w, "node_names", c.node_names);
     w.Field("ranks", c.ranks).Field("backend", c.backend).Field("profile", c.profile);
     w.Field("profile_threshold_Bps", c.profile_threshold).Field("threshold_source", c.threshold_source);
-    w.Field("busbw_Bps", c.Busbw()).Field("error", c.error).Field("reproduce", c.reproduce);
+    w.Field("busbw_Bps", c.Busbw()).Field("worse_busbw_Bps", c.worse_busbw).Field("error", c.error)
+        .Field("reproduce", c.reproduce);
     w.Key("sizes").BeginArray();
     for (const auto& s : c.sizes)
       w.BeginObject().Field("bytes", static_cast<int64_t>(s.bytes)).Field("busbw_Bps", s.busbw)
@@ -478,7 +482,8 @@ std::string ReportJson(const Report& r) {
   w.EndArray();
   w.Key("pairs").BeginArray();
   for (const auto& p : r.pairs)
-    w.BeginObject().Field("a", p.a).Field("b", p.b).Field("busbw_Bps", p.busbw).Field("pass", p.pass)
+    w.BeginObject().Field("a", p.a).Field("b", p.b).Field("busbw_Bps", p.busbw).Field("worse_busbw_Bps", p.worse)
+        .Field("pass", p.pass)
         .Field("message", p.message).EndObject();
   w.EndArray();
   WriteStrings(w, "stragglers", r.stragglers);

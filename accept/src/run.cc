@@ -271,13 +271,19 @@ class Runner_ {
         for (const auto& [task, text] : SplitLabelled(p2.output)) {
           Curve c2;
           if (!ParseNcclJson(text, &c2).ok() || c2.node_names.empty() || c2.node_names[0] != s.node) continue;
-          for (auto& c : r_->curves)
-            if (c.nodes == 1 && !c.node_names.empty() && c.node_names[0] == s.node && c2.Busbw() > c.Busbw() &&
-                c2.error.empty()) {
+          for (auto& c : r_->curves) {
+            if (c.nodes != 1 || c.node_names.empty() || c.node_names[0] != s.node || !c2.error.empty()) continue;
+            // The better sweep is the node's figure, the worse one goes to
+            // the median (straggler.h): a suspect that comes back fast must
+            // not raise the bar for everyone else.
+            double worse = std::min(c.Busbw(), c2.Busbw());
+            if (c2.Busbw() > c.Busbw()) {
               c2.nodes = 1;
               c2.reproduce = c.reproduce;
               c = c2;
             }
+            c.worse_busbw = worse;
+          }
         }
       }
       Say("collective: intra-node done in " + F("%.1f", Now() - t0) + " s");
@@ -317,7 +323,11 @@ class Runner_ {
     auto parsed = collective::ParseOutput(p.output);
     std::vector<PairFigure> out;
     for (const auto& rec : parsed.records)
-      if (rec.kind == "pair" && rec.nodes.size() == 2) out.push_back({rec.nodes[0], rec.nodes[1], rec.busbw, rec.pass, rec.message});
+      if (rec.kind == "pair" && rec.nodes.size() == 2) {
+        // preflight-nccl may have sampled the pair twice itself (samples_Bps).
+        double worse = rec.samples.size() > 1 ? *std::min_element(rec.samples.begin(), rec.samples.end()) : 0;
+        out.push_back({rec.nodes[0], rec.nodes[1], rec.busbw, worse, rec.pass, rec.message});
+      }
     if (out.empty()) *error = p.timed_out ? "no pair verdict within the stage budget" : "no pair records: " + LastLine(p.output);
     return out;
   }
@@ -335,7 +345,7 @@ class Runner_ {
     // Measure twice before blaming: the pairs of the nodes the rule names run
     // again and each pair keeps its better figure.
     std::vector<collective::PairFigure> pf;
-    for (const auto& p : r_->pairs) pf.push_back({p.a, p.b, p.busbw});
+    for (const auto& p : r_->pairs) pf.push_back({p.a, p.b, p.busbw, p.worse});
     auto v = collective::FindStragglers(live_, pf, {}, o_.thresholds.straggler_fraction, 0);
     auto again = collective::NodesToRemeasure(live_, v);
     if (!again.empty() && Budget("the second pair sample")) {
@@ -343,8 +353,13 @@ class Runner_ {
       std::string err2;
       auto second = RunPairs(live_, per, &err2);
       for (auto& p : r_->pairs)
-        for (const auto& q : second)
-          if (p.a == q.a && p.b == q.b && q.busbw > p.busbw) { p.busbw = q.busbw; p.pass = q.pass; p.message = q.message; }
+        for (const auto& q : second) {
+          if (p.a != q.a || p.b != q.b) continue;
+          // The better sample decides the pair, the worse goes to the median.
+          double worse = std::min({p.worse > 0 ? p.worse : p.busbw, q.worse > 0 ? q.worse : q.busbw, p.busbw, q.busbw});
+          if (q.busbw > p.busbw) { p.busbw = q.busbw; p.pass = q.pass; p.message = q.message; }
+          p.worse = worse;
+        }
     }
     Say("collective: ring pairs done in " + F("%.1f", Now() - t0) + " s");
   }

@@ -65,7 +65,7 @@ inline Report FixtureReport(bool fast, const std::string& odd_path = "/scratch/<
     const std::string& a = all[i];
     const std::string& b = all[(i + 1) % all.size()];
     bool slow = !fast && (a == "n5" || b == "n5");
-    r.pairs.push_back({a, b, slow ? 10e6 : 100e6, true, "ok"});
+    r.pairs.push_back({a, b, slow ? 10e6 : 100e6, 0, true, "ok"});
   }
   const std::string second = fast ? "/fast2" : "/slow";
   r.storage.push_back(MakeStorage("/fast", "all nodes", "", 8 * 500e6));

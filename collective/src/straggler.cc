@@ -45,7 +45,8 @@ void Judge(const std::vector<std::pair<std::string, double>>& figs, double fract
 }  // namespace
 
 StragglerVerdict FindStragglers(const std::vector<std::string>& nodes, const std::vector<PairFigure>& pairs,
-                                const std::map<std::string, double>& intra, double fraction, double reference) {
+                                const std::map<std::string, double>& intra, double fraction, double reference,
+                                const std::map<std::string, double>& intra_low) {
   StragglerVerdict v;
   const size_t n = nodes.size();
   auto pair_of = [&](const std::string& a, const std::string& b, bool low = false) {
@@ -82,19 +83,28 @@ StragglerVerdict FindStragglers(const std::vector<std::string>& nodes, const std
                 "; with two nodes neither can be told from the other: nobody is named\n";
     }
   }
+  // A node's intra-node reference: its worse sample when it has two.
+  auto intra_ref = [&](const std::string& name, double fig) {
+    auto it = intra_low.find(name);
+    return it != intra_low.end() && it->second > 0 ? std::min(it->second, fig) : fig;
+  };
   if (intra.size() >= 3) {
     std::vector<std::pair<std::string, double>> figs;
+    std::vector<double> refs;
     for (const auto& name : nodes) {
       auto it = intra.find(name);
-      if (it != intra.end()) figs.push_back(*it);
+      if (it == intra.end()) continue;
+      figs.push_back(*it);
+      refs.push_back(intra_ref(name, it->second));
     }
-    Judge(figs, fraction, "intra-node", v, nullptr);
+    Judge(figs, fraction, "intra-node", v, nullptr, refs);
   } else if (intra.size() == 2) {
-    // Two nodes: the slower one against the faster (there is no median).
+    // Two nodes: the slower one against the faster's worse sample (there
+    // is no median).
     auto lo = intra.begin(), hi = std::next(lo);
     if (lo->second > hi->second) std::swap(lo, hi);
-    if (hi->second > 0 && lo->second < fraction * hi->second)
-      v.stragglers.push_back({lo->first, lo->second, hi->second, fraction, "intra-node"});
+    double bar = intra_ref(hi->first, hi->second);
+    if (bar > 0 && lo->second < fraction * bar) v.stragglers.push_back({lo->first, lo->second, bar, fraction, "intra-node"});
   }
   for (const auto& s : v.stragglers) v.text += Line(s);
   return v;
@@ -110,6 +120,12 @@ std::vector<size_t> NodesToRemeasure(const std::vector<std::string>& nodes, cons
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
+}
+
+bool IntraToRemeasure(const StragglerVerdict& v) {
+  for (const auto& s : v.stragglers)
+    if (s.basis == "intra-node") return true;
+  return false;
 }
 
 }  // namespace preflight::collective

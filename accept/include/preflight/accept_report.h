@@ -54,12 +54,14 @@ struct Curve {
   std::vector<SizePoint> sizes;
   std::string error;              // why there is no sweep ("" when there is)
   std::string reproduce;
+  double worse_busbw = 0;         // measured twice: the worse sweep's Busbw() (0: measured once)
   double Busbw() const;           // at the largest size measured (0 when none)
 };
 
 struct PairFigure {
   std::string a, b;
-  double busbw = 0;  // bytes/s
+  double busbw = 0;  // bytes/s, the better of its samples
+  double worse = 0;  // bytes/s, the worse of two samples (0: measured once)
   bool pass = true;
   std::string message;
 };

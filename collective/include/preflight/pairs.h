@@ -13,8 +13,9 @@
 // Each round has a deadline (an equal share of the budget), which the host
 // backend keeps (HostOptions::deadline): a cut link fails its pair in time
 // and the other pairs of the round finish. Measure twice before blaming:
-// the pairs of every node the rule names are measured again, and each pair
-// keeps its better sample.
+// every pair is measured again once the rule names a node by its pairs,
+// and every node's own ranks once it names one by its intra-node figure;
+// each keeps its better sample and the median its worse (straggler.h).
 #pragma once
 
 #include <map>
@@ -38,7 +39,7 @@ struct PairsOptions {
   double user_rate_cap = 0;  // $PREFLIGHT_NCCL_HOST_RATE of a user-run rank
   double budget_s = 60;      // wall time for every round, the second samples included
   bool remeasure = true;     // measure the pairs of named nodes a second time
-  bool intra = false;        // also one round of every node's own ranks (2+ per node)
+  bool intra = false;        // also one round of every node's own ranks (2+ per node), twice when one is named
 };
 
 struct PairsOutcome {

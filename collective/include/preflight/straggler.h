@@ -24,12 +24,16 @@
 //     the other by it: a slow pair is compared with the reference (a
 //     profile's inter-node figure) and named as a link, never as a node.
 //   - the same rule over the intra-node figures (one per node, when a node
-//     runs 2+ ranks), with their own median.
+//     runs 2+ ranks), with their own median, built from each node's worse
+//     intra-node sample when it has two (`intra_low`).
 //   - when the median itself is below fraction x reference, every node is
 //     equally slow: that is the fabric (or the profile), not a node; said
 //     once, nobody named.
 // Callers measure twice before blaming (pairs.cc re-measures the pairs of
-// every node this rule names and keeps each pair's better sample).
+// every node this rule names and keeps each pair's better sample, and the
+// intra-node round when a node is named by it). A second sample can only
+// lower the median: nobody is named by the second verdict who was not by
+// the first.
 #pragma once
 
 #include <map>
@@ -61,14 +65,20 @@ struct StragglerVerdict {
 };
 
 // nodes in ring order; pairs (nodes[i], nodes[i+1 mod n]) in any order
-// (missing pairs count 0); intra: node -> intra-node figure (may be empty);
-// fraction in (0, 1); reference: a profile's inter-node figure in bytes/s,
-// or 0 when none applies.
+// (missing pairs count 0); intra: node -> intra-node figure, its better
+// sample (may be empty); intra_low: node -> its worse sample, for the
+// nodes measured twice; fraction in (0, 1); reference: a profile's
+// inter-node figure in bytes/s, or 0 when none applies.
 StragglerVerdict FindStragglers(const std::vector<std::string>& nodes, const std::vector<PairFigure>& pairs,
-                                const std::map<std::string, double>& intra, double fraction, double reference);
+                                const std::map<std::string, double>& intra, double fraction, double reference,
+                                const std::map<std::string, double>& intra_low = {});
 
 // The nodes whose pairs should be measured again before anyone is blamed:
 // the stragglers by pairs, as indexes into `nodes`.
 std::vector<size_t> NodesToRemeasure(const std::vector<std::string>& nodes, const StragglerVerdict& v);
+
+// Whether anyone is named by the intra-node rule (the intra-node round
+// runs again before anyone is blamed).
+bool IntraToRemeasure(const StragglerVerdict& v);
 
 }  // namespace preflight::collective
