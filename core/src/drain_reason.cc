@@ -31,10 +31,20 @@ std::string CheckToken(const std::string& check) {
 }
 
 // The device without ": " (the parser ends the device at the first one).
+// A longer one loses its middle, not its end: a path's telling part is its
+// last components ("/srv/cluster/.../nodes/n1/scratch"), and a cut falls
+// on a '/' where one is near.
 std::string DeviceText(const std::string& device) {
-  std::string s = Clean(device, kDeviceMax);
+  std::string s = Clean(device);
   for (size_t p; (p = s.find(": ")) != std::string::npos;) s.erase(p + 1, 1);
-  return s;
+  if (s.size() <= kDeviceMax) return s;
+  constexpr size_t kHead = 20, kTail = kDeviceMax - kHead - 3;
+  std::string head = s.substr(0, kHead), tail = s.substr(s.size() - kTail);
+  size_t slash = head.rfind('/');
+  if (slash != std::string::npos && slash > 0) head.resize(slash + 1);
+  slash = tail.find('/');
+  if (slash != std::string::npos && slash + 1 < tail.size()) tail.erase(0, slash);
+  return head + "..." + tail;
 }
 
 // Text without a figure marker or "]" that the parser would take for its own.

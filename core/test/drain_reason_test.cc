@@ -121,9 +121,27 @@ TEST(DrainReason, CutsTheFindingNeverThePrefixOrFigure) {
   back = ParseReason(text);
   ASSERT_TRUE(back.has_value()) << text;
   EXPECT_EQ(back->check, std::string(20, 'c'));
-  EXPECT_EQ(back->device, std::string(57, 'd') + "...");
+  EXPECT_EQ(back->device, std::string(20, 'd') + "..." + std::string(35, 'd') + ":z");
   EXPECT_EQ(back->figure, std::string(29, '9') + "...");
   EXPECT_EQ(back->finding, "line one line two");
+}
+
+TEST(DrainReason, ALongPathKeepsItsEnd) {
+  // Seen in CI: a checkout under a longer root cut the scratch path to
+  // ".../build/tests/cluster/..." and lost the directory that was missing.
+  DrainReason d;
+  d.check = "scratch";
+  d.device = "/check/work/main/build-slurm/25.11.7/build/tests/cluster/nodes/n1/scratch";
+  d.finding = "not usable: No such file or directory";
+  std::string text = FormatReason(d);
+  auto back = ParseReason(text);
+  ASSERT_TRUE(back.has_value()) << text;
+  EXPECT_EQ(back->device, "/check/work/main/.../build/tests/cluster/nodes/n1/scratch");
+  EXPECT_LE(back->device.size(), 60u);
+  EXPECT_EQ(back->finding, d.finding);
+  // One that fits is left whole.
+  d.device = "/srv/cluster/nodes/n1/scratch";
+  EXPECT_EQ(ParseReason(FormatReason(d))->device, d.device);
 }
 
 TEST(DrainReason, ReadsEveryOlderFormat) {

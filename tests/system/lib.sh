@@ -101,6 +101,17 @@ check_drained() {
   check "$node drained" grep -q drain <<<"$(node_state "$node")"
   check "$what" grep "$flags" -- "$pattern" <<<"$reason"
 }
+# reason_names_path NODE CHECK PATH: NODE's reason names CHECK on PATH, the
+# path whole or (a deep checkout: over 60 characters) without its middle,
+# its end kept ("/check/work/main/.../tests/cluster/nodes/n1/scratch",
+# drain_reason.h).
+reason_names_path() {
+  local d
+  d=$(sed -n "s/^preflight\[[a-z]*\] $2 \(.*\): .*/\1/p" <<<"$(node_reason "$1")" | sed 's/: .*//')
+  note "$1 reason device: $d"
+  [ "$d" = "$3" ] && return 0
+  [[ $d == *...* ]] && [ ${#d} -le 60 ] && [[ $3 == "${d%%...*}"* && $3 == *"${d#*...}" ]] && [ "${3##*/}" = "${d##*/}" ]
+}
 # From preflight's own node record (JSON), like job_field.
 node_reason() { "$B/admin/preflight" slurm nodes "$1" 2>/dev/null | sed -n 's/.*"reason":"\(.*\)"}\]}$/\1/p'; }
 # slurm_release: MAJOR*100+MINOR of the Slurm the cluster runs (2211 for 22.05... ).

@@ -21,7 +21,8 @@ check "requeued job completed" test "$(job_field "$jid" JobState)" = COMPLETED
 # The reason names the check and the path; the detached helper sets it
 # within a few seconds of Slurm's own "Prolog error".
 wait_preflight_reason n1 || true
-check_drained n1 "reason names preflight, the check and the path" "^preflight\[node\] scratch $scratch: not usable: No such file or directory"
+check_drained n1 "reason names preflight, the check and the fault" "^preflight\[node\] scratch .*: not usable: No such file or directory"
+check "reason names the path" reason_names_path n1 scratch "$scratch"
 wait_idle n2 n3
 check "n2 is not drained" test "$(node_state n2)" = idle
 check "n3 is not drained" test "$(node_state n3)" = idle

@@ -22,7 +22,8 @@ check "config check says what RunInJob changes" contains "$OUT/config-check.out"
 mv "$scratch" "$scratch.away"
 jid=$(sbatch --parsable -N1 --nccl-check=quick -o "$OUT/job-%j.out" --wrap 'echo ran on $SLURMD_NODENAME')
 wait_preflight_reason n1 || true
-check_drained n1 "the reason is preflight's, not Slurm's 'Prolog error'" "^preflight\[node\] scratch $scratch: not usable: No such file or directory"
+check_drained n1 "the reason is preflight's, not Slurm's 'Prolog error'" "^preflight\[node\] scratch .*: not usable: No such file or directory"
+check "the reason names the path" reason_names_path n1 scratch "$scratch"
 release_and_wait "$jid"
 cat "$OUT/job-$jid.out"
 check "the job ran elsewhere and completed" test "$(job_field "$jid" JobState)" = COMPLETED

@@ -65,8 +65,9 @@ struct DrainReason {
 
 // The reason text, at most `max` characters. Bounds on the fixed parts, so
 // that they fit in kReasonMax with room for the finding: check 20
-// characters, device 60, value 32, threshold 48 (longer ones are cut, the
-// device, value and threshold ending "...").
+// characters, device 60, value 32, threshold 48 (longer ones are cut: the
+// device loses its middle, "/srv/.../nodes/n1/scratch", the value and the
+// threshold end "...").
 // A `max` below kReasonMax may cut the whole text.
 std::string FormatReason(const DrainReason& r, size_t max = kReasonMax);
 
