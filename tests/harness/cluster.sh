@@ -99,11 +99,27 @@ lay_topology_sysfs() {
   done
 }
 
+# Sockets live under a short directory of their own, not under DIR: a unix
+# socket's path is at most 107 bytes, and slurmstepd's (SlurmdSpoolDir/
+# NODE_JOB.STEP), PMIx's (SlurmdSpoolDir/pmix.JOB.STEP/...) and munge's
+# would pass that in a deep checkout (CI's cluster of a cluster test
+# lives 80 characters down). One per DIR; DIR/run/spool links to it.
+sock_dir() {
+  local top=/run/preflight-test
+  [ -d /run ] && [ -w /run ] || top=/tmp/preflight-test
+  echo "$top/$(printf %s "$1" | sha1sum | cut -c1-12)"
+}
+
 write_configs() {
-  local dir=$1 build=$2 host base
+  local dir=$1 build=$2 host base sock
   host=$(hostname -s)
   base=$(free_port_base)
-  mkdir -p "$dir"/{etc,run/state,run/log,run/spool,munge,fakedev,state,metrics,bin}
+  sock=$(sock_dir "$dir")
+  mkdir -p "$dir"/{etc,run/state,run/log,munge,fakedev,state,metrics,bin}
+  rm -rf "$sock"
+  mkdir -p "$sock/spool"
+  chmod 755 "$(dirname "$sock")" "$sock"
+  ln -sfn "$sock/spool" "$dir/run/spool"
   for n in "${NODES[@]}"; do
     mkdir -p "$dir/run/tmp/$n" "$dir/nodes/$n/root" "$dir/nodes/$n/scratch"
     lay_topology_sysfs "$dir/nodes/$n/root"
@@ -121,10 +137,10 @@ SlurmdUser=root
 SlurmctldPort=$base
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$dir/munge/munge.sock
+AuthInfo=socket=$sock/munge.sock
 MailProg=/bin/true
 StateSaveLocation=$dir/run/state
-SlurmdSpoolDir=$dir/run/spool/%n
+SlurmdSpoolDir=$sock/spool/%n
 SlurmctldPidFile=$dir/run/slurmctld.pid
 SlurmdPidFile=$dir/run/slurmd.%n.pid
 SlurmctldLogFile=$dir/run/log/slurmctld.log
@@ -191,7 +207,7 @@ node_addresses = $dir/etc/node-addresses
 # serves on its fabric address, port stage_peer_port + i.
 stage_peers = no
 stage_peer_port = $((base + 20))
-stage_munge_socket = $dir/munge/munge.sock
+stage_munge_socket = $sock/munge.sock
 scontrol = $(command -v scontrol)
 # Job, step and node records come from "preflight slurm" (libslurm, JSON).
 slurm_query = $build/admin/preflight
@@ -297,7 +313,7 @@ start() {
   # by runuser; tests never use sbatch --uid, which later Slurm removed).
   chmod 755 "$dir/munge"; chmod 400 "$dir/munge/munge.key"
   ensure_test_user
-  munged --force --socket="$dir/munge/munge.sock" --key-file="$dir/munge/munge.key" \
+  munged --force --socket="$(sock_dir "$dir")/munge.sock" --key-file="$dir/munge/munge.key" \
     --pid-file="$dir/munge/munged.pid" --log-file="$dir/munge/munged.log" --seed-file="$dir/munge/munged.seed"
 
   slurmctld -f "$SLURM_CONF"
@@ -389,6 +405,7 @@ stop() {
   stop_pids $(pid_of "$dir/run/slurmctld.pid")
   stop_pids $(pid_of "$dir/munge/munged.pid")
   rm -f "$dir/run/slurmctld.pid"
+  rm -rf "$(sock_dir "$dir")"
   unshape "$dir"
 }
 
