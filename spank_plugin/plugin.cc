@@ -22,6 +22,7 @@ extern "C" {
 #include <string>
 #include <vector>
 
+#include "plugin_args.h"
 #include "preflight/config.h"
 #include "preflight/fileutil.h"
 #include "preflight/log.h"

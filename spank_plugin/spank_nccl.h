@@ -23,6 +23,7 @@ extern "C" {
 #include <slurm/spank.h>
 }
 
+#include "plugin_args.h"
 #include "preflight/config.h"
 #include "preflight/options.h"
 

@@ -7,6 +7,7 @@ extern "C" {
 
 #include <string>
 
+#include "plugin_args.h"
 #include "preflight/config.h"
 #include "preflight/job.h"
 #include "preflight/options.h"

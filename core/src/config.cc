@@ -19,140 +19,6 @@ namespace preflight {
 
 namespace {
 
-// One table per enum key: its values and their names in the config.
-template <class E>
-using Names = std::initializer_list<std::pair<E, const char*>>;
-constexpr Names<NcclOnFailure> kOnFailureNames = {{NcclOnFailure::kRequeue, "requeue"}, {NcclOnFailure::kFail, "fail"}};
-constexpr Names<GpuPersistence> kPersistenceNames = {
-    {GpuPersistence::kAny, "any"}, {GpuPersistence::kOn, "on"}, {GpuPersistence::kOff, "off"}};
-constexpr Names<LinkLayer> kLinkLayerNames = {
-    {LinkLayer::kAny, "any"}, {LinkLayer::kInfiniBand, "InfiniBand"}, {LinkLayer::kEthernet, "Ethernet"}};
-constexpr Names<StageVerify> kStageVerifyNames = {{StageVerify::kFiles, "files"}, {StageVerify::kDirs, "dirs"}};
-constexpr Names<XidAction> kXidActionNames = {{XidAction::kDrainReset, "drain_reset"}, {XidAction::kDrain, "drain"},
-                                              {XidAction::kWarn, "warn"}, {XidAction::kUser, "user"},
-                                              {XidAction::kIgnore, "ignore"}};
-
-template <class E>
-const char* NameIn(Names<E> names, E e) {
-  for (const auto& n : names)
-    if (n.first == e) return n.second;
-  return names.begin()->second;
-}
-template <class E>
-Expected<E> ParseIn(Names<E> names, const std::string& s) {
-  std::string all;
-  for (const auto& n : names) {
-    if (s == n.second) return n.first;
-    all += (all.empty() ? "" : ", ") + std::string(n.second);
-  }
-  return Status::InvalidArgument("bad value '" + s + "' (expected " + all + ")");
-}
-
-}  // namespace
-
-const char* NcclOnFailureName(NcclOnFailure f) { return NameIn(kOnFailureNames, f); }
-const char* GpuPersistenceName(GpuPersistence p) { return NameIn(kPersistenceNames, p); }
-const char* LinkLayerName(LinkLayer l) { return NameIn(kLinkLayerNames, l); }
-const char* StageVerifyName(StageVerify v) { return NameIn(kStageVerifyNames, v); }
-const char* XidActionName(XidAction a) { return NameIn(kXidActionNames, a); }
-
-bool ParseXidAction(const std::string& s, XidAction* a) {
-  auto x = ParseIn(kXidActionNames, s);
-  if (x) *a = *x;
-  return x.ok();
-}
-
-Expected<bool> ParseBool(const std::string& s) {
-  if (s == "yes" || s == "true" || s == "on" || s == "1") return true;
-  if (s == "no" || s == "false" || s == "off" || s == "0") return false;
-  return Status::InvalidArgument("bad boolean '" + s + "' (expected yes or no)");
-}
-
-static Expected<uint64_t> ParseScaled(const std::string& s, const char* what,
-                                      const std::vector<std::pair<std::string, uint64_t>>& units,
-                                      uint64_t bare) {
-  size_t i = 0;
-  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
-  if (i == 0) return Status::InvalidArgument(std::string("bad ") + what + " '" + s + "'");
-  uint64_t n = 0;
-  for (size_t k = 0; k < i; ++k) {
-    uint64_t d = static_cast<uint64_t>(s[k] - '0');
-    if (n > (UINT64_MAX - d) / 10) return Status::InvalidArgument(std::string(what) + " '" + s + "' too large");
-    n = n * 10 + d;
-  }
-  std::string unit = s.substr(i);
-  uint64_t mult = 0;
-  if (unit.empty()) mult = bare;
-  for (const auto& u : units)
-    if (unit == u.first) mult = u.second;
-  if (mult == 0) return Status::InvalidArgument(std::string("bad ") + what + " '" + s + "'");
-  if (n != 0 && mult > UINT64_MAX / n) return Status::InvalidArgument(std::string(what) + " '" + s + "' too large");
-  return n * mult;
-}
-
-Expected<uint64_t> ParseSize(const std::string& s) {
-  return ParseScaled(s, "size", {{"K", 1ull << 10}, {"M", 1ull << 20}, {"G", 1ull << 30}, {"T", 1ull << 40}}, 1);
-}
-
-Expected<uint64_t> ParseCount(const std::string& s) { return ParseScaled(s, "count", {}, 1); }
-
-Expected<uint32_t> ParseDurationMs(const std::string& s) {
-  auto v = ParseScaled(s, "duration", {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}}, 1000);
-  if (!v) return v.status();
-  if (*v > UINT32_MAX) return Status::InvalidArgument("duration '" + s + "' too large");
-  return static_cast<uint32_t>(*v);
-}
-
-Expected<double> ParseRate(const std::string& s) {
-  if (s == "auto") return 0.0;
-  std::string t = s;
-  if (t.size() > 3 && t.compare(t.size() - 3, 3, "B/s") == 0) t.resize(t.size() - 3);
-  size_t i = 0;
-  while (i < t.size() && (std::isdigit(static_cast<unsigned char>(t[i])) || t[i] == '.')) ++i;
-  if (i == 0) return Status::InvalidArgument("bad rate '" + s + "' (expected e.g. 500M, 40G, 12.5GB/s or auto)");
-  double v = std::strtod(t.substr(0, i).c_str(), nullptr);
-  std::string unit = t.substr(i);
-  double mult = unit.empty() ? 1 : unit == "K" ? 1e3 : unit == "M" ? 1e6 : unit == "G" ? 1e9 : unit == "T" ? 1e12 : 0;
-  if (mult == 0 || !(v >= 0)) return Status::InvalidArgument("bad rate '" + s + "' (expected e.g. 500M, 40G, 12.5GB/s or auto)");
-  return v * mult;
-}
-
-std::string RateKeyText(double v) {
-  if (v <= 0) return "auto";
-  const char* units[] = {"", "K", "M", "G", "T"};
-  int u = 0;
-  while (u < 4 && v >= 1000) { v /= 1000; ++u; }
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%g%s", v, units[u]);
-  return buf;
-}
-
-std::string ExpandNode(const std::string& value, const std::string& node) {
-  std::string out;
-  for (size_t i = 0; i < value.size(); ++i) {
-    if (value[i] == '%' && i + 1 < value.size()) {
-      if (value[i + 1] == 'n' && !node.empty()) { out += node; ++i; continue; }
-      if (value[i + 1] == '%') { out += '%'; ++i; continue; }
-    }
-    out += value[i];
-  }
-  return out;
-}
-
-namespace {
-
-std::string SizeText(uint64_t v) {
-  static const char* kUnits[] = {"", "K", "M", "G", "T"};
-  int u = 0;
-  while (u < 4 && v != 0 && v % 1024 == 0) { v /= 1024; ++u; }
-  return std::to_string(v) + kUnits[u];
-}
-
-std::string DurationText(uint32_t ms) {
-  if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
-  return std::to_string(ms) + "ms";
-}
-
 // Path values need the node name; the table's setters take the raw text and
 // LoadConfig/ApplyOverrides expand it first (only for type "path").
 #define PF_PATH(field)                                                        \
@@ -195,17 +61,12 @@ Status CommandPath(const std::string& v) {
 
 #define PF_STRING(field) PF_PATH(field)
 
-std::string BoolText(bool b) { return b ? "yes" : "no"; }
-std::string CountText(uint64_t v) { return std::to_string(v); }
 std::string LevelText(Level l) { return LevelName(l); }
 std::string StringText(const std::string& s) { return s; }
-Expected<NcclOnFailure> ParseOnFailure(const std::string& s) { return ParseIn(kOnFailureNames, s); }
+// Enum-valued keys: their text is their name (each owner's *_config.h).
 std::string OnFailureText(NcclOnFailure f) { return NcclOnFailureName(f); }
-Expected<GpuPersistence> ParsePersistence(const std::string& s) { return ParseIn(kPersistenceNames, s); }
 std::string PersistenceText(GpuPersistence p) { return GpuPersistenceName(p); }
-Expected<LinkLayer> ParseLinkLayer(const std::string& s) { return ParseIn(kLinkLayerNames, s); }
 std::string LinkLayerText(LinkLayer l) { return LinkLayerName(l); }
-Expected<StageVerify> ParseStageVerify(const std::string& s) { return ParseIn(kStageVerifyNames, s); }
 std::string StageVerifyText(StageVerify v) { return StageVerifyName(v); }
 Expected<std::string> AnyString(const std::string& s) {
   if (s.empty()) return Status::InvalidArgument("empty value");
@@ -216,165 +77,8 @@ Expected<Level> ParseLevelKey(const std::string& s) {
   return ParseLevel(s.c_str());
 }
 
-// Health-check value types: comma-separated lists and small enumerations.
-std::string ListText(const std::vector<std::string>& v) {
-  std::string o;
-  for (const auto& x : v) o += (o.empty() ? "" : ",") + x;
-  return o;
-}
-Expected<std::vector<std::string>> ParseList(const std::string& s) {
-  std::vector<std::string> out;
-  size_t b = 0;
-  while (b <= s.size() && !s.empty()) {
-    size_t e = s.find(',', b);
-    std::string item = s.substr(b, e == std::string::npos ? std::string::npos : e - b);
-    size_t i = item.find_first_not_of(" \t"), j = item.find_last_not_of(" \t");
-    if (i == std::string::npos) return Status::InvalidArgument("empty item in list '" + s + "'");
-    out.push_back(item.substr(i, j - i + 1));
-    if (e == std::string::npos) break;
-    b = e + 1;
-  }
-  return out;
-}
-Expected<std::vector<std::string>> ParseXidList(const std::string& s) {
-  auto l = ParseList(s);
-  if (!l) return l;
-  for (const auto& x : *l)
-    if (!ParseCount(x)) return Status::InvalidArgument("bad Xid '" + x + "' (expected a number)");
-  return l;
-}
-Expected<std::vector<std::string>> ParseThrottleList(const std::string& s) {
-  static const char* kNames[] = {"idle", "app_clocks", "sw_power_cap", "hw_slowdown", "sync_boost",
-                                 "sw_thermal", "hw_thermal", "hw_power_brake", "display_clocks"};
-  auto l = ParseList(s);
-  if (!l) return l;
-  for (const auto& x : *l) {
-    bool ok = false;
-    for (const char* n : kNames) ok = ok || x == n;
-    if (!ok)
-      return Status::InvalidArgument("unknown throttle reason '" + x +
-                                     "' (expected idle, app_clocks, sw_power_cap, hw_slowdown, sync_boost, "
-                                     "sw_thermal, hw_thermal, hw_power_brake, display_clocks)");
-  }
-  return l;
-}
 std::string Same(const std::string& s) { return s; }
-Expected<std::string> OneOf(const std::string& s, std::initializer_list<const char*> allowed) {
-  std::string all;
-  for (const char* a : allowed) {
-    if (s == a) return s;
-    all += (all.empty() ? "" : ", ") + std::string(a);
-  }
-  return Status::InvalidArgument("bad value '" + s + "' (expected " + all + ")");
-}
-Expected<std::string> ParseBackend(const std::string& s) { return OneOf(s, {"auto", "nccl", "host"}); }
-Expected<std::string> ParseComputeMode(const std::string& s) {
-  return OneOf(s, {"any", "default", "exclusive_process", "prohibited"});
-}
-// "symbol_error:10,port_xmit_discards:100": counter names as sysfs spells them.
-using CounterLimits = std::vector<std::pair<std::string, uint64_t>>;
-Expected<CounterLimits> ParseCounterLimits(const std::string& s) {
-  CounterLimits out;
-  if (s.empty()) return out;
-  auto l = ParseList(s);
-  if (!l) return l.status();
-  for (const auto& item : *l) {
-    size_t colon = item.find(':');
-    std::string name = item.substr(0, colon);
-    bool ok = colon != std::string::npos && !name.empty() &&
-              std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-    if (!ok) return Status::InvalidArgument("bad counter limit '" + item + "' (expected NAME:MAX, e.g. symbol_error:10)");
-    auto n = ParseCount(item.substr(colon + 1));
-    if (!n) return Status::InvalidArgument("bad counter limit '" + item + "': " + n.status().message());
-    for (const auto& kv : out)
-      if (kv.first == name) return Status::InvalidArgument("counter '" + name + "' given twice");
-    out.emplace_back(name, *n);
-  }
-  return out;
-}
-std::string CounterLimitsText(const CounterLimits& l) {
-  std::string o;
-  for (const auto& kv : l) o += (o.empty() ? "" : ",") + kv.first + ":" + std::to_string(kv.second);
-  return o;
-}
-
-using XidActions = std::vector<std::pair<int, XidAction>>;
-Expected<XidActions> ParseXidActions(const std::string& s) {
-  XidActions out;
-  if (s.empty()) return out;
-  auto l = ParseList(s);
-  if (!l) return l.status();
-  for (const auto& item : *l) {
-    size_t colon = item.find(':');
-    auto n = ParseCount(item.substr(0, colon));
-    XidAction a;
-    if (colon == std::string::npos || !n || *n > 100000 || !ParseXidAction(item.substr(colon + 1), &a))
-      return Status::InvalidArgument("bad Xid action '" + item +
-                                     "' (expected XID:ACTION, ACTION one of drain_reset, drain, warn, user, ignore)");
-    for (const auto& kv : out)
-      if (kv.first == static_cast<int>(*n)) return Status::InvalidArgument("Xid " + std::to_string(*n) + " given twice");
-    out.emplace_back(static_cast<int>(*n), a);
-  }
-  return out;
-}
-std::string XidActionsText(const XidActions& l) {
-  std::string o;
-  for (const auto& kv : l) o += (o.empty() ? "" : ",") + std::to_string(kv.first) + ":" + XidActionName(kv.second);
-  return o;
-}
-
-Expected<std::vector<std::string>> ParseFleetFields(const std::string& s) {
-  std::vector<std::string> out;
-  if (s.empty()) return out;
-  auto l = ParseList(s);
-  if (!l) return l;
-  for (const auto& f : *l)
-    if (f != "driver" && f != "vbios" && f != "inforom" && f != "hca_fw" && f != "kernel")
-      return Status::InvalidArgument("unknown field '" + f + "' (expected driver, vbios, inforom, hca_fw, kernel)");
-  return l;
-}
-
-Expected<double> ParseFraction(const std::string& s) {
-  char* end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || *end != '\0' || !(v > 0) || v > 1) return Status::InvalidArgument("bad fraction '" + s + "' (expected 0 < f <= 1, e.g. 0.6)");
-  return v;
-}
-// Strictly between 0 and 1: a straggler fraction of 1 names every node
-// below the median (half of them), 0 none.
-Expected<double> ParseOpenFraction(const std::string& s) {
-  char* end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || *end != '\0' || !(v > 0) || !(v < 1))
-    return Status::InvalidArgument("bad fraction '" + s + "' (expected 0 < f < 1, e.g. 0.5)");
-  return v;
-}
-std::string FractionText(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%g", v);
-  return b;
-}
-Expected<std::string> ParseBwProfile(const std::string& s) {
-  return OneOf(s, {"auto", "H100", "H200", "B200", "A100", "L40S"});
-}
-
-// A count within [lo, hi]; the error states the range.
-template <uint64_t lo, uint64_t hi>
-Expected<uint64_t> CountIn(const std::string& s) {
-  auto n = ParseCount(s);
-  if (!n || *n < lo || *n > hi)
-    return Status::InvalidArgument("bad value '" + s + "' (expected a number from " + std::to_string(lo) + " to " +
-                                   std::to_string(hi) + ")");
-  return n;
-}
-
-Expected<uint64_t> ParseDcgmLevel(const std::string& s) {
-  auto n = ParseCount(s);
-  if (!n || *n > 4) return Status::InvalidArgument("bad DCGM level '" + s + "' (expected 0 to 4)");
-  return n;
-}
-
-
+// topo_rails: NIC names, none twice (topo/ checks them against the node's NICs).
 Expected<std::vector<std::string>> ParseRailList(const std::string& s) {
   auto l = ParseList(s);
   if (!l) return l;
@@ -574,7 +278,7 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"run_checkpoint_marker", "string", "preflight-run: file whose presence marks a checkpoint complete",
        PF_STRING(run.checkpoint_marker)},
       {"nccl_backend", "string", "Collective check backend: auto (NCCL when the job has GPUs, else host), nccl, host",
-       PF_PARSED(nccl.backend, ParseBackend, StringText)},
+       PF_PARSED(nccl.backend, ParseNcclBackend, StringText)},
       {"nccl_profile", "string", "Node profile for collective thresholds (see preflight-nccl(1)), or auto",
        PF_PARSED(nccl.profile, AnyString, StringText)},
       {"nccl_min_busbw", "rate", "Minimum all-reduce bus bandwidth across the allocation (e.g. 40G), or auto",
@@ -590,7 +294,7 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"nccl_timeout", "duration", "Upper bound for each collective check step",
        PF_PARSED(nccl.timeout_ms, ParseDurationMs, DurationText)},
       {"nccl_on_failure", "string", "After a node is drained by the collective check: requeue the job without it, or fail it",
-       PF_PARSED(nccl.on_failure, ParseOnFailure, OnFailureText)},
+       PF_PARSED(nccl.on_failure, ParseNcclOnFailure, OnFailureText)},
       {"nccl_drain_internode", "bool", "Drain a node found only by user-run pairwise tests (trusts user processes)",
        PF_PARSED(nccl.drain_internode, ParseBool, BoolText)},
       {"nccl_straggler_fraction", "fraction", "Straggler rule: a node below this fraction of the allocation's median (its better ring pair, or its intra-node figure) is named; 0 < f < 1",
@@ -734,32 +438,6 @@ Status ApplyOverrides(Config& cfg, const std::vector<std::string>& kv, const std
     if (!s.ok()) return Status::InvalidArgument(origin + " '" + item + "': " + s.message());
   }
   return Status::Ok();
-}
-
-Expected<PluginArgs> ParsePluginArgs(int argc, char** argv) {
-  PluginArgs a;
-  Config scratch;  // validates values without touching a real config
-  for (int i = 0; i < argc; ++i) {
-    std::string item = argv[i] ? argv[i] : "";
-    if (item.rfind("conf=", 0) == 0) {
-      a.conf = item.substr(5);
-      a.conf_given = true;
-      if (a.conf.empty()) return Status::InvalidArgument("plugstack.conf argument 'conf=': empty path");
-      continue;
-    }
-    Status s = ApplyOverrides(scratch, {item}, "plugstack.conf argument", "");
-    if (!s.ok()) return s;
-    a.overrides.push_back(item);
-  }
-  return a;
-}
-
-Expected<Config> LoadPluginConfig(const PluginArgs& args, const std::string& node) {
-  auto cfg = LoadConfig(args.conf, node, args.conf_given);
-  if (!cfg) return cfg;
-  Status s = ApplyOverrides(*cfg, args.overrides, "plugstack.conf argument", node);
-  if (!s.ok()) return s;
-  return cfg;
 }
 
 std::string DumpConfig(const Config& cfg) {

@@ -1,4 +1,8 @@
-// The site configuration: one struct, one key table, strict parsing.
+// The site configuration: one struct, one key table, strict parsing. The
+// value types and parsers of each subsystem's keys are in its own header
+// (health_config.h, nccl_config.h, stage_config.h, run_config.h; the
+// shared syntax in config_values.h); the table that names every key, its
+// help and its parser is config.cc's, in one place.
 //
 // File format (conf/preflight.conf): one `key = value` a line; `#` starts a
 // comment; blank lines ignored; a key given twice is an error. In path-valued
@@ -16,111 +20,23 @@
 #include <utility>
 #include <vector>
 
+#include "preflight/config_values.h"
+#include "preflight/health_config.h"
+#include "preflight/nccl_config.h"
 #include "preflight/options.h"
+#include "preflight/run_config.h"
+#include "preflight/stage_config.h"
 #include "preflight/status.h"
 
 namespace preflight {
 
 inline constexpr const char* kDefaultConfigPath = "/etc/preflight/preflight.conf";
-#ifndef PREFLIGHT_DEFAULT_NCCL_BINARY
-#define PREFLIGHT_DEFAULT_NCCL_BINARY "/usr/bin/preflight-nccl"
-#endif
 #ifndef PREFLIGHT_DEFAULT_SLURM_QUERY
 #define PREFLIGHT_DEFAULT_SLURM_QUERY "/usr/sbin/preflight"
 #endif
 
-// preflight-run (man preflight-run(1)): site policy for the job wrapper
-// (config keys run_*). Its command line overrides each of these for one run.
-struct RunConfig {
-  bool requeue = true;                  // may requeue the job at all
-  uint64_t max_requeues = 3;            // preemption requeues per job
-  uint64_t max_failure_restarts = 2;    // requeues after a retryable failure
-  uint32_t grace_ms = 90000;            // checkpoint-and-exit time after preemption
-  uint32_t kill_wait_ms = 10000;        // SIGTERM -> SIGKILL
-  std::string preempt_signals = "USR2,TERM";
-  std::string checkpoint_signal = "USR2";  // "none": only the request file
-  std::string retry_nccl = "NCCL (WARN|error).*([Tt]imeout|timed out|unhandled system error|remote process exited)|Watchdog caught collective operation timeout";
-  std::string retry_cuda = "CUDA error|cudaError|an illegal memory access|uncorrectable ECC error|Xid";
-  std::string retry_node = "[Nn]ode failure|NODE_FAIL|Bus error|Input/output error|Transport endpoint is not connected";
-  std::string nan_pattern = "\\b([Nn]a[Nn]|NAN)\\b";
-  uint32_t stall_output_ms = 0;         // 0: off
-  uint32_t stall_heartbeat_ms = 0;      // 0: off
-  uint32_t stall_gpu_ms = 0;            // 0: off
-  uint64_t gpu_idle_percent = 5;
-  bool stall_restart = false;           // kill and restart on a stall, else alert only
-  std::string alert_hook;               // command run on each alert
-  uint64_t keep_checkpoints = 0;        // 0: keep all
-  std::string checkpoint_marker = "COMPLETE";
-};
-
-// Keys with a fixed set of values are enums, named and parsed in one place
-// (config.cc's name tables); the config text is the name.
-// What --nccl-check does with a job whose check failed (nccl_on_failure).
-enum class NcclOnFailure { kRequeue, kFail };
-const char* NcclOnFailureName(NcclOnFailure f);
-// The persistence mode every GPU must have (gpu_persistence).
-enum class GpuPersistence { kAny, kOn, kOff };
-const char* GpuPersistenceName(GpuPersistence p);  // "any", "on", "off"
-// The link layer every IB/RoCE port must have (ib_link_layer).
-enum class LinkLayer { kAny, kInfiniBand, kEthernet };
-const char* LinkLayerName(LinkLayer l);  // "any", "InfiniBand", "Ethernet" (sysfs's words)
-// The cache reuse check of --stage (stage_verify).
-enum class StageVerify { kFiles, kDirs };
-const char* StageVerifyName(StageVerify v);
-
-// --nccl-check collective test (man preflight-nccl(1); config keys nccl_*).
-// Rates in bytes/s; 0 means "auto": from the node profile for the detected hardware.
-struct NcclConfig {
-  std::string backend = "auto";    // auto, nccl, host
-  std::string profile = "auto";    // a built-in profile name, or auto
-  double min_busbw = 0;            // allocation-wide all-reduce
-  double min_intra_busbw = 0;      // one node's ranks
-  uint64_t max_bytes = 0;          // cap on message sizes (0: none)
-  std::string binary = PREFLIGHT_DEFAULT_NCCL_BINARY;
-  std::string srun = "srun";
-  uint32_t timeout_ms = 600000;    // bound on each check step
-  NcclOnFailure on_failure = NcclOnFailure::kRequeue;
-  bool drain_internode = false;    // trust user-run pairwise results to drain
-  // The straggler rule (collective/straggler.h): a node whose ring pairs
-  // (or intra-node figure) fall below this fraction of the allocation's
-  // median is named; check_nccl_straggler says what happens then.
-  double straggler_fraction = 0.5;
-  // Test seam: a file holding a send-rate cap (e.g. "5M") for the host
-  // backend's ranks on this node; absent file, no cap.
-  std::string host_rate_file;
-  // NCCL for the nccl backend (soname or path; nccl_library), e.g. the
-  // libnccl.so.2 of a Python wheel (nvidia-nccl-cu13) off the loader's path.
-  std::string library = "libnccl.so.2";
-};
-
-// What a node check does with an Xid (xid_actions; the catalogue is xid.h).
-enum class XidAction : int { kDrainReset, kDrain, kWarn, kUser, kIgnore };
-const char* XidActionName(XidAction a);  // "drain_reset", "drain", "warn", "user", "ignore"
-bool ParseXidAction(const std::string& s, XidAction* a);
-
 // A site's switch for one check (`check_<name> = on|warn|off`; severity.h).
 enum class CheckMode { kOn, kWarn, kOff };
-
-// Dataset staging (--stage; config keys stage_*).
-struct StageConfig {
-  // Dataset staging (--stage): node-local folder holding job views
-  // (<dir>/jobs/<job>) and the cross-job cache (<dir>/cache);
-  // empty disables staging. Quota 0: no limit. Workers 0: one per CPU.
-  std::string dir;
-  uint64_t cache_quota = 0;
-  uint64_t workers = 0;
-  uint32_t timeout_ms = 3600000;
-  // Cache reuse check: "files" (stat + access of every file as the job
-  // user) or "dirs" (directories only, for the uid that built the copy).
-  StageVerify verify = StageVerify::kFiles;
-  // Peer fan-out (stage_peer.h): a multi-node job's prologs share one read
-  // of each source. Node i of the job's node list serves on
-  // peer_port + i at peer_host ("%n": the node's name).
-  bool peers = false;
-  uint64_t peer_port = 6830;
-  std::string peer_host = "%n";
-  std::string munge_socket;  // empty: libmunge's default
-};
 
 struct Config {
   // Where per-job results (JSON) and node state live. Root-owned.
@@ -187,7 +103,7 @@ struct Config {
   // 13/31/43 as the user's and 45 as ignore, so the default is empty).
   std::vector<std::string> xid_ignore;
   // Per-Xid overrides of the catalogue's action ("79:drain_reset,13:ignore").
-  std::vector<std::pair<int, XidAction>> xid_actions;
+  XidActions xid_actions;
   // How long a drain, warn or user Xid finding stays open (0: until reboot).
   uint32_t xid_window_ms = 24 * 3600 * 1000;
   // Interconnect checks (sysfs under fsroot).
@@ -197,14 +113,14 @@ struct Config {
   // ib.counters (ib_counters.h): most a port error counter may rise between
   // two checks before it warns / fails. Warn defaults: infiniband-diags'
   // ibcheckerrs thresholds; fail: ten times those for the physical-layer ones.
-  std::vector<std::pair<std::string, uint64_t>> ib_counter_warn = {
+  CounterLimits ib_counter_warn = {
       {"symbol_error", 10}, {"link_error_recovery", 10}, {"port_rcv_errors", 10},
       {"port_rcv_remote_physical_errors", 100}, {"port_rcv_switch_relay_errors", 100},
       {"port_xmit_discards", 100}, {"port_xmit_constraint_errors", 100}, {"port_rcv_constraint_errors", 100},
       {"local_link_integrity_errors", 10}, {"excessive_buffer_overrun_errors", 10}, {"VL15_dropped", 100}};
   // Rises are counted over a window of this length (0: since the previous check).
   uint32_t ib_counter_window_ms = 3600 * 1000;
-  std::vector<std::pair<std::string, uint64_t>> ib_counter_fail = {
+  CounterLimits ib_counter_fail = {
       {"symbol_error", 100}, {"link_error_recovery", 100}, {"port_rcv_errors", 100},
       {"local_link_integrity_errors", 100}, {"excessive_buffer_overrun_errors", 100}};
   // fleet.versions (fleet.h): fields whose difference from the majority of
@@ -269,28 +185,6 @@ Config LoadConfigLenient(const std::string& path, const std::string& node);
 // origin given, e.g. "plugstack.conf argument 'foo=1': unknown key 'foo'".
 Status ApplyOverrides(Config& cfg, const std::vector<std::string>& kv, const std::string& origin,
                       const std::string& node);
-
-// Arguments on the plugin's plugstack.conf line: conf=PATH plus config keys.
-struct PluginArgs {
-  std::string conf = kDefaultConfigPath;
-  bool conf_given = false;
-  std::vector<std::string> overrides;  // validated key=value
-};
-Expected<PluginArgs> ParsePluginArgs(int argc, char** argv);
-
-// Load the config the plugin's arguments point at, with their overrides.
-Expected<Config> LoadPluginConfig(const PluginArgs& args, const std::string& node);
-
-// Value parsers shared with the CLIs.
-Expected<bool> ParseBool(const std::string& s);
-Expected<uint64_t> ParseSize(const std::string& s);      // 4096, 64K, 10M, 2G, 1T
-Expected<uint64_t> ParseCount(const std::string& s);
-Expected<uint32_t> ParseDurationMs(const std::string& s);  // 250ms, 10s, 2m; bare = seconds
-// Bytes per second with decimal units as nccl-tests prints them: 500M,
-// 40G, 12.5GB/s; "auto" is 0.
-Expected<double> ParseRate(const std::string& s);
-std::string RateKeyText(double bytes_per_s);
-std::string ExpandNode(const std::string& value, const std::string& node);
 
 // The whole config as `key = value` lines (for `preflight config show`).
 std::string DumpConfig(const Config& cfg);
