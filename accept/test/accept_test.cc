@@ -362,16 +362,18 @@ TEST(AcceptRun, LostNodeIsNamedAndLeftOut) {
   EXPECT_NE(SummaryText(r).find("n4 lost mid-run"), std::string::npos) << SummaryText(r);
 }
 
+// One task's intra-node sweep as preflight-nccl --json prints it under srun --label.
+std::string IntraDoc(int task, const std::string& node, double bw) {
+  return std::to_string(task) + ": {\"nodes\": [\"" + node + "\"], \"sizes\": [{\"bytes\": 1024, \"busbw_Bps\": " +
+         std::to_string(bw) + ", \"wrong\": 0}]}\n";
+}
+
 // An intra-node figure the rule names is measured again, alone, before blame.
 TEST(AcceptRun, IntraNodeSuspectMeasuredTwice) {
   RunOptions o;
   o.nodes = {"n1", "n2", "n3", "n4"};
   o.tag = "t";
   int second = 0;
-  auto doc = [](int task, const std::string& node, double bw) {
-    return std::to_string(task) + ": {\"nodes\": [\"" + node + "\"], \"sizes\": [{\"bytes\": 1024, \"busbw_Bps\": " +
-           std::to_string(bw) + ", \"wrong\": 0}]}\n";
-  };
   auto run = [&](const std::vector<std::string>& argv, unsigned) {
     ProcessResult p;
     p.exit_code = 0;
@@ -380,9 +382,9 @@ TEST(AcceptRun, IntraNodeSuspectMeasuredTwice) {
     if (cmd.find("--intra-node") != std::string::npos) {
       if (cmd.find("--nodelist=n3 ") != std::string::npos) {
         ++second;
-        p.output = doc(0, "n3", 5e8);  // alone, n3 is as fast as the others
+        p.output = IntraDoc(0, "n3", 5e8);  // alone, n3 is as fast as the others
       } else {
-        for (int i = 0; i < 4; ++i) p.output += doc(i, "n" + std::to_string(i + 1), i == 2 ? 1e6 : 5e8);
+        for (int i = 0; i < 4; ++i) p.output += IntraDoc(i, "n" + std::to_string(i + 1), i == 2 ? 1e6 : 5e8);
       }
     }
     return p;
@@ -407,10 +409,6 @@ TEST(AcceptRun, ASuspectThatComesBackFastDoesNotRaiseTheBar) {
   o.tag = "t";
   o.thresholds.straggler_fraction = 0.2;
   const double first[] = {1.1e9, 1.65e8, 1.0e9, 7e8, 6e8, 5e8, 9e7, 1.2e9};
-  auto doc = [](int task, const std::string& node, double bw) {
-    return std::to_string(task) + ": {\"nodes\": [\"" + node + "\"], \"sizes\": [{\"bytes\": 1024, \"busbw_Bps\": " +
-           std::to_string(bw) + ", \"wrong\": 0}]}\n";
-  };
   int second = 0;
   auto run = [&](const std::vector<std::string>& argv, unsigned) {
     ProcessResult p;
@@ -420,9 +418,9 @@ TEST(AcceptRun, ASuspectThatComesBackFastDoesNotRaiseTheBar) {
     if (cmd.find("--intra-node") != std::string::npos) {
       if (cmd.find("--nodelist=n7 ") != std::string::npos) {
         ++second;
-        p.output = doc(0, "n7", 2e9);
+        p.output = IntraDoc(0, "n7", 2e9);
       } else {
-        for (int i = 0; i < 8; ++i) p.output += doc(i, "n" + std::to_string(i + 1), first[i]);
+        for (int i = 0; i < 8; ++i) p.output += IntraDoc(i, "n" + std::to_string(i + 1), first[i]);
       }
     }
     return p;

@@ -107,6 +107,20 @@ std::vector<std::vector<size_t>> PairRounds(size_t n) {
   return Disjoint(order, n);
 }
 
+namespace {
+// One more sample of a pair or a node's group: the better sample decides
+// its figure and verdict (one noisy sample must not fail it); every sample
+// is kept (the straggler rule's median takes the worse).
+void AddSample(ResultRecord& rec, const GroupResult& g) {
+  rec.samples.push_back(g.busbw);
+  if (rec.samples.size() == 1 || g.busbw > rec.busbw || (g.ok && !rec.pass)) {
+    rec.busbw = std::max(rec.busbw, g.busbw);
+    rec.pass = rec.pass || g.ok;
+    rec.message = g.message;
+  }
+}
+}  // namespace
+
 Expected<PairsOutcome> RunPairs(Bootstrap& b, const std::vector<std::string>& rank_nodes, const Config& cfg,
                                 const PairsOptions& opt) {
   PairsOutcome out;
@@ -143,15 +157,7 @@ Expected<PairsOutcome> RunPairs(Bootstrap& b, const std::vector<std::string>& ra
       auto res = MeasureGroups(b, groups, cfg, opt, threshold, MonotonicSeconds() + share);
       if (!res) return res.status();
       for (size_t i = 0; i < round.size(); ++i) {
-        ResultRecord& rec = out.pairs[round[i]];
-        const GroupResult& g = (*res)[i];
-        rec.samples.push_back(g.busbw);
-        // The better sample decides the pair (one noisy sample must not fail it).
-        if (rec.samples.size() == 1 || g.busbw > rec.busbw || (g.ok && !rec.pass)) {
-          rec.busbw = std::max(rec.busbw, g.busbw);
-          rec.pass = rec.pass || g.ok;
-          rec.message = g.message;
-        }
+        AddSample(out.pairs[round[i]], (*res)[i]);
       }
     }
     return Status::Ok();
@@ -168,16 +174,10 @@ Expected<PairsOutcome> RunPairs(Bootstrap& b, const std::vector<std::string>& ra
     out.intra.resize(n);
     for (size_t i = 0; i < n; ++i) {
       ResultRecord& rec = out.intra[i];
-      const GroupResult& g = (*res)[i];
       rec.kind = "intra-node";
       rec.nodes = {out.nodes[i]};
       rec.threshold = intra_threshold;
-      rec.samples.push_back(g.busbw);
-      if (rec.samples.size() == 1 || g.busbw > rec.busbw || (g.ok && !rec.pass)) {
-        rec.busbw = std::max(rec.busbw, g.busbw);
-        rec.pass = rec.pass || g.ok;
-        rec.message = g.message;
-      }
+      AddSample(rec, (*res)[i]);
     }
     return Status::Ok();
   };
