@@ -76,6 +76,7 @@ CheckRun RunIntraNode(const Config& cfg, const std::string& node, Level level, c
   SweepOptions sweep = SweepForLevel(level, cfg.nccl.max_bytes);
   std::vector<std::thread> threads;
   threads.reserve(ranks);
+  int not_started = -1;  // the first rank that got no thread: the cause of the others' aborts
   for (int r = 0; r < ranks; ++r) {
     try {
       threads.emplace_back([&, r] {
@@ -97,16 +98,16 @@ CheckRun RunIntraNode(const Config& cfg, const std::string& node, Level level, c
       results[r] = Status::Unavailable("cannot start rank " + std::to_string(r) + " of " + std::to_string(ranks) +
                                        " as a thread: " + e.what());
       for (int k = r + 1; k < ranks; ++k) results[k] = results[r];
+      not_started = r;
       break;
     }
   }
   for (auto& t : threads) t.join();
-  for (int r = 0; r < ranks; ++r)  // the cause first, not a rank's "aborted" echo of it
-    if (!results[r] && results[r].status().message().find("cannot start rank") == 0) {
-      run.error = results[r].status().message();
-      run.judgement.message = run.error;
-      return run;
-    }
+  if (not_started >= 0) {  // the cause first, not a rank's "aborted" echo of it
+    run.error = results[not_started].status().message();
+    run.judgement.message = run.error;
+    return run;
+  }
   for (int r = 0; r < ranks; ++r) {
     if (!results[r]) {
       run.error = results[r].status().message();
