@@ -88,6 +88,7 @@ note "part took $SECONDS s"; SECONDS=0
 cat >>"$conf" <<CONF
 nccl_drain_internode = yes
 CONF
+wait_all_idle  # -N5 of 6: n3 must be free, or the job starts without it
 j=$(as_user sbatch --parsable -N5 --nccl-check=quick -o "$OUT/u/slow-%j.out" --wrap 'echo script ran on $SLURM_JOB_NODELIST')
 wait_check "$j"
 cat "$OUT/u/slow-$j.out"
@@ -125,6 +126,7 @@ sed -i 's/^check_nccl_straggler = .*/check_nccl_straggler = on/' "$conf"
 note "part took $SECONDS s"; SECONDS=0
 # --- 4. a cut node: named by the check itself, within its budget ------------
 "$CL" cut "$C" n4
+wait_all_idle  # -N5 of 6: n4 must be free, or the job starts without it
 j=$(as_user sbatch --parsable -N5 --nccl-check=quick -o "$OUT/u/cut-%j.out" --wrap 'echo script ran')
 wait_check "$j"
 cat "$OUT/u/cut-$j.out"

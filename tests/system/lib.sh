@@ -125,6 +125,19 @@ wait_idle() {
   done
 }
 
+# wait_all_idle [SECONDS]: until every node of the cluster is idle (the
+# previous jobs' epilogs done), bounded (default 60 s). Before a job whose
+# node count or choice of nodes leaves Slurm a pick (-N2-3, -N5 of 6), or it
+# may start on the nodes that happen to be free.
+wait_all_idle() {
+  local i
+  for ((i = 0; i < ${1:-60} * 10; i++)); do
+    [ "$(sinfo -h -o %T 2>/dev/null | sort -u)" = idle ] && return 0
+    sleep 0.1
+  done
+  note "not every node idle after ${1:-60}s: $(sinfo -h -N -o '%N %T' | tr '\n' ' ')"
+}
+
 # Put every node back to idle (tests leave the cluster as they found it).
 resume_all() {
   local n

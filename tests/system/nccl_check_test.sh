@@ -76,7 +76,7 @@ printf '#!/bin/bash\necho $SLURM_JOB_NODELIST restart=${SLURM_RESTART_COUNT:-0} 
 # -N2-3 starts on whatever 2 or 3 nodes are free: wait until the by-hand
 # sruns above have left every node (their epilogs), or it starts on two
 # (seen in CI on 25.11: n[1,3] while n2 was still completing).
-for _ in $(seq 1 600); do [ "$(sinfo -h -o %T | sort -u)" = idle ] && break; sleep 0.1; done
+wait_all_idle
 jid=$(sbatch --parsable -N2-3 --nccl-check -o "$OUT/job-%j.out" -J "$forged" --comment "$forged" -D "$wd" \
   "$wd/run NodeList=n1.sh")
 check "slow: job requeued after the failed check" wait_requeued "$jid"
