@@ -155,3 +155,8 @@ finish() {
   if [ "$failures" -gt 0 ]; then echo "[$T] $failures check(s) failed"; exit 1; fi
   echo "[$T] all checks passed"
 }
+
+# Every test starts on an idle cluster: the previous test's last jobs may
+# still be completing (their epilogs), and a job that leaves Slurm a pick
+# of nodes (-N1 meant for n1, -N2-3) would start on the ones that are free.
+wait_all_idle
