@@ -325,8 +325,7 @@ class Runner_ {
     for (const auto& rec : parsed.records)
       if (rec.kind == "pair" && rec.nodes.size() == 2) {
         // preflight-nccl may have sampled the pair twice itself (samples_Bps).
-        double worse = rec.samples.size() > 1 ? *std::min_element(rec.samples.begin(), rec.samples.end()) : 0;
-        out.push_back({rec.nodes[0], rec.nodes[1], rec.busbw, worse, rec.pass, rec.message});
+        out.push_back({rec.nodes[0], rec.nodes[1], rec.busbw, rec.WorseSample(), rec.pass, rec.message});
       }
     if (out.empty()) *error = p.timed_out ? "no pair verdict within the stage budget" : "no pair records: " + LastLine(p.output);
     return out;
@@ -355,8 +354,9 @@ class Runner_ {
       for (auto& p : r_->pairs)
         for (const auto& q : second) {
           if (p.a != q.a || p.b != q.b) continue;
-          // The better sample decides the pair, the worse goes to the median.
-          double worse = std::min({p.worse > 0 ? p.worse : p.busbw, q.worse > 0 ? q.worse : q.busbw, p.busbw, q.busbw});
+          // The better sample decides the pair, the worse goes to the median
+          // (a figure measured once is its own worst sample).
+          double worse = std::min(p.worse > 0 ? p.worse : p.busbw, q.worse > 0 ? q.worse : q.busbw);
           if (q.busbw > p.busbw) { p.busbw = q.busbw; p.pass = q.pass; p.message = q.message; }
           p.worse = worse;
         }

@@ -189,13 +189,14 @@ Expected<PairsOutcome> RunPairs(Bootstrap& b, const std::vector<std::string>& ra
   all.insert(all.end(), out.intra.begin(), out.intra.end());
   out.verdict = StragglersFromRecords(out.nodes, all, cfg.nccl.straggler_fraction, threshold);
   auto again = NodesToRemeasure(out.nodes, out.verdict);
+  bool again_pairs = !again.empty() && n >= 3;
   bool again_intra = intra && IntraToRemeasure(out.verdict);
-  if (opt.remeasure && ((!again.empty() && n >= 3) || again_intra)) {
+  if (opt.remeasure && (again_pairs || again_intra)) {
     // Every pair (or every node's intra-node group) a second time, not only
     // the named nodes': the median gets its worse samples too
     // (straggler.h), and groups run in parallel, so all cost what a few
     // would.
-    if (!again.empty() && n >= 3) {
+    if (again_pairs) {
       s = run_rounds(rounds);
       if (!s.ok()) return s;
     }
@@ -232,12 +233,11 @@ StragglerVerdict StragglersFromRecords(const std::vector<std::string>& nodes, co
   std::map<std::string, double> intra, intra_low;
   for (const auto& r : records) {
     if (r.kind == "pair" && r.nodes.size() == 2) {
-      double low = r.samples.empty() ? 0 : *std::min_element(r.samples.begin(), r.samples.end());
-      pairs.push_back({r.nodes[0], r.nodes[1], r.busbw, low});
+      pairs.push_back({r.nodes[0], r.nodes[1], r.busbw, r.WorseSample()});
     }
     if (r.kind == "intra-node" && r.nodes.size() == 1) {
       intra[r.nodes[0]] = r.busbw;
-      if (r.samples.size() > 1) intra_low[r.nodes[0]] = *std::min_element(r.samples.begin(), r.samples.end());
+      if (r.WorseSample() > 0) intra_low[r.nodes[0]] = r.WorseSample();
     }
   }
   return FindStragglers(nodes, pairs, intra, fraction, reference, intra_low);

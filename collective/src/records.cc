@@ -1,10 +1,16 @@
 #include "preflight/collective_records.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "preflight/json.h"
 
 namespace preflight::collective {
+
+double ResultRecord::WorseSample() const {
+  return samples.size() > 1 ? *std::min_element(samples.begin(), samples.end()) : 0;
+}
 
 std::string RecordLine(const ResultRecord& r) {
   JsonWriter w(false);

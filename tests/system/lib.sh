@@ -144,10 +144,7 @@ resume_all() {
   for n in $(sinfo -h -N -o %N | sort -u); do
     case "$(node_state $n)" in *drain*|*down*) scontrol update nodename=$n state=resume >/dev/null 2>&1 || true ;; esac
   done
-  for _ in $(seq 1 100); do
-    [ "$(sinfo -h -o %T | sort -u)" = idle ] && return 0
-    sleep 0.1
-  done
+  wait_all_idle 10
 }
 
 finish() {

@@ -27,7 +27,10 @@ struct ResultRecord {
   double threshold = 0;            // bytes/s (0: none)
   std::string message;             // "busbw 4.98 MB/s at 1M < 20 MB/s", or why it could not run
   std::string drain_reason;        // intra-node failures: the reason for `scontrol update ... Reason=`
-  std::vector<double> samples;     // pairs: every measurement's busbw (busbw is the best of them)
+  std::vector<double> samples;     // pairs, intra-node groups: every measurement's busbw (busbw is the best of them)
+  // The worst of its samples when it was measured twice or more (the
+  // straggler rule's median takes it, straggler.h); 0 when measured once.
+  double WorseSample() const;
 };
 
 // One "#record {...}\n" line (compact JSON, one line whatever the strings hold).
