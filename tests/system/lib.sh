@@ -15,6 +15,15 @@ fail() { echo "[$T] FAIL: $*" >&2; failures=$((failures + 1)); }
 ok() { echo "[$T] ok: $*"; }
 check() { local what=$1; shift; if "$@"; then ok "$what"; else fail "$what"; fi; }
 contains() { grep -qE -- "$2" "$1"; }
+# soon_contains FILE PATTERN [SECONDS]: FILE comes to contain PATTERN within
+# SECONDS (default 30). For a running job's output: Slurm counts a requeue
+# (Restarts) the moment preflight-run's scontrol asks for it, before
+# preflight-run has written the line that says so.
+soon_contains() {
+  local i limit=${3:-30}
+  for ((i = 0; i < limit * 10; i++)); do contains "$1" "$2" 2>/dev/null && return 0; sleep 0.1; done
+  return 1
+}
 
 # wait_job JOBID [SECONDS]: until the job has left the queue.
 wait_job() {

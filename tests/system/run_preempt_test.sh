@@ -27,7 +27,7 @@ scancel --signal=USR2 --batch "$jid"
 wait_restarted "$jid" 300 || true
 check "job was requeued" test "$(job_field "$jid" Restarts)" = 1
 check "the application checkpointed" contains "$out" "^checkpointed at step [0-9]+ to $ck/step-[0-9]+$"
-check "preflight-run said it requeued the job" contains "$out" "^preflight: run: requeued job $jid: preempted \(SIGUSR2\).*requeue 1 of 3"
+check "preflight-run said it requeued the job" soon_contains "$out" "^preflight: run: requeued job $jid: preempted \(SIGUSR2\).*requeue 1 of 3"
 at=$(sed -n 's/^checkpointed at step \([0-9]*\) .*/\1/p' "$out" | head -1)
 check "the checkpoint is complete" test -f "$ck/step-$at/COMPLETE"
 check "preemption excluded no node" test -z "$(job_field "$jid" ExcNodeList)"

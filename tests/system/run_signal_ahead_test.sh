@@ -20,7 +20,7 @@ jid=$(sbatch --parsable -N1 --time=1 --open-mode=append -o "$OUT/job-%j.out" "$O
 out=$OUT/job-$jid.out
 wait_restarted "$jid" 700 || true
 check "Slurm's own signal led to a requeue" test "$(job_field "$jid" Restarts)" = 1
-check "preflight-run got SIGUSR2 and requeued" contains "$out" "^preflight: run: requeued job $jid: preempted \(SIGUSR2\)"
+check "preflight-run got SIGUSR2 and requeued" soon_contains "$out" "^preflight: run: requeued job $jid: preempted \(SIGUSR2\)"
 release_requeued "$jid"
 release_and_wait "$jid"
 grep -v '^step ' "$out"
