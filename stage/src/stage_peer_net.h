@@ -12,7 +12,17 @@
 namespace preflight::stage_internal {
 
 
-constexpr char kMagic[8] = {'P', 'F', 'P', 'E', 'E', 'R', '1', '\n'};
+// Version 2: beats before the stream. A peer of another version fails the
+// hello (magic) and its child reads the source.
+constexpr char kMagic[8] = {'P', 'F', 'P', 'E', 'E', 'R', '2', '\n'};
+// After a child's "need", until its stream begins, the parent sends kBeat
+// every kBeatPeriod seconds (it may be staging for a long time itself),
+// then kGo and the stream. A child whose parent is silent for its idle
+// bound (wait_parent, at least 1 s: four beats) takes it for dead or cut
+// off and reads the source, instead of waiting until stage_timeout.
+constexpr char kBeat = '.';
+constexpr char kGo = '>';
+constexpr double kBeatPeriod = 0.25;
 constexpr size_t kChunk = 1 << 20;
 constexpr uint32_t kMaxFrame = 1u << 30;
 

@@ -45,8 +45,14 @@ Status Receiver::Receive(int dst_dir_fd, BuiltCopy* out, uint64_t* bytes) {
   if (!WriteFull(fd_, "N", 1)) return Status::Unavailable("parent: " + std::string(std::strerror(errno)));
   double idle = std::max(p_.wait_parent, 1.0);  // a silent parent counts as dead after this
   std::string manifest, stats;
-  // The parent may still be staging: wait for its first byte, then relay.
-  if (!WaitFd(fd_, POLLIN, deadline_, 3600)) return Status::Unavailable("parent: " + std::string(std::strerror(errno)));
+  // The parent may still be staging: it beats until its stream begins. A
+  // parent silent for `idle` is dead or cut off (its link may still carry
+  // the connect and hello: a dead cable, a down-trained NIC).
+  for (char c = 0; c != kGo;) {
+    if (!ReadFull(fd_, &c, 1, deadline_, idle))
+      return Status::Unavailable("parent: waiting for its stream: " + std::string(std::strerror(errno)));
+    if (c != kGo && c != kBeat) return Status::IOError("parent: protocol: unexpected byte before the stream");
+  }
   streamed_ = true;
   if (relay_) relay_->Start();
   if (!Frame(&manifest, idle) || !Frame(&out->dirs_text, idle) || !Frame(&out->digest_light, idle) ||

@@ -29,15 +29,28 @@ bool Relay::Join(int fd) {
   return true;
 }
 
-bool Relay::Wait(int fd) {
+Relay::Outcome Relay::Wait(int fd) {
   std::unique_lock<std::mutex> l(mu);
-  cv.wait(l, [&] { return result != 0; });
-  return result == 1 && std::find(fds.begin(), fds.end(), fd) != fds.end();
+  auto joined = [&] { return std::find(fds.begin(), fds.end(), fd); };
+  while (result == 0) {
+    if (!started && !WriteFull(fd, &kBeat, 1)) {  // the child is gone
+      if (joined() != fds.end()) fds.erase(joined());
+      return Outcome::kBroken;
+    }
+    cv.wait_for(l, std::chrono::duration<double>(kBeatPeriod));
+  }
+  if (!begun) return Outcome::kNotStarted;
+  return result == 1 && joined() != fds.end() ? Outcome::kRelayed : Outcome::kBroken;
 }
 
 void Relay::Start() {
   std::lock_guard<std::mutex> l(mu);
-  started = true;
+  started = begun = true;
+  for (auto it = fds.begin(); it != fds.end();) {
+    if (WriteFull(*it, &kGo, 1)) ++it;
+    else it = fds.erase(it);
+  }
+  cv.notify_all();
 }
 
 void Relay::Forward(const void* p, size_t n) {
@@ -171,19 +184,31 @@ void PeerServer::Handle(int fd) {
     return;
   }
   if (relay_ && relay_->Join(fd)) {
-    bool ok = relay_->Wait(fd);
-    if (ok) { ++served; ++relayed; }
-    ::close(fd);
-    Finish(ok);  // broken: the child reconnects for the published copy
-    return;
+    Relay::Outcome o = relay_->Wait(fd);
+    if (o != Relay::Outcome::kNotStarted) {
+      if (o == Relay::Outcome::kRelayed) { ++served; ++relayed; }
+      ::close(fd);
+      Finish(o == Relay::Outcome::kRelayed);  // broken: the child reconnects for the published copy
+      return;
+    }
+    // This node never received (a warm hit, or its parent failed before
+    // streaming): the child still waits on this connection, for the copy
+    // this node publishes.
   }
+  // Beats until this node's copy is published (or failed), then kGo and
+  // the copy; a child that is gone ends the beats.
   std::string vdir;
+  bool alive = true;
   {
     std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [&] { return state_ != 0; });
-    if (state_ == 1) vdir = vdir_;
+    while (alive && !cv_.wait_for(l, std::chrono::duration<double>(kBeatPeriod), [&] { return state_ != 0; })) {
+      l.unlock();
+      alive = WriteFull(fd, &kBeat, 1);
+      l.lock();
+    }
+    if (alive && state_ == 1) vdir = vdir_;
   }
-  if (!vdir.empty() && Stream(fd, vdir)) ++served;
+  if (!vdir.empty() && WriteFull(fd, &kGo, 1) && Stream(fd, vdir)) ++served;
   ::close(fd);
   Finish(true);
 }

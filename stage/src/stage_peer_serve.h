@@ -26,13 +26,20 @@ struct Relay {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<int> fds;  // joined children
-  bool started = false;  // the first byte arrived: no more joins
+  bool started = false;  // the stream began or the relay ended: no more joins
+  bool begun = false;    // the stream began (Start): joined children got kGo
   int result = 0;        // 0 running, 1 complete, 2 broken
 
+  enum class Outcome {
+    kRelayed,     // `fd` got the whole stream
+    kNotStarted,  // the relay ended before its stream began: `fd` got no byte of it
+    kBroken,      // `fd` got part of it, or its child is gone
+  };
   bool Join(int fd);
-  // Blocks until the relay that took `fd` ends; true if complete and `fd`
-  // was not dropped.
-  bool Wait(int fd);
+  // Blocks until the relay that took `fd` ends, sending `fd` a beat every
+  // kBeatPeriod until the stream begins.
+  Outcome Wait(int fd);
+  // This node's own stream began: kGo to every joined child.
   void Start();
   // Forwards to every joined child; a child that can't keep up is dropped.
   void Forward(const void* p, size_t n);

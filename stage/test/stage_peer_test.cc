@@ -19,8 +19,10 @@
 
 #include <atomic>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
+#include "preflight/clock.h"
 #include "preflight/fileutil.h"
 #include "preflight/stage_cache.h"
 #include "preflight/stage_copy.h"
@@ -457,6 +459,83 @@ TEST_F(PeerFanOut, AParentThatCannotServeStillStagesAndItsChildFallsBack) {
   ExpectGoodCopy(1);
   EXPECT_TRUE(nodes[1]->rep.fell_back);
   EXPECT_EQ(nodes[1]->fs.read.load(), bytes_);
+}
+
+// A source that keeps node 0 busy: the first read waits `delay_s` (a
+// parallel filesystem's slow open, a big first file), then reads.
+class SlowFirstReadFs : public CountingStageFs {
+ public:
+  explicit SlowFirstReadFs(unsigned delay_s) : delay_s_(delay_s) {}
+  ssize_t Pread(int fd, void* buf, size_t n, off_t off) override {
+    Hold();
+    return CountingStageFs::Pread(fd, buf, n, off);
+  }
+  ssize_t CopyFileRange(int in, off_t* in_off, int out, size_t n) override {
+    Hold();
+    return CountingStageFs::CopyFileRange(in, in_off, out, n);
+  }
+
+ private:
+  void Hold() { std::call_once(once_, [this] { ::sleep(delay_s_); }); }
+  unsigned delay_s_;
+  std::once_flag once_;
+};
+
+// Node 0 takes longer to read the source than its children's wait_parent:
+// it beats while it stages, so they wait for it (and node 1's relay beats
+// to 3 and 4 while node 1 itself waits) and nobody reads the source twice.
+TEST_F(PeerFanOut, AParentStillStagingIsWaitedForPastWaitParent) {
+  auto& nodes = Nodes(5, "960");
+  SlowFirstReadFs slow(3);
+  nodes[0]->cache.fs = &slow;
+  for (size_t i = 1; i < nodes.size(); ++i) nodes[i]->peer.wait_parent = 1;
+  RunAll(nodes, src_);
+  for (size_t i = 0; i < nodes.size(); ++i) ExpectGoodCopy(i);
+  EXPECT_EQ(slow.read.load(), bytes_);
+  for (size_t i = 1; i < nodes.size(); ++i) {
+    EXPECT_FALSE(nodes[i]->rep.fell_back) << "node " << i << ": " << nodes[i]->rep.fallback_reason;
+    EXPECT_EQ(nodes[i]->fs.read.load(), 0u) << "node " << i;
+    EXPECT_EQ(nodes[i]->rep.peer_bytes, bytes_) << "node " << i;
+  }
+  EXPECT_EQ(nodes[0]->rep.served, 2u);
+  EXPECT_EQ(nodes[1]->rep.served, 2u);
+}
+
+// A parent whose link still carries the connect and the hello but nothing
+// after (a cut cable with a little buffer, a down-trained NIC: the system
+// test's `cluster.sh cut`) is emulated here by a fake parent that accepts
+// the hello and then holds the connection open in silence. The child reads
+// the source after wait_parent; before the beats it waited for the
+// parent's first byte until stage_timeout, past the batch launch.
+TEST_F(PeerFanOut, AParentSilentAfterTheHelloIsLeftAfterWaitParent) {
+  auto& nodes = Nodes(2, "970");
+  int lfd = nodes[0]->lfd;
+  std::atomic<bool> hello_seen{false};
+  std::thread fake([&] {
+    int fd = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    char magic[8], need = 0, sink[256];
+    uint32_t n = 0;
+    std::string cred;
+    bool ok = ::recv(fd, magic, sizeof magic, MSG_WAITALL) == sizeof magic &&
+              ::recv(fd, &n, sizeof n, MSG_WAITALL) == sizeof n && n < 65536;
+    cred.resize(n);
+    ok = ok && ::recv(fd, cred.data(), n, MSG_WAITALL) == static_cast<ssize_t>(n) && ::send(fd, "A", 1, MSG_NOSIGNAL) == 1 &&
+         ::recv(fd, &need, 1, MSG_WAITALL) == 1 && need == 'N';
+    hello_seen = ok;
+    while (::recv(fd, sink, sizeof sink, 0) > 0) {}  // silent until the child hangs up
+    ::close(fd);
+  });
+  Node& c = *nodes[1];
+  c.peer.wait_parent = 1;
+  c.cache.deadline = MonotonicSeconds() + 60;  // stage_timeout
+  c.status = StageWithPeers(c.cache, src_, {}, c.peer, &c.out, &c.side, &c.rep);
+  fake.join();
+  EXPECT_TRUE(hello_seen.load());
+  ExpectGoodCopy(1);
+  EXPECT_TRUE(c.rep.fell_back);
+  EXPECT_NE(c.rep.fallback_reason.find("waiting for its stream"), std::string::npos) << c.rep.fallback_reason;
+  EXPECT_EQ(c.fs.read.load(), bytes_);
 }
 
 }  // namespace
