@@ -139,7 +139,9 @@ check "user-slowed: script never ran" test ! -e "$OUT/marker5"
 # n2 really is slow here, but the job has another step running on it while
 # root measures: that could be the user's load, so root reports, not drains.
 echo 5M >"$C/nodes/n2/nccl_rate"
-salloc -N1 -w n2 bash -c "srun --overlap -N1 sleep 15 & sleep 1
+# The root check runs only once slurmctld lists the user's step (bounded).
+salloc -N1 -w n2 bash -c "srun --overlap -N1 sleep 60 &
+  for i in \$(seq 1 300); do squeue -h -s -j \$SLURM_JOB_ID -o %i | grep -qx \$SLURM_JOB_ID.0 && break; sleep 0.1; done
   PREFLIGHT_NCCL_STEP=intra srun --overlap -N1 $NCCL --config $conf --intra-node; kill %1" >"$OUT/hog.out" 2>&1 || true
 cat "$OUT/hog.out"
 check "hog: root measured n2" contains "$OUT/hog.out" '\[n2, root\] # FAILED: busbw'
