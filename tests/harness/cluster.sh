@@ -318,7 +318,7 @@ start() {
 
   slurmctld -f "$SLURM_CONF"
   for n in "${NODES[@]}"; do slurmd -f "$SLURM_CONF" -N "$n"; done
-  for _ in $(seq 1 600); do
+  for _ in $(seq 1 2400); do  # 120 s: accept's 8 nodes start beside a running cluster
     [ "$(sinfo -h -o %T 2>/dev/null | sort -u)" = idle ] && { sinfo -h -N -o '%N %T'; return 0; }
     sleep 0.05
   done

@@ -102,7 +102,7 @@ assert s["node"]=="n3" and 0 < s["figure_Bps"] < 0.5*s["median_Bps"] and s["frac
 assert d["requeue"] and d["excluded"]==["n3"] and d["drained"]==["n3"], d' "$C/state/jobs/$j/nccl.json"
 check_drained n3 "slow: n3's drain reason names the straggler with figures" \
   "^preflight\[node\] nccl.straggler n3: ring pairs [0-9.]* [MG]B/s < 0.5 x median [0-9.]* [MG]B/s"
-release_and_wait "$j"
+release_and_wait "$j" 180
 check "slow: the job ran after the requeue" test "$(job_field "$j" JobState)" = COMPLETED
 check "slow: ... on the other five nodes" grep -q "script ran on n\[1-2,4-6\]" "$OUT/u/slow-$j.out"
 scontrol update nodename=n3 state=resume
@@ -136,7 +136,7 @@ check "cut: the step ended by its own deadlines, not the watchdog" bash -c "! gr
 check "cut: requeued without n4, n4 not drained (job figures, nccl_drain_internode=no)" \
   grep -q "the job is requeued without n4" "$OUT/u/cut-$j.out"
 check "cut: n4 stays in service" bash -c "! grep -q drain <<<'$(node_state n4)'"
-check "cut: the requeued job excludes n4" test "$(for _ in $(seq 1 300); do x=$(job_field "$j" ExcNodeList); [ -n "$x" ] && { echo "$x"; break; }; sleep 0.1; done)" = n4
+check "cut: the requeued job excludes n4" wait_excluded "$j" n4
 scancel "$j"
 wait_job "$j" 60
 "$CL" unshape "$C"

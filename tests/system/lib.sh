@@ -25,32 +25,39 @@ soon_contains() {
   return 1
 }
 
+# job_gone JOBID: squeue answered and no longer lists the job (an squeue
+# that failed, e.g. a slurmctld busy past MessageTimeout, says nothing).
+job_gone() {
+  local out rc=0
+  out=$(squeue -h -j "$1" -o %i 2>&1) || rc=$?
+  if [ $rc = 0 ]; then [ -z "$out" ]; else grep -q 'Invalid job id' <<<"$out"; fi
+}
 # wait_job JOBID [SECONDS]: until the job has left the queue.
 wait_job() {
   local j=$1 limit=${2:-60} i
   for ((i = 0; i < limit * 10; i++)); do
-    [ -z "$(squeue -h -j "$j" 2>/dev/null)" ] && return 0
+    job_gone "$j" && return 0
     sleep 0.1
   done
   echo "job $j still queued after ${limit}s: $(squeue -h -j "$j" -o '%T %r')" >&2
   return 1
 }
-# release_and_wait JOBID: wait for a requeued job, releasing Slurm's ~120 s
+# release_and_wait JOBID [SECONDS]: wait (default 60 s) for a requeued job, releasing Slurm's ~120 s
 # requeue hold (Reason=BeginTime) each time it appears: under load the job
 # can go back to BeginTime after a single release. The first release waits
 # 1.1 s: the requeue revoked the old credential with a one-second timestamp
 # (see release_requeued).
 release_and_wait() {
-  local j=$1 i first=1
-  for ((i = 0; i < 600; i++)); do
-    [ -z "$(squeue -h -j "$j" 2>/dev/null)" ] && return 0
+  local j=$1 limit=${2:-60} i first=1
+  for ((i = 0; i < limit * 10; i++)); do
+    job_gone "$j" && return 0
     if [ "$(squeue -h -j "$j" -o %r 2>/dev/null)" = BeginTime ]; then
       [ $first = 1 ] && { sleep 1.1; first=0; }
       scontrol update jobid="$j" StartTime=now >/dev/null 2>&1
     fi
     sleep 0.1
   done
-  echo "job $j still queued after 60s: $(squeue -h -j "$j" -o '%T %r')" >&2
+  echo "job $j still queued after ${limit}s: $(squeue -h -j "$j" -o '%T %r')" >&2
   return 1
 }
 # as_user CMD...: run a Slurm client command as the test account, through
@@ -87,17 +94,29 @@ release_requeued() {
   echo "job $j never became pending again: $(squeue -h -j "$j" -o '%T %r')" >&2
   return 1
 }
-# wait_restarted JOBID [TENTHS]: until Slurm has requeued the job once (bounded).
+# wait_restarted JOBID [TENTHS]: until Slurm has requeued the job once
+# (bounded, default 60 s: a prolog, its failure and the requeue).
 wait_restarted() {
-  local j=$1 n=${2:-100} i
+  local j=$1 n=${2:-600} i
   for ((i = 0; i < n; i++)); do [ "$(job_field "$j" Restarts)" -ge 1 ] && return 0; sleep 0.1; done
   return 1
 }
-# wait_preflight_reason NODE: until the node's reason is preflight's (the
-# detached --finish-drain sets it after Slurm's own "Prolog error"; bounded).
+# wait_preflight_reason NODE [SECONDS]: until the node's reason is
+# preflight's (the detached --finish-drain sets it after Slurm's own "Prolog
+# error"; bounded, default 60 s, --finish-drain's own bound). Called right
+# after sbatch, it covers the scheduling and the prolog too.
 wait_preflight_reason() {
-  for _ in $(seq 1 100); do node_reason "$1" | grep -q '^preflight\[' && return 0; sleep 0.1; done
+  local i
+  for ((i = 0; i < ${2:-60} * 10; i++)); do node_reason "$1" | grep -q '^preflight\[' && return 0; sleep 0.1; done
   return 1
+}
+# wait_excluded JOBID NODES [SECONDS]: until the job's ExcNodeList is NODES
+# (bounded, default 60 s). preflight-run and the --nccl-check step set it
+# after the requeue, once the job is pending again (its epilogs done).
+wait_excluded() {
+  local i
+  for ((i = 0; i < ${3:-60} * 10; i++)); do [ "$(job_field "$1" ExcNodeList)" = "$2" ] && return 0; sleep 0.1; done
+  note "job $1 excludes '$(job_field "$1" ExcNodeList)', not '$2' after ${3:-60}s"; return 1
 }
 node_state() { sinfo -h -n "$1" -N -o '%T' | head -1; }
 # NODE is drained and its reason matches PATTERN (grep's basic regex, or

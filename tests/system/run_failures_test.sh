@@ -41,8 +41,7 @@ note "nccl: first run named peer $peer"
 check "nccl: job was requeued" test "$(job_field "$jid" Restarts)" = 1
 check "nccl: preflight-run names the class and the excluded node" soon_contains "$out" \
   "^preflight: run: requeued job $jid: command exited 1 with a retryable nccl failure: requeue 1 of 2; excluding $peer$"
-for _ in $(seq 1 100); do [ -n "$(job_field "$jid" ExcNodeList)" ] && break; sleep 0.1; done
-check "nccl: the peer is excluded from the requeued job" test "$(job_field "$jid" ExcNodeList)" = "$peer"
+check "nccl: the peer is excluded from the requeued job" wait_excluded "$jid" "$peer"
 release_requeued "$jid"
 release_and_wait "$jid"
 cat "$out"
