@@ -237,7 +237,8 @@ StragglerVerdict StragglersFromRecords(const std::vector<std::string>& nodes, co
     }
     if (r.kind == "intra-node" && r.nodes.size() == 1) {
       intra[r.nodes[0]] = r.busbw;
-      if (r.WorseSample() > 0) intra_low[r.nodes[0]] = r.WorseSample();
+      double worse = r.WorseSample();
+      if (worse > 0) intra_low[r.nodes[0]] = worse;
     }
   }
   return FindStragglers(nodes, pairs, intra, fraction, reference, intra_low);

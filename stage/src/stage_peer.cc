@@ -55,10 +55,8 @@ bool PeerHelloAccepted(const PeerEndpoint& ep, const std::string& cred, double t
   bool accepted = WriteFull(fd, kMagic, sizeof kMagic) && SendFrame(fd, cred) && ReadFull(fd, &ok, 1, until, 0) && ok == 'A';
   if (accepted) {
     std::string manifest;
-    char c = 0;
-    accepted = WriteFull(fd, "N", 1);
-    while (accepted && c != kGo) accepted = ReadFull(fd, &c, 1, until, 0) && (c == kGo || c == kBeat);
-    accepted = accepted && RecvFrame(fd, &manifest, until, 0) && !manifest.empty();
+    accepted = WriteFull(fd, "N", 1) && AwaitStream(fd, until, 0) && RecvFrame(fd, &manifest, until, 0) &&
+               !manifest.empty();
   }
   ::close(fd);
   return accepted;

@@ -71,6 +71,14 @@ bool ReadFull(int fd, void* buf, size_t n, double deadline, double idle) {
   return true;
 }
 
+bool AwaitStream(int fd, double deadline, double idle) {
+  for (char c = 0; c != kGo;) {
+    if (!ReadFull(fd, &c, 1, deadline, idle)) return false;
+    if (c != kGo && c != kBeat) { errno = EPROTO; return false; }
+  }
+  return true;
+}
+
 bool SendFrame(int fd, const std::string& s) {
   uint32_t n = static_cast<uint32_t>(s.size());
   return WriteFull(fd, &n, sizeof n) && WriteFull(fd, s.data(), s.size());

@@ -52,6 +52,11 @@ bool WaitFd(int fd, short events, double deadline, double idle);
 
 bool ReadFull(int fd, void* buf, size_t n, double deadline, double idle);
 
+// After "need": reads the parent's beats up to kGo (the stream follows).
+// false with errno from ReadFull (ETIMEDOUT: silent past `idle`), or EPROTO
+// for any other byte.
+bool AwaitStream(int fd, double deadline, double idle);
+
 // To a peer's socket: core's WriteAll, a gone peer an error (EPIPE), not SIGPIPE.
 inline bool WriteFull(int fd, const void* buf, size_t n) { return WriteAll(fd, buf, n, /*no_sigpipe=*/true); }
 

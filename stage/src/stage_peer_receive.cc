@@ -48,10 +48,9 @@ Status Receiver::Receive(int dst_dir_fd, BuiltCopy* out, uint64_t* bytes) {
   // The parent may still be staging: it beats until its stream begins. A
   // parent silent for `idle` is dead or cut off (its link may still carry
   // the connect and hello: a dead cable, a down-trained NIC).
-  for (char c = 0; c != kGo;) {
-    if (!ReadFull(fd_, &c, 1, deadline_, idle))
-      return Status::Unavailable("parent: waiting for its stream: " + std::string(std::strerror(errno)));
-    if (c != kGo && c != kBeat) return Status::IOError("parent: protocol: unexpected byte before the stream");
+  if (!AwaitStream(fd_, deadline_, idle)) {
+    if (errno == EPROTO) return Status::IOError("parent: protocol: unexpected byte before the stream");
+    return Status::Unavailable("parent: waiting for its stream: " + std::string(std::strerror(errno)));
   }
   streamed_ = true;
   if (relay_) relay_->Start();
