@@ -486,9 +486,11 @@ class SlowFirstReadFs : public CountingStageFs {
 // to 3 and 4 while node 1 itself waits) and nobody reads the source twice.
 TEST_F(PeerFanOut, AParentStillStagingIsWaitedForPastWaitParent) {
   auto& nodes = Nodes(5, "960");
-  SlowFirstReadFs slow(3);
+  // 5 s of staging against a 2 s wait_parent: the children must outwait
+  // their own bound, with 8 beats of slack for a loaded machine.
+  SlowFirstReadFs slow(5);
   nodes[0]->cache.fs = &slow;
-  for (size_t i = 1; i < nodes.size(); ++i) nodes[i]->peer.wait_parent = 1;
+  for (size_t i = 1; i < nodes.size(); ++i) nodes[i]->peer.wait_parent = 2;
   RunAll(nodes, src_);
   for (size_t i = 0; i < nodes.size(); ++i) ExpectGoodCopy(i);
   EXPECT_EQ(slow.read.load(), bytes_);
