@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "preflight/text.h"
+
 namespace preflight {
 namespace {
 
@@ -13,18 +15,21 @@ constexpr const char* kWant = " [want ";
 constexpr const char* kWantInner = ", want ";
 constexpr const char* kMore = "; also: ";
 
-// One line: CR/LF to spaces; `bound` characters at most ("..." ends a cut one).
+// One line of printable UTF-8: CR/LF to spaces, any other byte outside
+// printable UTF-8 as "\xNN" (text.h: a path or file name is the user's
+// bytes, ESC sequences and 0xff included); `bound` bytes at most, cut on a
+// character boundary ("..." ends a cut one).
 std::string Clean(std::string s, size_t bound = std::string::npos) {
   for (char& c : s)
     if (c == '\n' || c == '\r') c = ' ';
-  if (s.size() > bound) s = s.substr(0, bound - 3) + "...";
+  s = PrintableText(s);
+  if (s.size() > bound) s = Utf8Cut(s, bound);
   return s;
 }
 
 // The check name as one token (the parser ends it at the first ' ' or ':').
 std::string CheckToken(const std::string& check) {
-  std::string s = Clean(check);
-  if (s.size() > kCheckMax) s.resize(kCheckMax);
+  std::string s(Utf8Prefix(Clean(check), kCheckMax));
   for (char& c : s)
     if (c == ' ' || c == ':') c = '_';
   return s.empty() ? std::string("unknown") : s;
@@ -39,7 +44,7 @@ std::string DeviceText(const std::string& device) {
   for (size_t p; (p = s.find(": ")) != std::string::npos;) s.erase(p + 1, 1);
   if (s.size() <= kDeviceMax) return s;
   constexpr size_t kHead = 20, kTail = kDeviceMax - kHead - 3;
-  std::string head = s.substr(0, kHead), tail = s.substr(s.size() - kTail);
+  std::string head(Utf8Prefix(s, kHead)), tail(Utf8Suffix(s, kTail));
   size_t slash = head.rfind('/');
   if (slash != std::string::npos && slash > 0) head.resize(slash + 1);
   slash = tail.find('/');
@@ -128,14 +133,14 @@ std::string FormatReason(const DrainReason& r, size_t max) {
   size_t fixed = head.size() + figure.size();
   if (fixed + finding.size() + more.size() > max) {
     size_t room = max > fixed + finding.size() ? max - fixed - finding.size() : 0;
-    more = room >= std::strlen(kMore) + 16 ? more.substr(0, room - 3) + "..." : std::string();
+    more = room >= std::strlen(kMore) + 16 ? Utf8Cut(more, room) : std::string();
   }
   if (fixed + finding.size() > max) {
     size_t room = max > fixed + 3 ? max - fixed - 3 : 0;
-    finding = finding.substr(0, room) + "...";
+    finding = std::string(Utf8Prefix(finding, room)) + "...";
   }
   std::string s = head + finding + figure + more;
-  if (s.size() > max) s.resize(max);  // only when max is below the documented bound
+  if (s.size() > max) s = std::string(Utf8Prefix(s, max));  // only when max is below the documented bound
   return s;
 }
 

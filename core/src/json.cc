@@ -3,12 +3,38 @@
 #include <cmath>
 #include <cstdio>
 
+#include "preflight/text.h"
+
 namespace preflight {
 
+// Valid JSON for any bytes (RFC 8259 requires UTF-8): a byte that is not
+// part of a valid UTF-8 character becomes U+FFFD, as a strict reader
+// (nlohmann, Python, slurmrestd's clients) would otherwise refuse the whole
+// document; controls, DEL and C1 are written as \u escapes.
 std::string JsonEscape(const std::string& s) {
   std::string o;
   o.reserve(s.size() + 2);
-  for (unsigned char c : s) {
+  for (size_t i = 0; i < s.size();) {
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t n = Utf8CharLength(s, i);
+    if (n == 0) {
+      o += "\\ufffd";
+      ++i;
+      continue;
+    }
+    if (n == 2 && c == 0xc2 && static_cast<unsigned char>(s[i + 1]) < 0xa0) {  // C1 control
+      char b[8];
+      std::snprintf(b, sizeof b, "\\u%04x", static_cast<unsigned char>(s[i + 1]));
+      o += b;
+      i += 2;
+      continue;
+    }
+    if (n > 1) {
+      o.append(s, i, n);
+      i += n;
+      continue;
+    }
+    ++i;
     switch (c) {
       case '"': o += "\\\""; break;
       case '\\': o += "\\\\"; break;
@@ -16,7 +42,7 @@ std::string JsonEscape(const std::string& s) {
       case '\t': o += "\\t"; break;
       case '\r': o += "\\r"; break;
       default:
-        if (c < 0x20) {
+        if (c < 0x20 || c == 0x7f) {
           char b[8];
           std::snprintf(b, sizeof b, "\\u%04x", c);
           o += b;

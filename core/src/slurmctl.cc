@@ -7,7 +7,9 @@
 #include "preflight/clock.h"
 #include "preflight/job.h"
 #include "preflight/process.h"
+#include "preflight/log.h"
 #include "preflight/report.h"
+#include "preflight/text.h"
 
 namespace preflight {
 
@@ -126,16 +128,26 @@ Expected<std::vector<NodeState>> ParseNodeRecords(const std::string& output) {
   auto it = j->find("nodes");
   if (it == j->end() || !it->is_array()) return Status::InvalidArgument("node records: no 'nodes' array");
   std::vector<NodeState> v;
+  size_t index = 0;
   for (const auto& e : *it) {
-    if (!e.is_object()) return Status::InvalidArgument("node records: a node is not an object");
+    // One bad record costs only itself: the others are still read, so one
+    // node's odd record cannot blind `preflight reasons` or a health check
+    // to every other node.
+    ++index;
     NodeState n;
-    Status s = Get(e, "name", &n.name, "node record");
+    Status s = e.is_object() ? Status::Ok() : Status::InvalidArgument("node records: record " + std::to_string(index) + " is not an object");
+    if (s.ok()) s = Get(e, "name", &n.name, "node record");
     if (s.ok()) s = Get(e, "state", &n.state, "node record");
     if (s.ok()) s = Get(e, "drain", &n.drain, "node record");
     if (s.ok()) s = Get(e, "reason", &n.reason, "node record");
     if (s.ok()) s = Get(e, "reason_time", &n.reason_time, "node record");  // absent from older `preflight slurm`
-    if (!s.ok()) return s;
-    if (n.name.empty() || n.state.empty()) return Status::InvalidArgument("node records: a node without name or state");
+    if (s.ok() && (n.name.empty() || n.state.empty()))
+      s = Status::InvalidArgument("node records: record " + std::to_string(index) + " has no name or state");
+    if (!s.ok()) {
+      Log(LogLevel::kError, "slurm", "node record " + (n.name.empty() ? "#" + std::to_string(index) : PrintableText(n.name)),
+          s.message() + " (skipped)");
+      continue;
+    }
     v.push_back(std::move(n));
   }
   return v;

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "preflight/text.h"
+
 namespace preflight {
 namespace {
 
@@ -142,6 +144,43 @@ TEST(DrainReason, ALongPathKeepsItsEnd) {
   // One that fits is left whole.
   d.device = "/srv/cluster/nodes/n1/scratch";
   EXPECT_EQ(ParseReason(FormatReason(d))->device, d.device);
+}
+
+// Issue 29: a reason built from a user's bytes is printable UTF-8 of at most
+// kReasonMax bytes, whatever the bytes: cut on a character boundary, controls
+// and invalid bytes written as \xNN.
+TEST(DrainReason, UserBytesGivePrintableUtf8CutOnACharacter) {
+  std::string path = "/data/";
+  for (int i = 0; i < 110; ++i) path += "\xc3\xa9";  // 110 'é'
+  DrainReason r;
+  r.owner = FaultOwner::kUser;
+  r.check = reason_check::kStage;
+  r.finding = "staging " + path + ": source walker was killed by signal 9 (SIGKILL)";
+  for (size_t shift = 0; shift < 4; ++shift) {  // the cut falls on every byte of a character once
+    DrainReason s = r;
+    s.finding = std::string(shift, 'x') + r.finding;
+    std::string text = FormatReason(s);
+    EXPECT_LE(text.size(), kReasonMax);
+    EXPECT_TRUE(IsValidUtf8(text)) << "shift " << shift << ": " << text;
+    EXPECT_EQ(text.substr(text.size() - 3), "...");
+    ASSERT_TRUE(ParseReason(text).has_value());
+  }
+  DrainReason d = r;
+  d.device = "/data/\x1b[2J\xff\xfe" + path;
+  d.finding = "bad \x1b]0;title\x07 name \xff\x80 \xc2\x9b end\r\nnext";
+  d.figure = "\xff";
+  d.more = "\x1b[31mred";
+  std::string text = FormatReason(d);
+  EXPECT_TRUE(IsValidUtf8(text)) << text;
+  EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+  EXPECT_EQ(text.find('\x07'), std::string::npos) << text;
+  EXPECT_NE(text.find("bad \\x1b]0;title\\x07 name \\xff\\x80 \\xc2\\x9b end  next"), std::string::npos) << text;
+  EXPECT_NE(text.find(" [got \\xff]"), std::string::npos) << text;
+  auto p = ParseReason(text);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->owner, FaultOwner::kUser);
+  EXPECT_EQ(p->check, "stage");
+  EXPECT_EQ(p->figure, "\\xff");
 }
 
 TEST(DrainReason, ReadsEveryOlderFormat) {

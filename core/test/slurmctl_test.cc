@@ -44,10 +44,21 @@ TEST(NodeRecords, GarbageIsAnErrorNamingWhatItGot) {
   auto a = ParseNodeRecords("garbage");
   ASSERT_FALSE(a.ok());
   EXPECT_NE(a.status().message().find("no JSON record in: garbage"), std::string::npos) << a.status().message();
-  EXPECT_FALSE(ParseNodeRecords(R"J({"nodes":[{"name":"n1"}]})J").ok());            // no state
-  EXPECT_FALSE(ParseNodeRecords(R"J({"nodes":[{"name":"n1","state":3}]})J").ok());  // wrong type
   EXPECT_FALSE(ParseNodeRecords(R"J({"nodes": 1})J").ok());
   EXPECT_FALSE(ParseNodeRecords("{\"nodes\":[").ok());
+}
+
+// Issue 29: one bad record costs only itself, never every node's.
+TEST(NodeRecords, ABadRecordIsSkippedTheOthersAreRead) {
+  auto v = ParseNodeRecords(
+      R"J({"nodes":[{"name":"n1"},{"name":"n2","state":3},7,)J"
+      R"J({"name":"n3","state":"IDLE+DRAIN","drain":true,"reason":"preflight[user] stage /d\ufffd: x"},)J"
+      R"J({"name":"n4","state":"IDLE","drain":"yes"}]})J");
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  ASSERT_EQ(v->size(), 1u) << "no state, wrong types and a non-object are skipped";
+  EXPECT_EQ((*v)[0].name, "n3");
+  EXPECT_TRUE((*v)[0].ours());
+  EXPECT_EQ((*v)[0].reason, "preflight[user] stage /d\xef\xbf\xbd: x");
 }
 
 TEST(NodeRecords, LibslurmLinesBeforeTheRecordAreSkipped) {

@@ -13,6 +13,7 @@
 #include "preflight/process.h"
 #include "preflight/slurm_conf.h"
 #include "preflight/slurmctl.h"
+#include "preflight/text.h"
 #include "preflight/state_paths.h"
 
 extern char** environ;
@@ -77,7 +78,7 @@ int HealthActions(const Config& cfg, const std::string& node, const NodeRunOutco
   } else if (plan.resume) {
     Status r = ResumeNode(cfg, node);
     if (!r.ok()) Log(LogLevel::kError, prog, "resume " + node, r.message());
-    else std::printf("preflight: health: %s passes again; resumed (was: %s)\n", node.c_str(), st->reason.c_str());
+    else std::printf("preflight: health: %s passes again; resumed (was: %s)\n", node.c_str(), PrintableText(st->reason).c_str());
   }
   return out.failed ? 1 : 0;
 }

@@ -19,10 +19,14 @@
 //
 // "preflight[" is the fixed prefix of every reason preflight writes;
 // "preflight[node]" the prefix of those a hardware fault caused. At most
-// kReasonMax characters (the rule preflight has always kept for one line in
+// kReasonMax bytes (the rule preflight has always kept for one line in
 // sinfo -R; Slurm itself stores longer); only the text is cut, `more`
 // first (to "..." or to nothing), then the finding (ending "..."), never
-// the prefix, check, device or figure.
+// the prefix, check, device or figure. Every part may hold a user's bytes
+// (a dataset path, a file name): the reason is printable UTF-8 whatever
+// they are (text.h PrintableText: controls, ESC and invalid bytes written
+// as "\xNN"), and every cut falls on a character boundary, so every reader
+// (sinfo, `preflight slurm`'s JSON, slurmrestd, fleet tools) can take it.
 //
 // Reasons written before this grammar ("preflight: gpu.ecc GPU3: ...",
 // "preflight: nccl intra-node n2 (...): ...", "preflight: config ...",

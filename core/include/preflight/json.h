@@ -39,6 +39,8 @@ class JsonWriter {
   bool after_key_ = false;
 };
 
+// `s` as the inside of a JSON string: valid JSON (and so valid UTF-8) for
+// any bytes; a byte outside a valid UTF-8 character becomes U+FFFD.
 std::string JsonEscape(const std::string& s);
 
 }  // namespace preflight
