@@ -348,7 +348,7 @@ struct WarmChecker {
     if (S_ISREG(r.mode)) {
       if ((r.flags & kFlagAcl) || !generic || uid == 0) {
         ++by_access;
-        if (::faccessat(fd, name, R_OK, AT_SYMLINK_NOFOLLOW) != 0) Errno(errno, Shown(dpath, name));
+        if (::faccessat(fd, name, R_OK, AT_SYMLINK_NOFOLLOW | AT_EACCESS) != 0) Errno(errno, Shown(dpath, name));
         return;
       }
       ++by_mode;
@@ -511,6 +511,7 @@ Status CheckUnchanged(const std::string& src, const CheckManifest& m, const Stag
     msg.append(buf, static_cast<size_t>(n));
   }
   ::close(p[0]);
+  if (msg.empty() && !timed_out) return stage_internal::StageChildEnd(&pid, "cache check", src, side);
   if (timed_out) ::kill(pid, SIGKILL);
   int st;
   while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
@@ -518,7 +519,6 @@ Status CheckUnchanged(const std::string& src, const CheckManifest& m, const Stag
     *side = FaultSide::kSource;
     return Status::Timeout("staging " + src + ": timed out checking the cached copy against the source");
   }
-  if (msg.size() < 1) { *side = FaultSide::kNode; return Status::IOError("staging " + src + ": cache check ended without a result"); }
   std::string rest = msg.size() > 2 ? msg.substr(2) : "";
   switch (msg[0]) {
     case 'S': {

@@ -3,20 +3,27 @@
 #include "preflight/stage_user.h"
 
 #include <grp.h>
+#include <linux/capability.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <vector>
 
 #include "stage_user_child.h"
 
 namespace preflight {
 
-bool DropToStageUser(const StageIdentity& who, std::string* error) {
+namespace {
+
+// `who`'s supplementary groups (getgrouplist; just the primary group if the
+// name is unknown or empty).
+std::vector<gid_t> Groups(const StageIdentity& who) {
   std::vector<gid_t> groups(64);
   int n = static_cast<int>(groups.size());
   if (!who.user.empty()) {
@@ -27,11 +34,70 @@ bool DropToStageUser(const StageIdentity& who, std::string* error) {
   } else {
     n = 0;
   }
-  if (n <= 0) { groups.assign(1, who.gid); n = 1; }
-  if (::setgroups(static_cast<size_t>(n), groups.data()) != 0) { *error = std::string("setgroups: ") + std::strerror(errno); return false; }
-  if (::setregid(who.gid, who.gid) != 0) { *error = std::string("setregid: ") + std::strerror(errno); return false; }
-  if (::setreuid(who.uid, who.uid) != 0) { *error = std::string("setreuid: ") + std::strerror(errno); return false; }
+  if (n <= 0) return {who.gid};
+  groups.resize(static_cast<size_t>(n));
+  return groups;
+}
+
+std::string Failed(const char* call) { return std::string(call) + ": " + std::strerror(errno); }
+
+// Capabilities through the raw system calls (no libcap): glibc has no
+// wrapper, and only this file needs them.
+bool ClearCapabilities() {
+  struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct d[2] = {};
+  return ::syscall(SYS_capset, &h, d) == 0;
+}
+
+bool HasCapabilities() {
+  struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct d[2] = {};
+  if (::syscall(SYS_capget, &h, d) != 0) return true;  // cannot tell: say so
+  return d[0].effective || d[1].effective || d[0].permitted || d[1].permitted;
+}
+
+// The signals that end a reader, by name (sigabbrev_np is glibc 2.32+;
+// RHEL 8 has 2.28).
+const char* SignalName(int sig) {
+  switch (sig) {
+    case SIGKILL: return "KILL";
+    case SIGTERM: return "TERM";
+    case SIGINT: return "INT";
+    case SIGHUP: return "HUP";
+    case SIGQUIT: return "QUIT";
+    case SIGSEGV: return "SEGV";
+    case SIGBUS: return "BUS";
+    case SIGABRT: return "ABRT";
+    case SIGXCPU: return "XCPU";
+    case SIGXFSZ: return "XFSZ";
+    case SIGPIPE: return "PIPE";
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+bool DropToStageUser(const StageIdentity& who, std::string* error) {
+  std::vector<gid_t> groups = Groups(who);
+  if (::setgroups(groups.size(), groups.data()) != 0) { *error = Failed("setgroups"); return false; }
+  if (::setregid(who.gid, who.gid) != 0) { *error = Failed("setregid"); return false; }
+  if (::setreuid(who.uid, who.uid) != 0) { *error = Failed("setreuid"); return false; }
   if (who.uid != 0 && (::setreuid(0, 0) == 0 || ::geteuid() != who.uid)) { *error = "privileges could not be dropped"; errno = 0; return false; }
+  return true;
+}
+
+bool ReadAsStageUser(const StageIdentity& who, std::string* error) {
+  std::vector<gid_t> groups = Groups(who);
+  if (::setgroups(groups.size(), groups.data()) != 0) { *error = Failed("setgroups"); return false; }
+  if (::setresgid(who.gid, who.gid, who.gid) != 0) { *error = Failed("setresgid"); return false; }
+  if (::setresuid(::getuid(), who.uid, ::getuid()) != 0) { *error = Failed("setresuid"); return false; }
+  if (!ClearCapabilities()) { *error = Failed("capset"); return false; }
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) { *error = Failed("PR_SET_NO_NEW_PRIVS"); return false; }
+  if (::geteuid() != who.uid || (who.uid != 0 && HasCapabilities())) {
+    *error = "the user's identity could not be taken";
+    errno = 0;
+    return false;
+  }
   return true;
 }
 
@@ -41,13 +107,42 @@ std::string BecomeStageUser(int fd, const StageIdentity& who, int* err) {
   if (fd != 3) ::dup2(fd, 3);
   ::syscall(SYS_close_range, 4u, ~0u, 0u);
   std::string error;
-  if (who.drop && !DropToStageUser(who, &error)) {
+  if (who.drop && !ReadAsStageUser(who, &error)) {
     if (err) *err = errno;
     return "cannot read as user " + std::to_string(who.uid) + ": " + error;
   }
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   return "";
+}
+
+Status StageChildEnd(pid_t* pid, const char* what, const std::string& src, FaultSide* side) {
+  int st = 0;
+  pid_t r = 0;
+  if (*pid > 0) {
+    // The child closed its end: it is exiting. Bounded all the same.
+    for (int i = 0; i < 1000 && (r = ::waitpid(*pid, &st, WNOHANG)) == 0; ++i) {
+      struct timespec ts = {0, 10 * 1000 * 1000};
+      ::nanosleep(&ts, nullptr);
+    }
+    if (r == 0) {
+      ::kill(*pid, SIGKILL);
+      while ((r = ::waitpid(*pid, &st, 0)) < 0 && errno == EINTR) {}
+    }
+    *pid = -1;
+  }
+  std::string head = "staging " + src + ": the " + what;
+  if (r > 0 && WIFSIGNALED(st)) {
+    int sig = WTERMSIG(st);
+    const char* name = SignalName(sig);
+    *side = FaultSide::kSource;
+    return Status::IOError(head + " (reading as the job's user) was killed by signal " + std::to_string(sig) +
+                           (name ? std::string(" (SIG") + name + ")" : std::string()) +
+                           ": by the job's own processes, root or the out-of-memory killer; the node is not at fault");
+  }
+  *side = FaultSide::kNode;
+  std::string how = r > 0 && WIFEXITED(st) ? " (exit " + std::to_string(WEXITSTATUS(st)) + ")" : "";
+  return Status::IOError(head + " ended without a result" + how);
 }
 
 }  // namespace stage_internal

@@ -264,7 +264,7 @@ struct Walker {
           if (!Emit(kEntry, 'f', &st, path, "", fd)) { ok = Fail("sending to the stager", errno); break; }
         } else {
           if (::fstatat(dirfd, n, &st, AT_SYMLINK_NOFOLLOW) != 0) { ok = Fail(root + "/" + path, errno); break; }
-          if (::faccessat(dirfd, n, R_OK, AT_SYMLINK_NOFOLLOW) != 0) { ok = Fail(root + "/" + path, errno); break; }
+          if (::faccessat(dirfd, n, R_OK, AT_SYMLINK_NOFOLLOW | AT_EACCESS) != 0) { ok = Fail(root + "/" + path, errno); break; }
           if (!Emit(kEntry, 'f', &st, path, "", -1)) { ok = Fail("sending to the stager", errno); break; }
         }
       } else if (t == DT_LNK) {
@@ -325,7 +325,7 @@ struct Walker {
     }
     if (mode != WalkMode::kCopy) {
       ::close(fd);
-      if (::access(real, R_OK) != 0) return Fail(src, errno);
+      if (::faccessat(AT_FDCWD, real, R_OK, AT_EACCESS) != 0) return Fail(src, errno);  // the effective uid: the real one is 0 (stage_user.h)
       fd = -1;
     }
     if (!Emit(kRoot, 'f', &st, root, "", fd)) return Fail("sending to the stager", errno);
@@ -423,9 +423,10 @@ Status Receive(Child* c, double deadline, const std::string& src, FaultSide* sid
     auto close_rest = [&] { for (size_t i = next_fd; i < fds.size(); ++i) ::close(fds[i]); };
     if (n <= 0 || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
       close_rest();
+      if (n == 0) return StageChildEnd(&c->pid, "source walker", src, side);  // it ended: how?
       *side = FaultSide::kNode;
       return n < 0 ? Status::FromErrno(errno, "reading from the source walker")
-                   : Status::IOError("staging " + src + ": source walker ended without a result");
+                   : Status::IOError("staging " + src + ": a message from the source walker was cut");
     }
     size_t off = 0;
     while (off + sizeof(Wire) <= static_cast<size_t>(n)) {
