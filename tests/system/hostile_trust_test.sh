@@ -67,9 +67,9 @@ e=$(printf 'é%.0s' $(seq 1 60))
 bad=$(printf 'preflight[node] stage: staging /data/%s\xc3' "$e")
 scontrol update nodename=n2 state=drain reason="$bad"
 scontrol update nodename=n3 state=drain reason="$(printf 'admin: \033[31mred\033[0m \xff\xfe by hand')"
-"$PF" slurm nodes 'n[1-3]' >"$OUT/nodes.json"
+"$PF" --config "$C/etc/preflight.conf" slurm nodes 'n[1-3]' >"$OUT/nodes.json"
 check "preflight slurm: valid JSON for any byte" python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$OUT/nodes.json"
-set +e; "$PF" reasons >"$OUT/reasons.json" 2>"$OUT/reasons.err"; rc=$?; set -e
+set +e; "$PF" --config "$C/etc/preflight.conf" reasons >"$OUT/reasons.json" 2>"$OUT/reasons.err"; rc=$?; set -e
 cat "$OUT/reasons.err"
 check "preflight reasons: reads every node" test "$rc" = 0
 check "preflight reasons: valid JSON" python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$OUT/reasons.json"
