@@ -109,6 +109,7 @@ int Job(const std::string& id, uint32_t jid) {  job_info_msg_t* msg = nullptr;
   w.Field("restarts", static_cast<int64_t>(job->restart_cnt));
   w.Field("admin_comment", Str(job->admin_comment));
   w.Field("exc_node_list", Str(job->exc_nodes));
+  HostArray(w, "req_nodes", Hosts(job->req_nodes));  // -w/--nodelist, expanded
   // "status:signal", as scontrol's ExitCode=.
   uint32_t ec = job->exit_code, status = 0, sig = 0;
   if (ec != NO_VAL) {

@@ -158,7 +158,10 @@ int Batch(spank_t sp, const PluginArgs& args, const JobOptions& opts, const std:
   collective::Allocation a;
   a.job_id = job;
   auto rec = LoadJob(*cfg, job);
-  if (rec) a.nodes = rec->nodes;
+  if (rec) {
+    a.nodes = rec->nodes;
+    a.required_nodes = rec->required_nodes;
+  }
   if (a.nodes.empty()) {
     st.outcome.text = "preflight: nccl: cannot read job " + job + "'s nodes from slurmctld: " +
                       (rec ? std::string("no nodes in its record") : rec.status().message()) + "\n";

@@ -407,15 +407,30 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
     }
   }
 
-  std::vector<std::string> excluded = o.Excluded();
-  if (!excluded.empty() && cfg.nccl.on_failure == NcclOnFailure::kRequeue) {
-    o.requeue = true;
-    o.text += head + "the job script did not run; the job is requeued without " + Join(excluded, ",") + "\n";
-  } else {
-    o.text += head + "the job script did not run; the job fails" +
-              (excluded.empty() ? std::string(" (no single node found at fault)") : " (nccl_on_failure=fail)") + "\n";
-  }
+  FinalActionResult end = FinalAction(o.Excluded(), a.required_nodes, cfg.nccl.on_failure == NcclOnFailure::kRequeue);
+  o.requeue = end.requeue;
+  o.text += head + end.text + "\n";
   return o;
+}
+
+FinalActionResult FinalAction(const std::vector<std::string>& excluded, const std::vector<std::string>& required,
+                              bool on_failure_requeue) {
+  FinalActionResult r;
+  std::vector<std::string> named;
+  for (const auto& n : excluded)
+    if (std::find(required.begin(), required.end(), n) != required.end()) named.push_back(n);
+  if (excluded.empty()) {
+    r.text = "the job script did not run; the job fails (no single node found at fault)";
+  } else if (!on_failure_requeue) {
+    r.text = "the job script did not run; the job fails (nccl_on_failure=fail)";
+  } else if (!named.empty()) {
+    r.text = "the job script did not run; the job fails: it names " + Join(named, ",") +
+             " (-w), so a requeue without " + Join(excluded, ",") + " could never start";
+  } else {
+    r.requeue = true;
+    r.text = "the job script did not run; the job is requeued without " + Join(excluded, ",");
+  }
+  return r;
 }
 
 }  // namespace preflight::collective

@@ -1,5 +1,6 @@
 // The straggler rule (straggler.h): pure figures in, verdict out.
 #include "preflight/straggler.h"
+#include "preflight/collective_run.h"
 #include "preflight/pairs.h"
 
 #include <gtest/gtest.h>
@@ -178,6 +179,32 @@ TEST(Straggler, RecordsCarryBothIntraNodeSamples) {
                                   rec("n3", {80 * M, 2000 * M}), rec("n4", {700 * M, 650 * M})};
   auto v = StragglersFromRecords(Nodes(4), rs, 0.2, 0);
   EXPECT_TRUE(v.stragglers.empty()) << v.text;  // by the better samples alone the bar is 0.2 x 850 M: n2 fell under it
+}
+
+}  // namespace
+}  // namespace preflight::collective
+
+namespace preflight::collective {
+namespace {
+
+// Issue 29: another user's traffic on a shared node's link can make a
+// healthy node a straggler; a job that named that node (-w) is failed with
+// the reason, never requeued without it (it could never start again).
+TEST(FinalAction, AJobThatNamedAnExcludedNodeFailsWithTheReason) {
+  auto r = FinalAction({"n2"}, {"n1", "n2", "n3"}, true);
+  EXPECT_FALSE(r.requeue);
+  EXPECT_EQ(r.text, "the job script did not run; the job fails: it names n2 (-w), so a requeue without n2 could never start");
+  r = FinalAction({"n2"}, {}, true);
+  EXPECT_TRUE(r.requeue) << "a job that let Slurm pick its nodes is requeued without the straggler";
+  EXPECT_EQ(r.text, "the job script did not run; the job is requeued without n2");
+  r = FinalAction({"n2", "n4"}, {"n1"}, true);
+  EXPECT_TRUE(r.requeue) << "n1, named, is not excluded";
+  r = FinalAction({"n2"}, {"n2"}, false);
+  EXPECT_FALSE(r.requeue);
+  EXPECT_EQ(r.text, "the job script did not run; the job fails (nccl_on_failure=fail)");
+  r = FinalAction({}, {"n2"}, true);
+  EXPECT_FALSE(r.requeue);
+  EXPECT_EQ(r.text, "the job script did not run; the job fails (no single node found at fault)");
 }
 
 }  // namespace

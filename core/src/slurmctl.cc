@@ -97,6 +97,7 @@ Expected<JobRecord> ParseJobRecord(const std::string& output) {
   if (s.ok()) s = Get(*j, "restarts", &r.restarts, "job record");
   if (s.ok()) s = Get(*j, "admin_comment", &r.admin_comment, "job record");
   if (s.ok()) s = Get(*j, "exc_node_list", &r.exc_node_list, "job record");
+  if (s.ok()) s = Get(*j, "req_nodes", &r.required_nodes, "job record");  // absent from older `preflight slurm`
   if (s.ok()) s = Get(*j, "gres_per_node", &r.gres_per_node, "job record");
   if (!s.ok()) return s;
   if (id <= 0) return Status::InvalidArgument("job record: no job_id");

@@ -79,6 +79,9 @@ struct Allocation {
   std::vector<std::string> env;     // the job's environment ("K=V"), for user-run steps
   std::string config_path;          // --config for every preflight-nccl started
   std::vector<std::string> sets;    // --set KEY=VALUE for them (plugstack overrides)
+  // The nodes the job named (-w/--nodelist; slurmctld's ReqNodeList): a
+  // requeue without one of them could never start (FinalAction).
+  std::vector<std::string> required_nodes;
 };
 
 struct AllocationOutcome {
@@ -99,6 +102,19 @@ struct AllocationOutcome {
   // only a drain takes a node from other jobs).
   std::vector<std::string> Excluded() const;
 };
+
+// What a failed check does with the job once `excluded` (Excluded()) is
+// known: requeue it without them (nccl_on_failure=requeue), or fail it.
+// A job that named one of them (`required`, -w) is failed with the reason
+// instead of requeued: without that node it could never start, and a
+// straggler on a shared node may be another job's traffic, not the node's
+// fault. `text` is the job output's closing line.
+struct FinalActionResult {
+  bool requeue = false;
+  std::string text;
+};
+FinalActionResult FinalAction(const std::vector<std::string>& excluded, const std::vector<std::string>& required,
+                              bool on_failure_requeue);
 
 // The outcome as JSON, for <state_dir>/jobs/<job>/nccl.json (the job's
 // result record: verdict, figures, pairs, stragglers, drained, requeue).

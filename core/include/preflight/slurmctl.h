@@ -40,6 +40,7 @@ struct JobRecord {
   int restarts = 0;
   std::string admin_comment;  // only an operator (or root) can write it
   std::string exc_node_list;
+  std::vector<std::string> required_nodes;  // the nodes the job named (-w), expanded; {} when none
   std::map<std::string, std::string> gres_per_node;  // node -> "gpu:2(IDX:0-1)"
 };
 
