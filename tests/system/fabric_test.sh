@@ -9,7 +9,8 @@
 #   2. one node shaped to a few percent of the others' pair bandwidth, the
 #      site drains on job figures: named with figures, drained, the job
 #      requeued and run on the other five
-#   3. the same with check_nccl_straggler = warn: named, the job runs
+#   3. the same with check_nccl_straggler = warn: named, the job runs;
+#      then on, with a job that named the node (-w): it fails with the reason
 #   4. a cut node: named by the check itself (no watchdog kill), the job
 #      requeued without it
 #   5. --stage with stage_peers = yes over a shaped, then a cut parent:
@@ -120,8 +121,24 @@ check "warn: said it is not acted on" grep -q "check_nccl_straggler = warn: name
 check "warn: the job ran on n1-n5" grep -q "script ran on n\[1-5\]" "$OUT/u/warn-$j.out"
 check "warn: n3 not drained" bash -c "! grep -q drain <<<'$(node_state n3)'"
 
-"$CL" unshape "$C"
+# --- 3b. on, and the job names the slow node (-w): on a shared node the slow
+# link may be another job's traffic; a requeue without n3 could never start
+# (issue 29): the job fails, saying so, and nothing is drained.
 sed -i 's/^check_nccl_straggler = .*/check_nccl_straggler = on/' "$conf"
+wait_idle n1 n2 n3 n4 n5
+j=$(as_user sbatch --parsable -N5 -w n1,n2,n3,n4,n5 --nccl-check=quick -o "$OUT/u/named-%j.out" --wrap 'echo SCRIPT-RAN')
+wait_job "$j" 120
+cat "$OUT/u/named-$j.out"
+check "named: n3 named the straggler" test "$(named "$j")" = n3
+check "named: the output says why the job fails" \
+  grep -q "preflight: nccl: the job script did not run; the job fails: it names n3 (-w), so a requeue without n3 could never start" "$OUT/u/named-$j.out"
+check "named: the script never ran" bash -c "! grep -q SCRIPT-RAN '$OUT/u/named-$j.out'"
+check "named: not requeued" test "$(job_field "$j" Restarts)" = 0
+check "named: the result record says no requeue" python3 -c '
+import json,sys; d=json.load(open(sys.argv[1])); assert not d["requeue"], d' "$C/state/jobs/$j/nccl.json"
+check "named: n3 not drained" bash -c "! grep -q drain <<<'$(node_state n3)'"
+
+"$CL" unshape "$C"
 
 note "part took $SECONDS s"; SECONDS=0
 # --- 4. a cut node: named by the check itself, within its budget ------------
