@@ -7,6 +7,7 @@
 // does are the help text, `preflight COMMAND --help` prints its own); each is
 // a thin shell over core/.
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include <exception>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -318,9 +320,15 @@ int CacheCmd(const std::vector<std::string>& args_in, const CommonCli& cli) {
   }
   if (sub == "gc" && args.size() <= 1) {
     // Holds of jobs with no slurmstepd left here (slurmd killed before the
-    // epilog) would keep their datasets forever: released first.
-    for (const auto& line : ReleaseStaleJobs(*cfg, LiveSlurmJobs(), static_cast<double>(::time(nullptr))))
-      std::printf("%s\n", line.c_str());
+    // epilog) would keep their datasets forever: released first, once
+    // slurmctld says the job no longer runs here (job_liveness.h).
+    double now = static_cast<double>(::time(nullptr));
+    std::set<std::string> stepd = LiveSlurmJobs();
+    std::set<std::string> stale = StaleStageJobs(*cfg, stepd, now);
+    SlurmJobs slurm = AskSlurmJobs(*cfg, node, stale, SIZE_MAX);
+    if (!slurm.answered)
+      Log(LogLevel::kError, "cache", "gc", "slurmctld could not be asked; no stale job's view or hold released: " + slurm.error);
+    for (const auto& line : ReleaseStaleJobs(*cfg, stepd, slurm, now)) std::printf("%s\n", line.c_str());
     std::vector<std::string> removed;
     Status s = TrimCache(o, o.quota, &removed);
     for (const auto& r : removed) std::printf("removed %s\n", r.c_str());
@@ -328,7 +336,7 @@ int CacheCmd(const std::vector<std::string>& args_in, const CommonCli& cli) {
       Log(LogLevel::kError, "cache", "gc", s.message());
       return 1;
     }
-    return 0;
+    return slurm.answered ? 0 : 1;
   }
   if (sub == "rm" && args.size() >= 2) {
     int rc = 0;
@@ -367,14 +375,21 @@ int StateCmd(const std::vector<std::string>& args_in, const CommonCli& cli) {
     Log(LogLevel::kError, "state", "site config", cfg.status().message());
     return 1;
   }
-  state::StateGcResult r = state::PruneJobState(*cfg, "", static_cast<double>(::time(nullptr)), dry);
+  // Folders the age and size rules pick go only once slurmctld says the
+  // job has ended (job_liveness.h); when it cannot be asked none goes.
+  double now = static_cast<double>(::time(nullptr));
+  SlurmJobs slurm = AskSlurmJobs(*cfg, node, state::JobsToPrune(*cfg, "", now), SIZE_MAX);
+  if (!slurm.answered)
+    Log(LogLevel::kError, "state", "gc", "slurmctld could not be asked; no folder of a job that may run removed: " + slurm.error);
+  state::StateGcResult r = state::PruneJobState(*cfg, "", now, slurm, dry);
   for (const auto& line : r.removed) std::printf("%s %s\n", dry ? "would remove" : "removed", line.c_str());
+  for (const auto& line : r.kept_live) std::printf("kept %s\n", line.c_str());
   std::printf("kept %zu job folder(s), %llu bytes; %s %llu bytes (state_keep %s, state_keep_size %llu)\n", r.kept,
               static_cast<unsigned long long>(r.kept_bytes), dry ? "would free" : "freed",
               static_cast<unsigned long long>(r.removed_bytes), std::to_string(cfg->state_keep_ms / 1000).append("s").c_str(),
               static_cast<unsigned long long>(cfg->state_keep_bytes));
   for (const auto& e : r.errors) Log(LogLevel::kError, "state", "gc", e);
-  return r.errors.empty() ? 0 : 1;
+  return r.errors.empty() && slurm.answered ? 0 : 1;
 }
 
 // preflight slurm job|steps|nodes ARG: slurmctld's records as JSON (slurmapi/).

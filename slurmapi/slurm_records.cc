@@ -74,6 +74,9 @@ void HostArray(JsonWriter& w, const std::string& key, const std::vector<std::str
   w.EndArray();
 }
 
+// `preflight slurm job` exit status for a job slurmctld does not know.
+constexpr int kNoSuchJob = 3;
+
 // A job id as Slurm numbers them; logs and returns false otherwise.
 bool ParseJobId(const std::string& id, uint32_t* out) {
   char* end = nullptr;
@@ -87,15 +90,20 @@ bool ParseJobId(const std::string& id, uint32_t* out) {
 }
 
 int Job(const std::string& id, uint32_t jid) {  job_info_msg_t* msg = nullptr;
-  if (slurm_load_job(&msg, jid, SHOW_ALL | SHOW_DETAIL) != SLURM_SUCCESS)
-    return SlurmError("job " + id);
+  if (slurm_load_job(&msg, jid, SHOW_ALL | SHOW_DETAIL) != SLURM_SUCCESS) {
+    // Exit 3: slurmctld answered that it does not know the job (never ran,
+    // or ended more than MinJobAge ago); core/slurmctl reads it as gone.
+    bool unknown = errno == ESLURM_INVALID_JOB_ID;
+    int rc = SlurmError("job " + id);
+    return unknown ? kNoSuchJob : rc;
+  }
   const slurm_job_info_t* job = nullptr;
   for (uint32_t i = 0; i < msg->record_count; ++i)
     if (msg->job_array[i].job_id == jid) job = &msg->job_array[i];
   if (!job) {
     slurm_free_job_info_msg(msg);
     Log(LogLevel::kError, "slurm", "job " + id, "not in slurmctld's answer");
-    return 1;
+    return kNoSuchJob;
   }
   auto nodes = Hosts(job->nodes);
   JsonWriter w(false);

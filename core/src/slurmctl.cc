@@ -29,13 +29,15 @@ std::string Trimmed(std::string s) {
   return s;
 }
 
-// argv[0] args..., bounded by probe_timeout; the output on exit 0.
-Expected<std::string> Run(const Config& cfg, std::vector<std::string> argv) {
+// argv[0] args..., bounded by probe_timeout; the output on exit 0;
+// NotFound on exit `not_found_exit` (when >= 0).
+Expected<std::string> Run(const Config& cfg, std::vector<std::string> argv, int not_found_exit = -1) {
   auto r = RunCommand(argv, SlurmEnv(cfg), cfg.probe_timeout_ms);
   if (!r) return r.status();
   std::string cmd;
   for (const auto& a : argv) cmd += (cmd.empty() ? "" : " ") + a;
   if (r->timed_out) return Status::Timeout(cmd + ": no answer within " + std::to_string(cfg.probe_timeout_ms) + " ms");
+  if (not_found_exit >= 0 && r->exit_code == not_found_exit) return Status::NotFound(cmd + ": " + Trimmed(r->output));
   if (r->exit_code != 0) return Status::IOError(cmd + ": exit " + std::to_string(r->exit_code) + ": " + Trimmed(r->output));
   return r->output;
 }
@@ -46,7 +48,9 @@ Expected<std::string> Scontrol(const Config& cfg, std::vector<std::string> args)
 }
 
 Expected<std::string> Records(const Config& cfg, const std::string& kind, const std::string& arg) {
-  return Run(cfg, {cfg.slurm_query, "slurm", kind, arg});
+  // `preflight slurm job` exits 3 when slurmctld does not know the job
+  // (slurm_records.cc): NotFound, which AskSlurmJobs reads as gone.
+  return Run(cfg, {cfg.slurm_query, "slurm", kind, arg}, kind == "job" ? 3 : -1);
 }
 
 // The JSON object in `output`: its last line that starts with '{' (libslurm
@@ -197,6 +201,31 @@ Expected<JobRecord> LoadJob(const Config& cfg, const std::string& job) {
   auto r = ParseJobRecord(*out);
   if (r && r->job_id != job) return Status::InvalidArgument("job record: asked for job " + job + ", got " + r->job_id);
   return r;
+}
+
+SlurmJobs AskSlurmJobs(const Config& cfg, const std::string& node, const std::set<std::string>& jobs, size_t limit) {
+  SlurmJobs s;
+  s.answered = true;
+  for (const auto& j : jobs) {
+    // A name that is no Slurm job id (a folder someone made) is no job.
+    if (j.empty() || j.find_first_not_of("0123456789") != std::string::npos) {
+      AddAnswer(&s, j, JobWhere::kGone);
+      continue;
+    }
+    if (limit == 0) break;  // the rest are kept, asked about next time
+    --limit;
+    auto rec = LoadJob(cfg, j);
+    if (!rec && rec.status().code() == Status::Code::kNotFound) {
+      AddAnswer(&s, j, JobWhere::kGone);
+    } else if (!rec) {
+      s.answered = false;  // fail safe: keep every job's data
+      s.error = rec.status().message();
+      return s;
+    } else {
+      AddAnswer(&s, j, ClassifyJob(rec->state, rec->nodes, node));
+    }
+  }
+  return s;
 }
 
 Expected<std::vector<StepRecord>> LoadSteps(const Config& cfg, const std::string& job) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <set>
 
 #include "preflight/status.h"
 
@@ -76,9 +77,10 @@ Status RemoveFlatFolder(int jobs_fd, const std::string& name) {
   return first;
 }
 
-}  // namespace
-
-StateGcResult PruneJobState(const Config& cfg, const std::string& running_job, double now, bool dry_run) {
+// The pruning rules; `slurm` null: every folder the rules pick may go
+// (JobsToPrune's dry run), else only those job_liveness.h lets go.
+StateGcResult Prune(const Config& cfg, const std::string& running_job, double now, bool dry_run, const SlurmJobs* slurm,
+                    std::set<std::string>* picked) {
   StateGcResult r;
   std::string jobs = cfg.state_dir + "/jobs";
   int jfd = ::open(jobs.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -99,6 +101,11 @@ StateGcResult PruneJobState(const Config& cfg, const std::string& running_job, d
   }
   double keep = cfg.state_keep_ms / 1000.0;
   auto remove = [&](const JobFolder& f, const std::string& why) {
+    if (picked) picked->insert(f.job);
+    if (slurm && !MayRemoveRecords(*slurm, f.job)) {
+      r.kept_live.push_back(f.job + " " + why + ", but kept: " + KeptBecause(*slurm, f.job, true));
+      return false;
+    }
     Status s = dry_run ? Status::Ok() : RemoveFlatFolder(jfd, f.job);
     if (!s.ok()) { r.errors.push_back(jobs + "/" + s.message()); return false; }
     r.removed.push_back(f.job + " " + std::to_string(f.bytes) + " " + why);
@@ -130,6 +137,19 @@ StateGcResult PruneJobState(const Config& cfg, const std::string& running_job, d
   r.kept = kept.size();
   r.kept_bytes = total;
   return r;
+}
+
+}  // namespace
+
+std::set<std::string> JobsToPrune(const Config& cfg, const std::string& running_job, double now) {
+  std::set<std::string> picked;
+  Prune(cfg, running_job, now, /*dry_run=*/true, nullptr, &picked);
+  return picked;
+}
+
+StateGcResult PruneJobState(const Config& cfg, const std::string& running_job, double now, const SlurmJobs& slurm,
+                            bool dry_run) {
+  return Prune(cfg, running_job, now, dry_run, &slurm, nullptr);
 }
 
 }  // namespace preflight::state

@@ -1,6 +1,7 @@
 #include "preflight/node_phase.h"
 
 #include <ctime>
+#include <set>
 
 #include "preflight/drain_reason.h"
 #include "preflight/fileutil.h"
@@ -45,6 +46,10 @@ std::string FoldStageResult(const StageJobResult& st, NodeRunOutcome* out) {
 
 namespace {
 
+// At most this many `preflight slurm job` requests per epilog or health
+// check (each bounded by probe_timeout); jobs not asked are kept this time.
+constexpr size_t kGcAskLimit = 16;
+
 // Prolog: refresh the node's topology cache (hwloc only when stale, sysfs
 // port state always) so tasks read it instead of loading hwloc, and write
 // the records other parts read. Never fatal.
@@ -87,11 +92,21 @@ NodeRunOutcome RunNodePhase(const Config& cfg, const JobContext& job, Phase phas
   NodeRunOutcome out = RunNode(cfg, job, phase, job_failed, unstage.checks, unstage.notes);
   // Keep what preflight leaves per job in bounds (state_keep, state_keep_size;
   // stage views and holds of jobs whose epilog never ran). Never fatal.
+  // Whatever looks stale is released only if slurmctld does not list the
+  // job as running (job_liveness.h); asked here, never in the prolog.
   if (phase == Phase::kEpilog || phase == Phase::kHealth) {
     double now = static_cast<double>(::time(nullptr));
-    state::StateGcResult gc = state::PruneJobState(cfg, job.job_id, now);
+    std::set<std::string> stepd = LiveSlurmJobs();
+    std::set<std::string> ask = StaleStageJobs(cfg, stepd, now);
+    for (const auto& j : state::JobsToPrune(cfg, job.job_id, now)) ask.insert(j);
+    SlurmJobs slurm = AskSlurmJobs(cfg, job.node, ask, kGcAskLimit);
+    if (!slurm.answered)
+      Log(LogLevel::kError, prog, "gc", "slurmctld could not be asked about " + std::to_string(ask.size()) +
+                                            " job(s) that look stale; nothing of theirs released: " + slurm.error);
+    state::StateGcResult gc = state::PruneJobState(cfg, job.job_id, now, slurm);
     for (const auto& e : gc.errors) Log(LogLevel::kError, prog, "state gc", e);
-    for (const auto& line : ReleaseStaleJobs(cfg, LiveSlurmJobs(), now)) Log(LogLevel::kInfo, prog, "stage", line);
+    for (const auto& line : gc.kept_live) Log(LogLevel::kInfo, prog, "state gc", line);
+    for (const auto& line : ReleaseStaleJobs(cfg, stepd, slurm, now)) Log(LogLevel::kInfo, prog, "stage", line);
   }
   if (phase != Phase::kProlog) return out;
   // Prolog: stage datasets only on a node that passed its checks. See

@@ -284,16 +284,15 @@ std::set<std::string> LiveSlurmJobs(const std::string& proc) {
   return live;
 }
 
-std::vector<std::string> ReleaseStaleJobs(const Config& cfg, const std::set<std::string>& live, double now) {
-  std::vector<std::string> out;
-  if (cfg.stage.dir.empty()) return out;
+std::set<std::string> StaleStageJobs(const Config& cfg, const std::set<std::string>& live, double now) {
+  std::set<std::string> stale;
+  if (cfg.stage.dir.empty()) return stale;
   double grace = cfg.stage.timeout_ms / 1000.0 + 600;
   StageCacheOptions co = CacheOptionsFor(cfg);
   auto old_enough = [&](const std::string& path) {
     struct stat st;
     return ::lstat(path.c_str(), &st) == 0 && now - st.st_mtim.tv_sec > grace;
   };
-  std::set<std::string> stale;
   if (DIR* d = ::opendir((cfg.stage.dir + "/jobs").c_str())) {
     while (struct dirent* e = ::readdir(d)) {
       std::string j = e->d_name;
@@ -317,11 +316,22 @@ std::vector<std::string> ReleaseStaleJobs(const Config& cfg, const std::set<std:
     }
     ::closedir(d);
   }
-  for (const auto& j : stale) {
+  return stale;
+}
+
+std::vector<std::string> ReleaseStaleJobs(const Config& cfg, const std::set<std::string>& live, const SlurmJobs& slurm,
+                                          double now) {
+  std::vector<std::string> out;
+  StageCacheOptions co = CacheOptionsFor(cfg);
+  for (const auto& j : StaleStageJobs(cfg, live, now)) {
+    if (!MayReleaseStage(slurm, j)) {
+      out.push_back("job " + j + ": no slurmstepd on this host; view and cache hold kept: " + KeptBecause(slurm, j, false));
+      continue;
+    }
     Status s = CleanView(StageViewDir(cfg, j));
     Status r = ReleaseJob(co, j);
     if (s.ok()) s = r;
-    out.push_back("job " + j + ": no slurmstepd on this host; view and cache hold released" +
+    out.push_back("job " + j + ": no slurmstepd on this host and slurmctld lists it as not running here; view and cache hold released" +
                   (s.ok() ? std::string() : " (" + s.message() + ")"));
   }
   return out;

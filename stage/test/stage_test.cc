@@ -868,10 +868,18 @@ TEST(Hostile, JobStateIsPrunedByAgeAndSizeNeverTheRunningJob) {
   job("13", 5 * 3600, false);   // unfinished, past 4 x state_keep: goes
   job("14", 9 * 3600, true);    // the running job: never touched
   auto exists = [&](const std::string& id) { return ::access((cfg.state_dir + "/jobs/" + id).c_str(), F_OK) == 0; };
-  state::StateGcResult dry = state::PruneJobState(cfg, "14", now, true);
+  // slurmctld knows none of them (job_liveness.h; stage_live_test.cc has
+  // the jobs it lists as running).
+  auto gone = [&](double when) {
+    SlurmJobs s;
+    s.answered = true;
+    for (const auto& j : state::JobsToPrune(cfg, "14", when)) AddAnswer(&s, j, JobWhere::kGone);
+    return s;
+  };
+  state::StateGcResult dry = state::PruneJobState(cfg, "14", now, gone(now), true);
   EXPECT_EQ(dry.removed.size(), 2u);
   EXPECT_TRUE(exists("10"));  // a dry run removes nothing
-  state::StateGcResult r = state::PruneJobState(cfg, "14", now);
+  state::StateGcResult r = state::PruneJobState(cfg, "14", now, gone(now));
   EXPECT_TRUE(r.errors.empty());
   EXPECT_FALSE(exists("10"));
   EXPECT_TRUE(exists("11"));
@@ -882,7 +890,7 @@ TEST(Hostile, JobStateIsPrunedByAgeAndSizeNeverTheRunningJob) {
   cfg.state_keep_ms = 0;
   cfg.state_keep_bytes = 40000;
   for (int i = 0; i < 6; ++i) job("2" + std::to_string(i), 600 - i * 60, true, 8000);
-  r = state::PruneJobState(cfg, "14", now);
+  r = state::PruneJobState(cfg, "14", now, gone(now));
   EXPECT_LE(r.kept_bytes, 40000u) << "kept " << r.kept_bytes;
   EXPECT_FALSE(exists("20"));
   EXPECT_TRUE(exists("25"));
@@ -892,7 +900,7 @@ TEST(Hostile, JobStateIsPrunedByAgeAndSizeNeverTheRunningJob) {
   MakeDirs(t.path() + "/victim");
   Write(t.path() + "/victim/keep", "x");
   ::symlink((t.path() + "/victim").c_str(), (cfg.state_dir + "/jobs/99").c_str());
-  state::PruneJobState(cfg, "14", now + 1e6);
+  state::PruneJobState(cfg, "14", now + 1e6, gone(now + 1e6));
   EXPECT_EQ(::access((t.path() + "/victim/keep").c_str(), F_OK), 0);
 }
 
@@ -918,11 +926,17 @@ TEST(Hostile, HoldsOfJobsWithNoSlurmstepdAreReleased) {
   std::set<std::string> live = LiveSlurmJobs(proc);
   EXPECT_EQ(live, std::set<std::string>({"802"}));
   double now = static_cast<double>(::time(nullptr));
-  // Within the grace (a prolog may still be staging): kept.
-  EXPECT_TRUE(ReleaseStaleJobs(cfg, live, now).empty());
-  auto lines = ReleaseStaleJobs(cfg, live, now + 1 + 601);
+  // Within the grace (a prolog may still be staging): not even stale.
+  EXPECT_TRUE(StaleStageJobs(cfg, live, now).empty());
+  EXPECT_EQ(StaleStageJobs(cfg, live, now + 1 + 601), std::set<std::string>({"801"}));
+  // slurmctld does not know 801 (stage_live_test.cc: the jobs it does).
+  SlurmJobs slurm;
+  slurm.answered = true;
+  AddAnswer(&slurm, "801", JobWhere::kGone);
+  auto lines = ReleaseStaleJobs(cfg, live, slurm, now + 1 + 601);
   ASSERT_EQ(lines.size(), 1u);
-  EXPECT_NE(lines[0].find("job 801: no slurmstepd"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("job 801: no slurmstepd on this host and slurmctld lists it as not running here; view and cache hold released"),
+            std::string::npos) << lines[0];
   EXPECT_NE(::access((cfg.stage.dir + "/jobs/801").c_str(), F_OK), 0);
   auto list = ListCache(co);
   ASSERT_TRUE(list.ok());

@@ -13,10 +13,12 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "preflight/config.h"
+#include "preflight/job_liveness.h"
 #include "preflight/status.h"
 
 namespace preflight {
@@ -63,7 +65,15 @@ Expected<std::vector<int>> GpuIndexesFromGres(const std::string& gres);
 // with ',' ("" when none).
 std::string OtherSteps(const std::vector<StepRecord>& steps, const std::string& self_id);
 
+// NotFound when slurmctld does not know the job (never ran, or ended more
+// than MinJobAge ago); any other error when it could not be asked.
 Expected<JobRecord> LoadJob(const Config& cfg, const std::string& job);
+// What slurmctld says of `jobs` on `node` (job_liveness.h), for the
+// collectors of stale leftovers: one `preflight slurm job` each, bounded
+// by probe_timeout, at most `limit` of them (the rest are not asked, so
+// kept this time); a name that is not a job id is gone without asking.
+// The first error other than "no such job" stops: answered = false.
+SlurmJobs AskSlurmJobs(const Config& cfg, const std::string& node, const std::set<std::string>& jobs, size_t limit);
 Expected<std::vector<StepRecord>> LoadSteps(const Config& cfg, const std::string& job);
 Expected<std::vector<NodeState>> LoadNodes(const Config& cfg, const std::string& hostlist);
 Expected<NodeState> QueryNode(const Config& cfg, const std::string& node);

@@ -22,10 +22,12 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "preflight/config.h"
+#include "preflight/job_liveness.h"
 
 namespace preflight::state {
 
@@ -55,15 +57,23 @@ inline constexpr const char* kStageJson = ".stage.json";  // the staging record 
 // older than state_keep, then oldest first while all kept folders together
 // exceed state_keep_size. A folder no epilog finished (slurmd died, the
 // node rebooted) goes only after 4 x state_keep, since a running job's
-// later steps still read it. `running_job` is never touched. Never follows
-// a symlink; removal errors are listed, not fatal.
+// later steps still read it. `running_job` is never touched, nor any
+// folder job_liveness.h keeps (MayRemoveRecords: slurmctld lists the job as
+// not ended, was not asked about it, or could not be asked): age alone
+// does not prove a job gone. Never follows a symlink; removal errors are
+// listed, not fatal.
 struct StateGcResult {
   std::vector<std::string> removed;  // "<job> <bytes> <why>"
+  std::vector<std::string> kept_live;  // "<job> <why>, but kept: <reason>": the rules picked it, Slurm kept it
   std::vector<std::string> errors;
   size_t kept = 0;
   uint64_t kept_bytes = 0;
   uint64_t removed_bytes = 0;
 };
-StateGcResult PruneJobState(const Config& cfg, const std::string& running_job, double now_epoch, bool dry_run = false);
+// The jobs whose folders the age and size rules pick, before asking
+// slurmctld (a dry run): what the shell asks AskSlurmJobs (slurmctl.h) about.
+std::set<std::string> JobsToPrune(const Config& cfg, const std::string& running_job, double now_epoch);
+StateGcResult PruneJobState(const Config& cfg, const std::string& running_job, double now_epoch, const SlurmJobs& slurm,
+                            bool dry_run = false);
 
 }  // namespace preflight::state

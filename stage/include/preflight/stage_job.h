@@ -37,6 +37,7 @@
 #include "preflight/config.h"
 #include "preflight/fault.h"
 #include "preflight/job.h"
+#include "preflight/job_liveness.h"
 #include "preflight/report.h"
 #include "preflight/stage_cache.h"
 
@@ -74,11 +75,18 @@ UnstageResult UnstageForJob(const Config& cfg, const JobContext& job);
 // a job alive on any of them counts as alive: that errs on keeping.
 std::set<std::string> LiveSlurmJobs(const std::string& proc = "/proc");
 
-// Views and cache holds left by jobs that are gone (slurmd was killed, so
-// no epilog ran): a job not in `live` whose view or hold is older than
-// stage_timeout + 10 minutes (a prolog may stage that long before any
-// slurmstepd exists) is unmounted and released. Returns one line per job.
-std::vector<std::string> ReleaseStaleJobs(const Config& cfg, const std::set<std::string>& live, double now_epoch);
+// Views and cache holds that look left behind by a job that is gone
+// (slurmd was killed, so no epilog ran): a job not in `live` whose view or
+// hold is older than stage_timeout + 10 minutes (a prolog may stage that
+// long before any slurmstepd exists). What the shell asks slurmctld about.
+std::set<std::string> StaleStageJobs(const Config& cfg, const std::set<std::string>& live, double now_epoch);
+// Of StaleStageJobs, unmount and release those job_liveness.h lets go
+// (MayReleaseStage: slurmctld answered and does not list the job as
+// running on this node); the others are kept: without an extern step
+// (PrologFlags=Alloc, no Contain) a running job may have no slurmstepd here
+// between its steps. Returns one line per stale job, released or kept and why.
+std::vector<std::string> ReleaseStaleJobs(const Config& cfg, const std::set<std::string>& live, const SlurmJobs& slurm,
+                                          double now_epoch);
 
 // One node's staging as the prolog recorded it: <state_dir>/jobs/<job>/
 // <node>.stage.json (state_paths.h), root-written, the record the task
