@@ -48,7 +48,8 @@ std::vector<size_t> PeerChildren(size_t i, size_t n, unsigned fanout) {
 using namespace stage_internal;
 
 bool PeerHelloAccepted(const PeerEndpoint& ep, size_t claim,
-                       const std::function<std::string(const std::string& parent_nonce)>& cred_for, double timeout_s) {
+                       const std::function<std::string(const std::string& parent_nonce)>& cred_for, double timeout_s,
+                       int* keep) {
   double until = MonotonicSeconds() + timeout_s;
   int fd = Connect(ep, until);
   if (fd < 0) return false;
@@ -65,7 +66,8 @@ bool PeerHelloAccepted(const PeerEndpoint& ep, size_t claim,
     accepted = WriteFull(fd, "N", 1) && AwaitStream(fd, until, 0) && RecvFrame(fd, &manifest, until, 0) &&
                !manifest.empty();
   }
-  ::close(fd);
+  if (accepted && keep) *keep = fd;
+  else ::close(fd);
   return accepted;
 }
 

@@ -226,6 +226,42 @@ TEST_F(PeerFanOut, AUserSquattingTheParentsPortIsRefusedAndNamedAnAttack) {
   EXPECT_EQ(nodes[1]->fs.read.load(), bytes_);
 }
 
+// A child that proved itself and then reads a trickle (16 KiB every
+// 0.25 s, which keeps a per-send timeout happy) is dropped by the rate
+// floor: the parent's prolog finishes instead of serving it for ~25
+// minutes, and the child is not counted as served.
+TEST_F(PeerFanOut, AChildThatTricklesIsDroppedByTheRateFloor) {
+  Write(src_ + "/huge", Blob(24 << 20, 'h'));
+  auto& nodes = Nodes(2, "940");
+  std::string key = StageCacheKey(src_);
+  std::atomic<bool> done{false};
+  std::thread parent([&] {
+    Node& n = *nodes[0];
+    n.status = StageWithPeers(n.cache, src_, {}, n.peer, &n.out, &n.side, &n.rep);
+    done = true;
+  });
+  PeerLink link = MakePeerLink(nodes[1]->peer, key, 0, 1);
+  int fd = -1;
+  ASSERT_TRUE(PeerHelloAccepted(nodes[1]->peer.nodes[0], 1, [&](const std::string& pn) {
+    return EncodeAs(nullptr, munged_->socket(), ChildPayload(link, pn));
+  }, 30, &fd));
+  uint64_t got = 0;
+  std::vector<char> buf(16 << 10);
+  // Until the parent's prolog is done with us (what the socket buffers
+  // still hold would take minutes to trickle out).
+  while (!done) {
+    ssize_t n = ::recv(fd, buf.data(), buf.size(), MSG_DONTWAIT);
+    if (n == 0) break;
+    if (n > 0) got += static_cast<uint64_t>(n);
+    ::usleep(250000);
+  }
+  ::close(fd);
+  parent.join();
+  ASSERT_TRUE(nodes[0]->status.ok()) << nodes[0]->status.message();
+  EXPECT_LT(got, bytes_ + (24u << 20)) << "the trickle got the whole copy";
+  EXPECT_EQ(nodes[0]->rep.served, 0u);
+}
+
 TEST(PeerPort, ListenerUidReadsProcNetTcp) {
   std::string text =
       "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"

@@ -134,9 +134,12 @@ Status VerifyPeerCredential(const std::string& munge_socket, const std::string& 
 // A forged or replaying peer, for tests: connects to `ep` claiming to be
 // node `claim` of the job, takes the parent's answer, sends
 // cred_for(parent's nonce) as its credential and says "need"; true if the
-// server accepted it (and then streamed at least the manifest).
+// server accepted it (and then streamed at least the manifest). With
+// `keep`, an accepted connection is left open there for the caller (the
+// rest of the stream follows), else closed.
 bool PeerHelloAccepted(const PeerEndpoint& ep, size_t claim,
-                       const std::function<std::string(const std::string& parent_nonce)>& cred_for, double timeout_s);
+                       const std::function<std::string(const std::string& parent_nonce)>& cred_for, double timeout_s,
+                       int* keep = nullptr);
 
 // The uid owning a listening IPv4 TCP socket on `port` (any address), from
 // /proc/net/tcp's text; -1 when none listens there. Used to tell a port
