@@ -96,8 +96,11 @@ Status PeerServer::Start(bool* squatted) {
     if (::bind(lfd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(lfd_, 64) != 0) {
       int e = errno;
       Status s = Status::FromErrno(e, "peer listen on port " + std::to_string(port));
-      auto tcp = e == EADDRINUSE ? ReadWholeFile("/proc/net/tcp") : Expected<std::string>(std::string());
-      long uid = tcp ? ListenerUid(*tcp, port) : -1;
+      long uid = -1;  // a dual-stack IPv6 listener takes the IPv4 port too
+      for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+        auto tcp = e == EADDRINUSE ? ReadWholeFile(table) : Expected<std::string>(std::string());
+        if (tcp && uid < 0) uid = ListenerUid(*tcp, port);
+      }
       if (uid > 0) {
         // Only root may listen below 1024 (the site's stage_peer_port):
         // a user's listener there means the kernel let users bind it
