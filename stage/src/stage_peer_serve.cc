@@ -187,7 +187,7 @@ void PeerServer::Finish(bool done) {
 }
 
 void PeerServer::Handle(int fd) {
-  double hello_by = MonotonicSeconds() + 10;
+  double hello_by = Sooner(MonotonicSeconds() + 10, deadline_);  // an unproven peer holds nothing past that
   size_t child = 0;
   if (!ParentHello(fd, p_, key_, hello_by, &child).ok()) {
     ++refused;
