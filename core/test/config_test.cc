@@ -1,5 +1,6 @@
 #include "preflight/config.h"
 #include "preflight/node_addresses.h"
+#include "preflight/stage_config.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -83,8 +84,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"state_dir = /a\nstate_dir = /b\n", ":2: key 'state_dir' given twice"},
                       // Issue #19: numbers out of their range, relative paths, invisible bytes.
                       BadCase{"\nstage_peer_port = 70000\n",
-                              ":2: key 'stage_peer_port': bad value '70000' (expected a number from 1 to 65535)"},
-                      BadCase{"stage_peer_port = 0\n", "expected a number from 1 to 65535"},
+                              ":2: key 'stage_peer_port': bad value '70000' (expected a number from 1 to 1023: a privileged port, where only root may listen)"},
+                      BadCase{"stage_peer_port = 0\n", "expected a number from 1 to 1023"},
                       BadCase{"run_gpu_idle_percent = 101\n", "key 'run_gpu_idle_percent': bad value '101'"},
                       BadCase{"state_dir = var/lib/preflight\n",
                               ":1: key 'state_dir': relative path 'var/lib/preflight' (expected an absolute path"},
@@ -93,12 +94,25 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"scontrol = bin/scontrol\n", "key 'scontrol': relative path 'bin/scontrol'"},
                       BadCase{"\nstate\xC2\xA0" "dir = /x\n", ":2: unknown key 'state\\xc2\\xa0dir'"}));
 
+// The fan-out's ports stay privileged (only root listens there) and never
+// wrap past 65535, however many nodes a job has.
+TEST(Config, StagePeerPortsStayBelow1024) {
+  EXPECT_EQ(StagePeerPortFor(900, 0), 900);
+  EXPECT_EQ(StagePeerPortFor(900, 123), 1023);
+  EXPECT_EQ(StagePeerPortFor(900, 124), 900);
+  EXPECT_EQ(StagePeerPortFor(1023, 5), 1023);
+  for (size_t i = 0; i < 100000; i += 7) EXPECT_LT(StagePeerPortFor(1000, i), 1024) << i;
+  EXPECT_FALSE(ParseStagePeerPort("1024").ok());
+  EXPECT_FALSE(ParseStagePeerPort("6830").ok());
+  EXPECT_EQ(*ParseStagePeerPort("1023"), 1023u);
+}
+
 TEST(Config, LeadingByteOrderMarkIsAccepted) {
-  std::string p = WriteTemp("\xEF\xBB\xBFstate_dir = /srv/preflight\nstage_peer_port = 65535\nscontrol = scontrol\n");
+  std::string p = WriteTemp("\xEF\xBB\xBFstate_dir = /srv/preflight\nstage_peer_port = 1023\nscontrol = scontrol\n");
   auto c = LoadConfig(p, "n1", true);
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->state_dir, "/srv/preflight");
-  EXPECT_EQ(c->stage.peer_port, 65535u);
+  EXPECT_EQ(c->stage.peer_port, 1023u);
   unlink(p.c_str());
   // Only on line 1: a BOM further down is a stray byte, shown.
   p = WriteTemp("state_dir = /a\n\xEF\xBB\xBFstage_dir = /b\n");

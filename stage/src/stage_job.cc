@@ -206,7 +206,7 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job) {
         auto it = addrs->find((*names)[i]);
         std::string host = it != addrs->end() ? it->second : cfg.stage.peer_host;
         for (size_t at; (at = host.find("%n")) != std::string::npos;) host.replace(at, 2, (*names)[i]);
-        peer.nodes.push_back({host, static_cast<uint16_t>(cfg.stage.peer_port + i)});
+        peer.nodes.push_back({host, StagePeerPortFor(cfg.stage.peer_port, i)});
         if ((*names)[i] == job.node) {
           peer.self = i;
           use_peers = true;

@@ -47,18 +47,27 @@ std::vector<size_t> PeerChildren(size_t i, size_t n, unsigned fanout) {
 
 using namespace stage_internal;
 
-bool PeerHelloAccepted(const PeerEndpoint& ep, const std::string& cred, double timeout_s) {
+bool PeerHelloAccepted(const PeerEndpoint& ep, size_t claim,
+                       const std::function<std::string(const std::string& parent_nonce)>& cred_for, double timeout_s,
+                       int* keep) {
   double until = MonotonicSeconds() + timeout_s;
   int fd = Connect(ep, until);
   if (fd < 0) return false;
-  char ok = 0;
-  bool accepted = WriteFull(fd, kMagic, sizeof kMagic) && SendFrame(fd, cred) && ReadFull(fd, &ok, 1, until, 0) && ok == 'A';
+  // The forger's side of ChildHello (stage_peer_hello.h), without checking
+  // the parent's credential.
+  char c = 0;
+  std::string parent_cred, pnonce;
+  bool accepted = WriteFull(fd, kMagic, sizeof kMagic) && SendFrame(fd, std::to_string(claim)) &&
+                  SendFrame(fd, PeerNonce()) && ReadFull(fd, &c, 1, until, 0) && c == 'P' &&
+                  RecvFrame(fd, &parent_cred, until, 0, 16384) && RecvFrame(fd, &pnonce, until, 0, 64) &&
+                  SendFrame(fd, cred_for(pnonce)) && ReadFull(fd, &c, 1, until, 0) && c == 'A';
   if (accepted) {
     std::string manifest;
     accepted = WriteFull(fd, "N", 1) && AwaitStream(fd, until, 0) && RecvFrame(fd, &manifest, until, 0) &&
                !manifest.empty();
   }
-  ::close(fd);
+  if (accepted && keep) *keep = fd;
+  else ::close(fd);
   return accepted;
 }
 
@@ -66,15 +75,18 @@ Status StageWithPeers(const StageCacheOptions& o, const std::string& source, con
                       const PeerOptions& p, StagedDataset* out, FaultSide* side, PeerReport* rep) {
   *rep = PeerReport();
   if (p.self >= p.nodes.size()) { *side = FaultSide::kNode; return Status::InvalidArgument("peer: node index out of range"); }
-  std::string payload = PeerPayload(p.job_id, StageCacheKey(source));
+  std::string key = StageCacheKey(source);
   std::vector<size_t> children = PeerChildren(p.self, p.nodes.size(), p.fanout);
   Relay relay;
-  PeerServer server(p, payload, p.self > 0 ? &relay : nullptr);
+  relay.deadline = o.deadline;
+  PeerServer server(p, key, o.deadline, p.self > 0 ? &relay : nullptr);
   bool serving = false;
   if (!children.empty()) {
     // Not serving (the port taken, e.g. by another job's prolog) is no
-    // fault of this node: its children fall back to the source.
-    Status s = server.Start();
+    // fault of this node: its children fall back to the source. A port a
+    // user holds is an attack (PeerServer::Start says whose it is); the
+    // children refuse that listener, since it can't prove it is this node.
+    Status s = server.Start(&rep->squatted);
     serving = s.ok();
     if (!serving) rep->serve_error = s.message();
   }
@@ -84,7 +96,7 @@ Status StageWithPeers(const StageCacheOptions& o, const std::string& source, con
   co.fs = o.fs;
   co.who = who;
   StageCacheOptions mine = o;
-  Receiver rx(p, payload, o.deadline, &relay);
+  Receiver rx(p, key, o.deadline, &relay);
   mine.copier = [&](int dfd, BuiltCopy* b, FaultSide* sd) -> Status {
     if (p.self > 0) {
       uint64_t got = 0;
@@ -97,7 +109,7 @@ Status StageWithPeers(const StageCacheOptions& o, const std::string& source, con
         *b = BuiltCopy();
         PeerOptions again = p;
         again.wait_parent = 1;
-        Receiver rx2(again, payload, o.deadline, nullptr);
+        Receiver rx2(again, key, o.deadline, nullptr);
         Status r2 = rx2.Receive(dfd, b, &got);
         if (r2.ok()) r = r2;
       }
@@ -121,6 +133,8 @@ Status StageWithPeers(const StageCacheOptions& o, const std::string& source, con
   Status s = StageDataset(mine, source, who, p.job_id, out, side);
   if (s.ok()) {
     rep->hit = out->hit;
+    if (!rep->serve_error.empty())  // into stage.json and the prolog's summary
+      out->note += std::string(out->note.empty() ? "" : "; ") + "not serving its children: " + rep->serve_error;
     server.SetReady(out->data_path.substr(0, out->data_path.size() - 5));  // <key>/<version>
     if (out->hit && p.self > 0) rx.SayHave();
   } else {

@@ -84,12 +84,43 @@ bool SendFrame(int fd, const std::string& s) {
   return WriteFull(fd, &n, sizeof n) && WriteFull(fd, s.data(), s.size());
 }
 
-bool RecvFrame(int fd, std::string* s, double deadline, double idle) {
+bool RecvFrame(int fd, std::string* s, double deadline, double idle, uint32_t max) {
   uint32_t n;
   if (!ReadFull(fd, &n, sizeof n, deadline, idle)) return false;
-  if (n > kMaxFrame) { errno = EPROTO; return false; }
+  if (n > max) { errno = EPROTO; return false; }
   s->resize(n);
   return ReadFull(fd, s->data(), n, deadline, idle);
+}
+
+bool WriteBy(int fd, const void* buf, size_t n, double until) {
+  const char* p = static_cast<const char*>(buf);
+  while (n > 0) {
+    ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k > 0) {
+      p += k;
+      n -= static_cast<size_t>(k);
+    } else if (k < 0 && errno == EINTR) {
+      continue;
+    } else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!WaitFd(fd, POLLOUT, until, 0)) return false;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool ResolveIPv4(const std::string& host, std::vector<uint32_t>* addrs) {
+  addrs->clear();
+  struct addrinfo hints {};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  struct addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || !res) return false;
+  for (struct addrinfo* a = res; a; a = a->ai_next)
+    addrs->push_back(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr);
+  ::freeaddrinfo(res);
+  return !addrs->empty();
 }
 
 int ConnectOnce(const PeerEndpoint& ep, const std::string& from, double until) {
@@ -103,10 +134,14 @@ int ConnectOnce(const PeerEndpoint& ep, const std::string& from, double until) {
   }
   int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd >= 0 && !from.empty()) {
+    // From this node's own address (a name resolves to its first), so
+    // the parent sees the address the job's node list gives this node.
     struct sockaddr_in me {};
     me.sin_family = AF_INET;
-    if (::inet_pton(AF_INET, from.c_str(), &me.sin_addr) != 1 ||
-        ::bind(fd, reinterpret_cast<sockaddr*>(&me), sizeof me) != 0) {
+    std::vector<uint32_t> mine;
+    if (!ResolveIPv4(from, &mine)) errno = EADDRNOTAVAIL;
+    else me.sin_addr.s_addr = mine[0];
+    if (mine.empty() || ::bind(fd, reinterpret_cast<sockaddr*>(&me), sizeof me) != 0) {
       int e = errno ? errno : EINVAL;
       ::close(fd);
       ::freeaddrinfo(res);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "preflight/fileutil.h"
 #include "preflight/stage_peer.h"
@@ -12,9 +13,10 @@
 namespace preflight::stage_internal {
 
 
-// Version 2: beats before the stream. A peer of another version fails the
+// Version 3: both ends prove who they are (stage_peer_hello.h); version 2
+// added the beats before the stream. A peer of another version fails the
 // hello (magic) and its child reads the source.
-constexpr char kMagic[8] = {'P', 'F', 'P', 'E', 'E', 'R', '2', '\n'};
+constexpr char kMagic[8] = {'P', 'F', 'P', 'E', 'E', 'R', '3', '\n'};
 // After a child's "need", until its stream begins, the parent sends kBeat
 // every kBeatPeriod seconds (it may be staging for a long time itself),
 // then kGo and the stream. A child whose parent is silent for its idle
@@ -62,9 +64,29 @@ inline bool WriteFull(int fd, const void* buf, size_t n) { return WriteAll(fd, b
 
 bool SendFrame(int fd, const std::string& s);
 
-bool RecvFrame(int fd, std::string* s, double deadline, double idle);
+// A frame longer than `max` fails with EPROTO before anything is allocated.
+bool RecvFrame(int fd, std::string* s, double deadline, double idle, uint32_t max = kMaxFrame);
 
-int ConnectOnce(const PeerEndpoint& ep);
+// The slowest a stream may be (stage_peer.h): the first `bytes` of a
+// stream that began at `start` (MonotonicSeconds) must have moved by
+// Until(bytes); a read or write past that fails with ETIMEDOUT.
+struct RateFloor {
+  double start = 0;
+  double Until(uint64_t bytes) const {
+    return start + kPeerRateGrace + static_cast<double>(bytes) / static_cast<double>(kPeerMinRate);
+  }
+};
+// The sooner of two deadlines, 0 meaning none.
+inline double Sooner(double a, double b) { return a <= 0 ? b : b <= 0 ? a : (a < b ? a : b); }
+
+// Writes all of buf by `until` (MonotonicSeconds), however slowly the peer
+// reads: false with errno ETIMEDOUT past it, EPIPE when the peer is gone.
+bool WriteBy(int fd, const void* buf, size_t n, double until);
+
+// Resolves `host` (an IPv4 address or a name) to its IPv4 addresses.
+bool ResolveIPv4(const std::string& host, std::vector<uint32_t>* addrs);
+
+int ConnectOnce(const PeerEndpoint& ep, const std::string& from, double until);
 
 // Retries refused connections (the parent's prolog may not listen yet).
 // `from`: this node's own IPv4 address to connect from (empty: the kernel's choice).

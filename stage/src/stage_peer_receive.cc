@@ -14,6 +14,7 @@
 
 #include "preflight/clock.h"
 #include "preflight/fileutil.h"
+#include "stage_peer_hello.h"
 
 namespace preflight::stage_internal {
 
@@ -53,6 +54,7 @@ Status Receiver::Receive(int dst_dir_fd, BuiltCopy* out, uint64_t* bytes) {
     return Status::Unavailable("parent: waiting for its stream: " + std::string(std::strerror(errno)));
   }
   streamed_ = true;
+  floor_.start = MonotonicSeconds();
   if (relay_) relay_->Start();
   if (!Frame(&manifest, idle) || !Frame(&out->dirs_text, idle) || !Frame(&out->digest_light, idle) ||
       !Frame(&out->check, idle) || !Frame(&stats, idle))
@@ -117,29 +119,23 @@ Status Receiver::Receive(int dst_dir_fd, BuiltCopy* out, uint64_t* bytes) {
 bool Receiver::Hello(double wait) {
   size_t parent = PeerParent(p_.self, p_.fanout);
   const PeerEndpoint& ep = p_.nodes[parent];
-  auto cred = EncodePeerCredential(p_.munge_socket, payload_);
-  if (!cred) { why_ = cred.status().message(); return false; }
   double until = MonotonicSeconds() + wait;
   if (deadline_ > 0) until = std::min(until, deadline_);
-  fd_ = Connect(ep, until, p_.bind_host);
+  // From this node's own address: the parent checks it against the node list.
+  fd_ = Connect(ep, until, p_.bind_host.empty() ? p_.nodes[p_.self].host : p_.bind_host);
   if (fd_ < 0) { why_ = "parent " + ep.host + ":" + std::to_string(ep.port) + " unreachable: " + std::strerror(errno); return false; }
-  char ok = 0;  // a parent answers at once: munge decodes in milliseconds
-  double answer_by = MonotonicSeconds() + std::max(wait, 1.0);
-  if (!WriteFull(fd_, kMagic, sizeof kMagic) || !SendFrame(fd_, *cred) || !ReadFull(fd_, &ok, 1, answer_by, 0)) {
-    why_ = "parent hello: " + std::string(std::strerror(errno));
-    return false;
-  }
-  if (ok != 'A') {
-    std::string reason;
-    RecvFrame(fd_, &reason, answer_by, 0);
-    why_ = "parent refused us: " + reason;
+  double answer_by = MonotonicSeconds() + std::max(wait, 1.0);  // a parent answers at once: munge takes milliseconds
+  Status s = ChildHello(fd_, p_, key_, answer_by);
+  if (!s.ok()) {
+    why_ = "parent " + ep.host + ":" + std::to_string(ep.port) + ": " + s.message();
     return false;
   }
   return true;
 }
 
 bool Receiver::Read(void* p, size_t n, double idle) {
-  if (!ReadFull(fd_, p, n, deadline_, idle)) return false;
+  received_ += n;
+  if (!ReadFull(fd_, p, n, Sooner(deadline_, floor_.Until(received_)), idle)) return false;
   if (relay_) relay_->Forward(p, n);
   return true;
 }

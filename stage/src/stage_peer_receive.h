@@ -20,8 +20,9 @@ namespace preflight::stage_internal {
 
 class Receiver {
  public:
-  Receiver(const PeerOptions& p, const std::string& payload, double deadline, Relay* relay)
-      : p_(p), payload_(payload), deadline_(deadline), relay_(relay) {}
+  // `key`: the dataset's cache key; `deadline`: the cache's (0: none).
+  Receiver(const PeerOptions& p, const std::string& key, double deadline, Relay* relay)
+      : p_(p), key_(key), deadline_(deadline), relay_(relay) {}
   bool streamed() const { return streamed_; }
   ~Receiver();
 
@@ -37,7 +38,8 @@ class Receiver {
  private:
   bool Hello(double wait);
 
-  // Stream reads, forwarded to the relayed children as they arrive.
+  // Stream reads, forwarded to the relayed children as they arrive; each
+  // by the stream's RateFloor (a parent slower than that is left).
   bool Read(void* p, size_t n, double idle);
   bool Frame(std::string* s, double idle);
 
@@ -47,8 +49,10 @@ class Receiver {
                   unsigned mtime_nsec, std::vector<char>& buf, uint64_t* bytes, bool set_time);
 
   const PeerOptions& p_;
-  std::string payload_;
+  std::string key_;
   double deadline_;
+  RateFloor floor_;         // from the stream's start
+  uint64_t received_ = 0;   // stream bytes so far
   Relay* relay_;
   bool streamed_ = false;
   int fd_ = -1;

@@ -19,6 +19,7 @@
 
 #include "preflight/clock.h"
 #include "preflight/fileutil.h"
+#include "stage_peer_hello.h"
 
 namespace preflight::stage_internal {
 
@@ -26,6 +27,7 @@ bool Relay::Join(int fd) {
   std::lock_guard<std::mutex> l(mu);
   if (started) return false;
   fds.push_back(fd);
+  pace[fd] = {RateFloor{}, 0};
   return true;
 }
 
@@ -47,6 +49,7 @@ void Relay::Start() {
   std::lock_guard<std::mutex> l(mu);
   started = begun = true;
   for (auto it = fds.begin(); it != fds.end();) {
+    pace[*it].first.start = MonotonicSeconds();
     if (WriteFull(*it, &kGo, 1)) ++it;
     else it = fds.erase(it);
   }
@@ -56,8 +59,14 @@ void Relay::Start() {
 void Relay::Forward(const void* p, size_t n) {
   std::lock_guard<std::mutex> l(mu);
   for (auto it = fds.begin(); it != fds.end();) {
-    if (WriteFull(*it, p, n)) ++it;
-    else it = fds.erase(it);
+    auto& [floor, sent] = pace[*it];
+    sent += n;
+    if (WriteBy(*it, p, n, Sooner(floor.Until(sent), deadline))) {
+      ++it;
+    } else {
+      ::shutdown(*it, SHUT_RDWR);  // dropped: its child must not take a part for the whole
+      it = fds.erase(it);
+    }
   }
 }
 
@@ -68,7 +77,8 @@ void Relay::End(bool ok) {
   cv.notify_all();
 }
 
-Status PeerServer::Start() {
+Status PeerServer::Start(bool* squatted) {
+  *squatted = false;
   lfd_ = p_.listen_fd;
   if (lfd_ < 0) {
     lfd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -81,9 +91,30 @@ Status PeerServer::Start() {
     a.sin_addr.s_addr = htonl(INADDR_ANY);
     if (!p_.bind_host.empty() && ::inet_pton(AF_INET, p_.bind_host.c_str(), &a.sin_addr) != 1)
       return Status::InvalidArgument("peer listen: this node's address '" + p_.bind_host + "' is not an IPv4 address");
-    a.sin_port = htons(p_.nodes[p_.self].port);
-    if (::bind(lfd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(lfd_, 64) != 0)
-      return Status::FromErrno(errno, "peer listen on port " + std::to_string(p_.nodes[p_.self].port));
+    uint16_t port = p_.nodes[p_.self].port;
+    a.sin_port = htons(port);
+    if (::bind(lfd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(lfd_, 64) != 0) {
+      int e = errno;
+      Status s = Status::FromErrno(e, "peer listen on port " + std::to_string(port));
+      long uid = -1;  // a dual-stack IPv6 listener takes the IPv4 port too
+      for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+        auto tcp = e == EADDRINUSE ? ReadWholeFile(table) : Expected<std::string>(std::string());
+        if (tcp && uid < 0) uid = ListenerUid(*tcp, port);
+      }
+      if (uid > 0) {
+        // Only root may listen below 1024 (the site's stage_peer_port):
+        // a user's listener there means the kernel let users bind it
+        // (net.ipv4.ip_unprivileged_port_start) and one took it to pose
+        // as this node. Its children refuse it (it can't prove it is
+        // this node) and read the source.
+        *squatted = true;
+        return Status::Permission("ATTACK: port " + std::to_string(port) + " is held by a listener of uid " +
+                                  std::to_string(uid) + ", not a prolog's (root): a user squats the stage fan-out port; " +
+                                  "this node's children refuse it and read the source");
+      }
+      if (uid == 0) return s.Context("held by another root listener (another job's prolog?)");
+      return s;
+    }
   }
   acceptor_ = std::thread([this] { AcceptLoop(); });
   return Status::Ok();
@@ -156,20 +187,10 @@ void PeerServer::Finish(bool done) {
 }
 
 void PeerServer::Handle(int fd) {
-  double hello_by = MonotonicSeconds() + 10;
-  char magic[8];
-  std::string cred;
-  if (!ReadFull(fd, magic, sizeof magic, hello_by, 0) || std::memcmp(magic, kMagic, sizeof magic) != 0 ||
-      !RecvFrame(fd, &cred, hello_by, 0) || cred.size() > 65536) {
+  double hello_by = Sooner(MonotonicSeconds() + 10, deadline_);  // an unproven peer holds nothing past that
+  size_t child = 0;
+  if (!ParentHello(fd, p_, key_, hello_by, &child).ok()) {
     ++refused;
-    ::close(fd);
-    return;
-  }
-  Status v = VerifyPeerCredential(p_.munge_socket, cred, payload_);
-  if (!v.ok()) {
-    ++refused;
-    WriteFull(fd, "R", 1);
-    SendFrame(fd, v.message());
     ::close(fd);
     return;
   }
@@ -178,7 +199,7 @@ void PeerServer::Handle(int fd) {
     ++active_;
   }
   char want = 0;
-  if (!WriteFull(fd, "A", 1) || !ReadFull(fd, &want, 1, hello_by, 0) || want != 'N') {
+  if (!ReadFull(fd, &want, 1, hello_by, 0) || want != 'N') {
     ::close(fd);
     Finish(true);  // 'H': the child has its own copy
     return;
@@ -225,6 +246,7 @@ bool PeerServer::Stream(int fd, const std::string& vdir) {
     return false;
   std::vector<char> buf(kChunk);
   uint64_t sent = 0;
+  RateFloor floor{MonotonicSeconds()};
   size_t i = 0;
   while (i < manifest->size()) {
     size_t nl = manifest->find('\n', i);
@@ -254,7 +276,9 @@ bool PeerServer::Stream(int fd, const std::string& vdir) {
         ::shutdown(fd, SHUT_RDWR);  // as a parent dying mid-stream
         return false;
       }
-      if (!WriteFull(fd, buf.data(), want)) { ::close(in); return false; }
+      // A child that reads slower than the floor, or past the deadline, is
+      // dropped (it reads the source): it must not hold this prolog.
+      if (!WriteBy(fd, buf.data(), want, Sooner(floor.Until(sent + want), deadline_))) { ::close(in); return false; }
       done += want;
       sent += want;
       served_bytes += want;

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -26,6 +27,8 @@ struct Relay {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<int> fds;  // joined children
+  std::map<int, std::pair<RateFloor, uint64_t>> pace;  // per joined child: its floor, bytes sent
+  double deadline = 0;   // the cache's: no write to a child outlives it
   bool started = false;  // the stream began or the relay ended: no more joins
   bool begun = false;    // the stream began (Start): joined children got kGo
   int result = 0;        // 0 running, 1 complete, 2 broken
@@ -41,7 +44,8 @@ struct Relay {
   Outcome Wait(int fd);
   // This node's own stream began: kGo to every joined child.
   void Start();
-  // Forwards to every joined child; a child that can't keep up is dropped.
+  // Forwards to every joined child; a child that can't keep up (RateFloor,
+  // the deadline) is dropped.
   void Forward(const void* p, size_t n);
   void End(bool ok);
 };
@@ -50,11 +54,15 @@ struct Relay {
 
 class PeerServer {
  public:
-  PeerServer(const PeerOptions& p, std::string payload, Relay* relay)
-      : p_(p), payload_(std::move(payload)), relay_(relay) {}
+  // `key`: the dataset's cache key; `deadline`: the cache's (0: none), past
+  // which no child is served.
+  PeerServer(const PeerOptions& p, std::string key, double deadline, Relay* relay)
+      : p_(p), key_(std::move(key)), deadline_(deadline), relay_(relay) {}
   ~PeerServer() { Stop(); }
 
-  Status Start();
+  // Listens on this node's port. When the port is taken, *squatted says
+  // whether a user (not root) holds it: an attack, said so in the message.
+  Status Start(bool* squatted);
 
   void SetReady(const std::string& vdir);
   void SetFailed();
@@ -80,7 +88,8 @@ class PeerServer {
   bool Stream(int fd, const std::string& vdir);
 
   const PeerOptions& p_;
-  std::string payload_;
+  std::string key_;
+  double deadline_;
   Relay* relay_;
   int lfd_ = -1;
   bool owned_ = false;

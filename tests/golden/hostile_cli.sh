@@ -41,7 +41,7 @@ expect "preflight-nccl --ranks without --intra-node" 2 "--ranks: only with --int
   "${as_user[@]}" "$N" --config /dev/null --ranks 2
 
 printf '# site\nstage_peer_port = 70000\n' >"$work/port.conf"
-expect "config: port out of range" 1 "port.conf:2: key 'stage_peer_port': bad value '70000' \(expected a number from 1 to 65535\)" \
+expect "config: port out of range" 1 "port.conf:2: key 'stage_peer_port': bad value '70000' \(expected a number from 1 to 1023: a privileged port, where only root may listen\)" \
   "$P" config check --config "$work/port.conf"
 printf 'state_dir = var/lib/preflight\n' >"$work/rel.conf"
 expect "config: relative state_dir" 1 "rel.conf:1: key 'state_dir': relative path 'var/lib/preflight'" \

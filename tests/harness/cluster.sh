@@ -68,8 +68,8 @@ slurm_version() {
 }
 
 free_port_base() {
-  # Consecutive free TCP ports: slurmctld, one slurmd per node, and the
-  # stage fan-out's range at base + 20.
+  # Consecutive free TCP ports: slurmctld and one slurmd per node (base +
+  # 20 on was the stage fan-out's range, before it moved below 1024).
   local used base i ok
   used=$(ss -Htan 2>/dev/null | awk '{print $4}' | sed 's/.*://' | sort -u)
   for _ in $(seq 1 50); do
@@ -79,6 +79,22 @@ free_port_base() {
     [ $ok = 1 ] && { echo $base; return; }
   done
   die "no free port range found"
+}
+
+# The stage fan-out's port: privileged (only root, i.e. a prolog, may
+# listen there; preflight(7) PEER FAN-OUT SECURITY), one free for every
+# node's index (each node binds its own address, but a stale listener on
+# any address would take it).
+free_peer_port() {
+  local used base i ok
+  used=$(ss -Htan 2>/dev/null | awk '{print $4}' | sed 's/.*://' | sort -u)
+  for _ in $(seq 1 50); do
+    base=$((700 + RANDOM % 280))
+    ok=1
+    for ((i = 0; i < NODE_COUNT; i++)); do grep -qx "$((base + i))" <<<"$used" && ok=0; done
+    [ $ok = 1 ] && { echo $base; return; }
+  done
+  die "no free privileged port range found"
 }
 
 # Topology fixture for the topology-aware environment (issue 3): every node
@@ -206,7 +222,7 @@ node_addresses = $dir/etc/node-addresses
 # Peer fan-out (off here; stage_test.sh turns it on): node i of a job
 # serves on its fabric address, port stage_peer_port + i.
 stage_peers = no
-stage_peer_port = $((base + 20))
+stage_peer_port = $(free_peer_port)
 stage_munge_socket = $sock/munge.sock
 scontrol = $(command -v scontrol)
 # Job, step and node records come from "preflight slurm" (libslurm, JSON).

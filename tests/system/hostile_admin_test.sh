@@ -66,7 +66,7 @@ try broken sbatch -J hostile-refused -N1 --wrap true
 check "submission refused while the config is broken" test "$rc" != 0
 check "nothing queued while the config is broken" test -z "$(squeue -h -n hostile-refused -o %i)"
 check "refusal names file, line and key" contains "$OUT/broken.out" \
-  "preflight.conf:$line: key 'stage_peer_port': bad value '70000' \(expected a number from 1 to 65535\)"
+  "preflight.conf:$line: key 'stage_peer_port': bad value '70000' \(expected a number from 1 to 1023: a privileged port, where only root may listen\)"
 scontrol release "$held"
 wait_preflight_reason n3 || true
 check_drained n3 "drain reason names file, line and key" \

@@ -2,6 +2,7 @@
 // value types and the parsers config.cc's key table uses for them.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -13,6 +14,16 @@ namespace preflight {
 enum class StageVerify { kFiles, kDirs };
 const char* StageVerifyName(StageVerify v);
 Expected<StageVerify> ParseStageVerify(const std::string& s);
+
+// stage_peer_port: a privileged port (1 to 1023), so that only root can
+// listen where a child of the fan-out connects (preflight(7), PEER FAN-OUT
+// SECURITY). The error says so.
+Expected<uint64_t> ParseStagePeerPort(const std::string& s);
+// Node i of a job's node list serves on port + i, wrapped within
+// [port, 1023]: never an unprivileged port, never past 65535. Nodes of one
+// job have their own addresses, so a wrapped port is shared by no two
+// listeners of one job.
+uint16_t StagePeerPortFor(uint64_t port, size_t i);
 
 // Dataset staging (--stage; config keys stage_*).
 struct StageConfig {
@@ -28,9 +39,9 @@ struct StageConfig {
   StageVerify verify = StageVerify::kFiles;
   // Peer fan-out (stage_peer.h): a multi-node job's prologs share one read
   // of each source. Node i of the job's node list serves on
-  // peer_port + i at peer_host ("%n": the node's name).
+  // StagePeerPortFor(peer_port, i) at peer_host ("%n": the node's name).
   bool peers = false;
-  uint64_t peer_port = 6830;
+  uint64_t peer_port = 900;
   std::string peer_host = "%n";
   std::string munge_socket;  // empty: libmunge's default
 };

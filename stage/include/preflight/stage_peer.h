@@ -14,11 +14,25 @@
 // ones, and any whose relay broke (they ask once more), get the node's
 // published copy. Node 0 serves from its published copy.
 //
-// Authentication: the child sends a munge credential whose payload names
-// this job and the dataset's cache key; the parent accepts it only if munge
-// decodes it (same munge key, not expired, not replayed), the encoding uid
-// is 0 (a prolog, i.e. root on a cluster node) and the payload is this
-// job's. A port alone proves nothing. Refused peers get no byte of data.
+// Authentication (protocol 3, both ways; the argument in preflight(7),
+// PEER FAN-OUT SECURITY): the child connects from its own address to the
+// parent's, on a privileged port (only root listens there), and sends its
+// index and a fresh nonce. The parent checks that the connection comes
+// from that child's address (the job's node list) and answers with a munge
+// credential of root naming job, dataset, parent node, child node and the
+// child's nonce (ParentPayload), and a nonce of its own; the child checks
+// it (munge decodes it, uid 0, exactly that payload) and answers with its
+// own credential naming the same link and the parent's nonce
+// (ChildPayload), which the parent checks likewise. A credential is bound
+// to one link of one job and one connection: replayed to another node, or
+// again, it names the wrong nodes or nonce. Refused peers get no byte of
+// data. The stream that follows (manifest, per-file sizes and hashes)
+// comes over that connection, so its origin is the proven parent; a copy
+// is published only when every file matched it.
+//
+// Bounds: a stream that moves less than kPeerMinRate bytes a second on
+// average after its first kPeerRateGrace seconds is dropped (a child then
+// reads the source), and no stream outlives the cache's deadline.
 //
 // Fallback: a parent that can't be reached within wait_parent, refuses, or
 // fails mid-stream (dead, hash mismatch, short data) makes the child remove
@@ -32,6 +46,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -63,6 +78,12 @@ struct PeerOptions {
   bool test_die = false;  // ... and instead SIGKILLs its own process
 };
 
+// The slowest stream a peer may keep up, on average, once its grace
+// (kPeerRateGrace seconds) is over: well under a shaped 40 Mbit/s link
+// shared by two children, far above a reader that only holds a prolog.
+constexpr uint64_t kPeerMinRate = 1 << 20;
+constexpr double kPeerRateGrace = 10;
+
 struct PeerReport {
   uint64_t source_bytes = 0;  // file bytes this node read from the source
   uint64_t peer_bytes = 0;    // file bytes received from the parent
@@ -74,6 +95,7 @@ struct PeerReport {
   unsigned served = 0;        // children served a copy
   unsigned relayed = 0;       // ... of them while this node was still receiving
   std::string serve_error;    // why this node could not serve (its children read the source)
+  bool squatted = false;      // ... because a user (not root) held its port: an attack
 };
 
 // Tree shape. PeerParent(0) is SIZE_MAX.
@@ -86,16 +108,42 @@ std::vector<size_t> PeerChildren(size_t i, size_t n, unsigned fanout);
 Status StageWithPeers(const StageCacheOptions& o, const std::string& source, const StageIdentity& who,
                       const PeerOptions& p, StagedDataset* out, FaultSide* side, PeerReport* rep);
 
-// munge: the credential a child sends, and the parent's check of it.
-std::string PeerPayload(const std::string& job_id, const std::string& key);
+// ---- protocol 3 credentials (stage_peer_auth.cc) ----
+// One link of the tree: which nodes are at its ends, for which job and
+// dataset. Hosts as the job's node list names them (PeerEndpoint::host).
+struct PeerLink {
+  std::string job_id;
+  std::string key;  // StageCacheKey of the source
+  size_t parent = 0, child = 0;
+  std::string parent_host, child_host;
+};
+PeerLink MakePeerLink(const PeerOptions& p, const std::string& key, size_t parent, size_t child);
+// What the parent's credential says (echoing the child's nonce), and the
+// child's (echoing the parent's). Different prefixes: one side's
+// credential is never the other's.
+std::string ParentPayload(const PeerLink& l, const std::string& child_nonce);
+std::string ChildPayload(const PeerLink& l, const std::string& parent_nonce);
+// 128 bits from getrandom(2), as 32 hex digits.
+std::string PeerNonce();
+
 Expected<std::string> EncodePeerCredential(const std::string& munge_socket, const std::string& payload);
 // Ok only for a credential munge decodes, encoded by uid 0, with exactly
 // `payload`. Permission otherwise, with the reason.
 Status VerifyPeerCredential(const std::string& munge_socket, const std::string& cred, const std::string& payload);
 
-// Protocol pieces for tests (a forged peer): connect to `ep`, send `cred`
-// as the hello and say "need"; true if the server accepted it (and then
-// streamed at least the manifest).
-bool PeerHelloAccepted(const PeerEndpoint& ep, const std::string& cred, double timeout_s);
+// A forged or replaying peer, for tests: connects to `ep` claiming to be
+// node `claim` of the job, takes the parent's answer, sends
+// cred_for(parent's nonce) as its credential and says "need"; true if the
+// server accepted it (and then streamed at least the manifest). With
+// `keep`, an accepted connection is left open there for the caller (the
+// rest of the stream follows), else closed.
+bool PeerHelloAccepted(const PeerEndpoint& ep, size_t claim,
+                       const std::function<std::string(const std::string& parent_nonce)>& cred_for, double timeout_s,
+                       int* keep = nullptr);
+
+// The uid owning a listening IPv4 TCP socket on `port` (any address), from
+// /proc/net/tcp's text; -1 when none listens there. Used to tell a port
+// held by another prolog (root) from one a user took (an attack).
+long ListenerUid(const std::string& proc_net_tcp, uint16_t port);
 
 }  // namespace preflight
