@@ -105,7 +105,8 @@ check "two nodes received it from a peer (the fan-out worked, authenticated)" te
 check "no node named an attack" bash -c "! grep -q ATTACK '$C'/state/jobs/'$j'/n*.stage.json"
 check "the decoy got no connection" bash -c "! grep -q connection '$OUT/u/decoy.log'"
 for n in n1 n2 n3; do
-  copies=$(find "$C/nodes/$n/stage/cache" -mindepth 3 -maxdepth 3 -name data -type d)
+  # This dataset's copies only: earlier tests leave other datasets in the cache.
+  copies=$(grep -lsF "$DS/pub" "$C/nodes/$n"/stage/cache/*/v-*/info.json | xargs -r -n1 dirname | sed 's|$|/data|')
   check "$n: one cached copy" test "$(echo "$copies" | grep -c .)" = 1
   check "$n: the cached copy is the source, byte for byte" diff -r "$DS/pub" "$copies"
   check "$n: nothing forged in the cache" bash -c "! grep -rq FORGED '$C/nodes/$n/stage/cache'"
