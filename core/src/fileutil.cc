@@ -3,11 +3,13 @@
 #include <cstdio>
 
 #include <fcntl.h>
+#include <stdio.h>  // renameat2, RENAME_EXCHANGE (glibc 2.28)
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -31,7 +33,68 @@ Status MakeDirs(const std::string& path, mode_t mode) {
   return Status::Ok();
 }
 
-Status MakePrivateDirs(const std::string& path, mode_t mode) {
+std::string PrivateDirRefusal(const std::string& shown, const struct stat& st, bool last, uid_t me) {
+  char mode_text[8];
+  std::snprintf(mode_text, sizeof mode_text, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  if (!S_ISDIR(st.st_mode))
+    return shown + ": a symlink or not a directory; refused (it must be a real directory owned by root)";
+  if (st.st_uid != 0 && st.st_uid != me)
+    return shown + ": owned by uid " + std::to_string(st.st_uid) + ", not root; refused (a user could change what root writes there)";
+  if (last && (st.st_mode & 022))
+    return shown + ": mode " + mode_text + " lets others write in it; refused (make it root-owned, 0755 or stricter)";
+  if ((st.st_mode & 002) && !(st.st_mode & S_ISVTX)) return shown + ": mode " + mode_text + " lets anyone rename what is in it; refused";
+  return "";
+}
+
+bool UserEntryInStickyDir(const struct stat& parent, const struct stat& entry, uid_t me) {
+  return S_ISDIR(parent.st_mode) && (parent.st_mode & (S_ISVTX | S_IWOTH)) == (S_ISVTX | S_IWOTH) && entry.st_uid != 0 &&
+         entry.st_uid != me;
+}
+
+namespace {
+
+std::string AsideName(const std::string& name, uid_t owner, int n) {
+  time_t now = ::time(nullptr);
+  struct tm tm {};
+  ::localtime_r(&now, &tm);
+  char when[32];
+  std::strftime(when, sizeof when, "%Y%m%d-%H%M%S", &tm);
+  return name + ".set-aside." + when + ".uid" + std::to_string(owner) + (n ? "." + std::to_string(n + 1) : "");
+}
+
+// Moves the user's entry `name` in `dirfd` (shown as `cur`) aside and, where
+// the file system can swap two names, leaves a fresh folder with `mode` in
+// its place; elsewhere the caller makes it. *out->moved_to stays empty when
+// the entry was gone by the time it was moved.
+Status SetAsideAt(int dirfd, const std::string& name, const std::string& cur, mode_t mode, uid_t owner, SetAside* out) {
+  std::string above = cur.substr(0, cur.size() - name.size());  // "/parent/"
+  for (int n = 0; n < 10; ++n) {
+    std::string aside = AsideName(name, owner, n);
+    if (::mkdirat(dirfd, aside.c_str(), mode) != 0) {
+      if (errno == EEXIST) continue;
+      return Status::FromErrno(errno, "mkdir " + above + aside);
+    }
+    *out = {cur, above + aside, owner};
+    if (::renameat2(dirfd, name.c_str(), dirfd, aside.c_str(), RENAME_EXCHANGE) == 0) return Status::Ok();
+    int e = errno;
+    ::unlinkat(dirfd, aside.c_str(), AT_REMOVEDIR);
+    if (e == ENOENT) { out->moved_to.clear(); return Status::Ok(); }
+    if (e != EINVAL && e != ENOSYS && e != EOPNOTSUPP) return Status::FromErrno(e, "set aside " + cur + " as " + above + aside);
+    // No exchange on this file system: move it, never over a name taken
+    // meanwhile (no RENAME_NOREPLACE either: a plain rename).
+    int r = ::renameat2(dirfd, name.c_str(), dirfd, aside.c_str(), RENAME_NOREPLACE);
+    if (r != 0 && (errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)) r = ::renameat(dirfd, name.c_str(), dirfd, aside.c_str());
+    if (r == 0) return Status::Ok();
+    if (errno == ENOENT) { out->moved_to.clear(); return Status::Ok(); }
+    if (errno != EEXIST && errno != ENOTEMPTY && errno != ENOTDIR && errno != EISDIR)
+      return Status::FromErrno(errno, "set aside " + cur + " as " + above + aside);
+  }
+  return Status::Unavailable(cur + ": no free name to set it aside under");
+}
+
+}  // namespace
+
+Status MakePrivateDirs(const std::string& path, mode_t mode, std::vector<SetAside>* set_aside) {
   if (path.empty() || path[0] != '/') return Status::InvalidArgument("'" + path + "': not an absolute path");
   int fd = ::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return Status::FromErrno(errno, "open /");
@@ -39,6 +102,8 @@ Status MakePrivateDirs(const std::string& path, mode_t mode) {
   size_t i = 1;
   Status s;
   uid_t me = ::geteuid();
+  struct stat parent;
+  if (::fstat(fd, &parent) != 0) s = Status::FromErrno(errno, "stat /");
   while (s.ok() && i <= path.size()) {
     size_t j = path.find('/', i);
     if (j == std::string::npos) j = path.size();
@@ -48,7 +113,19 @@ Status MakePrivateDirs(const std::string& path, mode_t mode) {
     if (name == "..") { s = Status::InvalidArgument(path + ": '..' in a private directory path"); break; }
     cur += "/" + name;
     bool last = i > path.size() || path.find_first_not_of('/', j) == std::string::npos;
-    if (::mkdirat(fd, name.c_str(), mode) != 0 && errno != EEXIST) { s = Status::FromErrno(errno, "mkdir " + cur); break; }
+    for (int tries = 0;; ++tries) {
+      if (::mkdirat(fd, name.c_str(), mode) != 0 && errno != EEXIST) { s = Status::FromErrno(errno, "mkdir " + cur); break; }
+      struct stat entry;
+      if (!set_aside || ::fstatat(fd, name.c_str(), &entry, AT_SYMLINK_NOFOLLOW) != 0 ||
+          !UserEntryInStickyDir(parent, entry, me))
+        break;
+      if (tries == 5) { s = Status::Unavailable(cur + ": a user keeps placing an entry of theirs here; not used"); break; }
+      SetAside a;
+      s = SetAsideAt(fd, name, cur, mode, entry.st_uid, &a);
+      if (!s.ok()) break;
+      if (!a.moved_to.empty()) set_aside->push_back(a);
+    }
+    if (!s.ok()) break;
     int next = ::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (next < 0) {
       int e = errno;
@@ -58,18 +135,9 @@ Status MakePrivateDirs(const std::string& path, mode_t mode) {
     }
     ::close(fd);
     fd = next;
-    struct stat st;
-    if (::fstat(fd, &st) != 0) { s = Status::FromErrno(errno, "stat " + cur); break; }
-    char mode_text[8];
-    std::snprintf(mode_text, sizeof mode_text, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    if (st.st_uid != 0 && st.st_uid != me) {
-      s = Status::Permission(cur + ": owned by uid " + std::to_string(st.st_uid) +
-                             ", not root; refused (a user could change what root writes there)");
-    } else if (last && (st.st_mode & 022)) {
-      s = Status::Permission(cur + ": mode " + mode_text + " lets others write in it; refused (make it root-owned, 0755 or stricter)");
-    } else if ((st.st_mode & 002) && !(st.st_mode & S_ISVTX)) {
-      s = Status::Permission(cur + ": mode " + mode_text + " lets anyone rename what is in it; refused");
-    }
+    if (::fstat(fd, &parent) != 0) { s = Status::FromErrno(errno, "stat " + cur); break; }
+    std::string why = PrivateDirRefusal(cur, parent, last, me);
+    if (!why.empty()) s = Status::Permission(why);
   }
   ::close(fd);
   return s;

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 
 #include "preflight/report.h"
 #include "preflight/fileutil.h"
+#include "preflight/log.h"
 #include "preflight/node_addresses.h"
 #include "preflight/json.h"
 #include "preflight/hostlist.h"
@@ -106,6 +108,15 @@ Status BindReadOnly(const std::string& from, const std::string& to) {
 
 std::string Human(uint64_t b) { return HumanBytes(static_cast<double>(b)); }
 
+// "uid 1001 (alice)", or "uid 1001" where the name can't be found.
+std::string UserName(uid_t uid) {
+  struct passwd pw, *res = nullptr;
+  char buf[1024];
+  std::string out = "uid " + std::to_string(uid);
+  if (::getpwuid_r(uid, &pw, buf, sizeof buf, &res) == 0 && res) out += std::string(" (") + res->pw_name + ")";
+  return out;
+}
+
 void WriteStageRecord(const Config& cfg, const JobContext& job, const StageJobResult& r) {
   std::string dir = state::JobDir(cfg, job.job_id);
   if (!MakeDirs(dir, 0755).ok()) return;
@@ -168,13 +179,26 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job) {
   co.deadline = t0 + cfg.stage.timeout_ms / 1000.0;
   // Root writes users' datasets under stage_dir: the whole chain must be
   // folders no user can change (a 1777 scratch disk lets anyone pre-create
-  // or link stage_dir/cache). A bad chain is the site's to fix: drained
-  // once, named, never used.
-  Status s = MakePrivateDirs(cfg.stage.dir, 0711);
-  if (s.ok()) s = MakePrivateDirs(cfg.stage.dir + "/jobs", 0711);
-  if (s.ok()) s = MakePrivateDirs(co.dir, 0700);
+  // or link stage_dir/cache). What a user placed in a sticky world-writable
+  // folder of the chain is set aside (their doing must not drain the
+  // node); a bad chain otherwise is the site's to fix: drained once,
+  // named, never used. A user who keeps racing the set-aside
+  // (kUnavailable) fails this job only.
+  std::vector<SetAside> aside;
+  Status s = MakePrivateDirs(cfg.stage.dir, 0711, &aside);
+  if (s.ok()) s = MakePrivateDirs(cfg.stage.dir + "/jobs", 0711, &aside);
+  if (s.ok()) s = MakePrivateDirs(co.dir, 0700, &aside);
+  for (const auto& a : aside) {
+    std::string what = "set aside " + a.path + " (owned by " + UserName(a.owner) +
+                       ", not root, in a sticky world-writable folder) as " + a.moved_to + ", untouched";
+    Log(LogLevel::kInfo, "stage", "warning: " + what, "a fresh private folder is used; the node stays in service");
+    r.summary += "preflight: stage on " + job.node + ": warning: " + what + "\n";
+  }
   if (!s.ok()) {
-    fail("stage_dir " + s.message(), s.code() == Status::Code::kPermission ? FaultOwner::kConfig : FaultOwner::kNode);
+    FaultOwner owner = s.code() == Status::Code::kPermission    ? FaultOwner::kConfig
+                       : s.code() == Status::Code::kUnavailable ? FaultOwner::kUser
+                                                                : FaultOwner::kNode;
+    fail("stage_dir " + s.message(), owner);
     return r;
   }
   s = CleanView(view);  // a requeued job's leftovers

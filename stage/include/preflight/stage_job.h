@@ -25,6 +25,12 @@
 //   the site's -- a stage_dir chain that others can write or that holds a
 //     symlink (MakePrivateDirs) -- owner kConfig: drained once, the reason
 //     naming the folder, never used.
+//   a user's folder (or link, or file) where a folder of the chain belongs,
+//     in a sticky world-writable folder such as /tmp: no one's fault but
+//     that user's, so it never drains: set aside untouched beside it
+//     (MakePrivateDirs' set_aside), a fresh private folder used, a warning
+//     naming the owner in the log and the job's output. A user who keeps
+//     racing that fails the job (kUser).
 // The classes and what each does are fault.h's one rule.
 #pragma once
 
