@@ -25,6 +25,7 @@
 #include "preflight/accept_run.h"
 #include "preflight/accept_storage.h"
 #include "preflight/cli.h"
+#include "preflight/config_check.h"
 #include "preflight/drain_reason.h"
 #include "preflight/json.h"
 #include "preflight/log.h"
@@ -88,7 +89,20 @@ int ConfigCmd(const std::vector<std::string>& args, const CommonCli& cli) {
     return 1;
   }
   if (sub == "check") {
-    std::printf("%s: ok\n", cfg->source.empty() ? "(defaults)" : cfg->source.c_str());
+    // The files and folders it names, as the node binaries will take them
+    // (config_check.h): what would drain nodes fails the check here.
+    auto findings = CheckConfigOnHost(*cfg);
+    int errors = 0;
+    for (const auto& f : findings)
+      if (f.level == ConfigFinding::Level::kError) {
+        Log(LogLevel::kError, "config", "invalid", f.message);
+        ++errors;
+      }
+    if (!errors) std::printf("%s: ok\n", cfg->source.empty() ? "(defaults)" : cfg->source.c_str());
+    for (const auto& f : findings)
+      if (f.level != ConfigFinding::Level::kError)
+        std::printf("%s: %s\n", f.level == ConfigFinding::Level::kWarning ? "warning" : "note", f.message.c_str());
+    if (errors) return 1;
     SlurmConfNotes(*cfg);
     return 0;
   }

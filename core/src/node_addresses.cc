@@ -20,6 +20,7 @@ Expected<std::map<std::string, std::string>> LoadNodeAddresses(const std::string
   auto text = ReadWholeFile(path);
   if (!text) return text.status();
   std::map<std::string, std::string> out;
+  std::map<std::string, int> line_of;  // node -> the line that named it
   std::istringstream in(*text);
   std::string line;
   for (int no = 1; std::getline(in, line); ++no) {
@@ -28,7 +29,7 @@ Expected<std::map<std::string, std::string>> LoadNodeAddresses(const std::string
     std::istringstream words(line);
     std::string addr, name;
     if (!(words >> addr)) continue;
-    auto where = [&] { return path + ":" + std::to_string(no) + ": "; };
+    auto where = [&] { return "node_addresses " + path + ":" + std::to_string(no) + ": "; };
     unsigned char buf[16];
     if (::inet_pton(AF_INET, addr.c_str(), buf) != 1 && ::inet_pton(AF_INET6, addr.c_str(), buf) != 1)
       return Status::InvalidArgument(where() + "'" + addr + "' is not an IPv4 or IPv6 address");
@@ -36,7 +37,11 @@ Expected<std::map<std::string, std::string>> LoadNodeAddresses(const std::string
     while (words >> name) {
       Status v = ValidNodeName(name);
       if (!v.ok()) return Status::InvalidArgument(where() + v.message());
-      out[name] = addr;  // a later line wins, as in hosts(5) lookups by the last writer
+      auto [at, fresh] = line_of.emplace(name, no);
+      if (!fresh)  // which line wins would be a guess: the site says which
+        return Status::InvalidArgument(where() + "node '" + name + "' is named twice (lines " + std::to_string(at->second) +
+                                       " and " + std::to_string(no) + ")");
+      out[name] = addr;
       any = true;
     }
     if (!any) return Status::InvalidArgument(where() + "address '" + addr + "' names no node");

@@ -220,7 +220,7 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job) {
     auto addrs = cfg.node_addresses.empty() ? Expected<std::map<std::string, std::string>>(std::map<std::string, std::string>())
                                             : LoadNodeAddresses(cfg.node_addresses);
     if (!addrs) {
-      fail("site config node_addresses: " + addrs.status().message(), FaultOwner::kConfig);
+      fail("site config " + addrs.status().message(), FaultOwner::kConfig);
       return r;
     }
     if (names && names->size() > 1) {

@@ -23,7 +23,8 @@ namespace preflight {
 
 inline constexpr size_t kMaxNodeAddressesBytes = 1 << 20;
 
-// node -> address. Errors read "FILE:LINE: ...".
+// node -> address. Errors read "FILE:LINE: ..."; a node named on two lines
+// (or twice on one) is one, naming both lines.
 Expected<std::map<std::string, std::string>> LoadNodeAddresses(const std::string& path);
 
 // The address of `node` from cfg.node_addresses: "" when the key is unset
