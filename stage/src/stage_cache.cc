@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -252,10 +251,9 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
   if (::mkdir(tmp.c_str(), 0700) != 0) return Status::FromErrno(errno, "mkdir " + tmp);
   int tfd = ::open(tmp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (tfd < 0) { int e = errno; RemoveTree(tmp); return Status::FromErrno(e, "open " + tmp); }
-  // Refuse a dataset larger than the free space before writing it out.
-  struct statvfs vfs;
-  if (::fstatvfs(tfd, &vfs) == 0) co.space_limit = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
-  if (co.space_limit == 0) co.space_limit = 1;  // a full disk: the first byte is refused
+  // Refuse a dataset larger than the free space, or with more entries
+  // than the free inodes, before writing it out.
+  LimitToFreeRoom(tfd, &co);
   BuiltCopy built;
   if (o.copier) {
     s = o.copier(tfd, &built, side);

@@ -9,6 +9,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
@@ -95,6 +96,29 @@ std::string DigestOf(const std::vector<std::string>& lines) {
 
 using namespace stage_internal;
 
+void FreeRoomLimits(const struct statvfs& v, CopyOptions* o) {
+  o->space_limit = static_cast<uint64_t>(v.f_bavail) * v.f_frsize;
+  if (o->space_limit == 0) o->space_limit = 1;  // a full disk: the first byte is refused
+  o->free_inodes = v.f_files == 0 ? CopyOptions::kNoInodeLimit : static_cast<uint64_t>(v.f_favail);
+}
+
+void LimitToFreeRoom(int dst_fd, CopyOptions* o) {
+  struct statvfs v;
+  if (::fstatvfs(dst_fd, &v) == 0) FreeRoomLimits(v, o);
+}
+
+Status RoomFor(const CopyOptions& o, uint64_t bytes, uint64_t entries) {
+  if (o.space_limit != 0 && bytes > o.space_limit)
+    return Status::Failed("the dataset needs at least " + HumanBytes(static_cast<double>(bytes)) +
+                          " (apparent size, sparse files count in full), more than the " +
+                          HumanBytes(static_cast<double>(o.space_limit)) + " free");
+  if (o.free_inodes != CopyOptions::kNoInodeLimit && entries + CopyOptions::kInodeReserve > o.free_inodes)
+    return Status::Failed("it has at least " + std::to_string(entries) + " files and folders, the file system has " +
+                          std::to_string(o.free_inodes) + " free inodes (" + std::to_string(CopyOptions::kInodeReserve) +
+                          " of them kept for the cache's own records; see df -i)");
+  return Status::Ok();
+}
+
 Status ScanSource(const std::string& src, const CopyOptions& o, std::vector<std::string>* manifest, FaultSide* side,
                   std::string* digest) {
   *side = FaultSide::kNone;
@@ -139,14 +163,15 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
   int droot = -1;
   uint64_t expect_files = 0;
   uint64_t apparent = 0;  // bytes of the files announced so far
+  uint64_t entries = 0;   // files, folders and symlinks announced so far
   auto over_space = [&](const Record& r) -> Status {
-    apparent += r.size;
-    if (o.space_limit == 0 || apparent <= o.space_limit) return Status::Ok();
+    if (r.type == 'f') apparent += r.size;
+    ++entries;
+    Status room = RoomFor(o, apparent, entries);
+    if (room.ok()) return room;
     if (r.fd >= 0) ::close(r.fd);
     *side = FaultSide::kDestSpace;
-    return Status::Failed("the dataset needs at least " + HumanBytes(static_cast<double>(apparent)) +
-                          " (apparent size, sparse files count in full), more than the " +
-                          HumanBytes(static_cast<double>(o.space_limit)) + " free");
+    return room;
   };
   bool aborted = false;  // a worker failed first; its status is the one to report
   s = Receive(&c, o.deadline, src, side, [&](Record& r) -> Status {
@@ -158,18 +183,20 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
     if (r.kind == kRoot) {
       manifest->push_back(std::string("root ") + r.type + " " + r.path);
       if (light && r.type == 'd') light->push_back(LightLine(r));
+      Status sp = over_space(r);
+      if (!sp.ok()) return sp;
       if (r.type == 'f') {
-        Status sp = over_space(r);
-        if (!sp.ok()) return sp;
         ++expect_files;
-        pool.Push({r.fd, dst_dir_fd, dst_name, dst_name, r.size, r.mode, r.mtime_sec, r.mtime_nsec});
+        Task t{r.fd, dst_dir_fd, dst_name, dst_name, r.size, r.mode, r.mtime_sec, r.mtime_nsec};
+        t.ino = r.ino;
+        pool.Push(std::move(t));
         return Status::Ok();
       }
       if (check) check->Root(r.path, r.mode, r.ino, r.ctime_sec, r.ctime_nsec);
       if (fs.MkdirAt(dst_dir_fd, dst_name.c_str(), 0755) != 0) {
         int e = errno;
         *side = DestSide(e);
-        return Status::FromErrno(e, "mkdir " + dst_name);
+        return DestFailure(e, "mkdir " + dst_name, dst_dir_fd);
       }
       droot = ::openat(dst_dir_fd, dst_name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (droot < 0) { int e = errno; *side = DestSide(e); return Status::FromErrno(e, "open " + dst_name); }
@@ -180,20 +207,20 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
     if (light && r.type == 'd') light->push_back(LightLine(r));
     if (droot < 0) { if (r.fd >= 0) ::close(r.fd); *side = FaultSide::kNode; return Status::IOError("source walker: entry before root"); }
     std::string shown = dst_name + "/" + r.path;
+    Status sp = over_space(r);
+    if (!sp.ok()) return sp;
     uint32_t ci = check ? check->Add(r.type, r.path, r.mode, r.size, r.ino, r.mtime_sec, r.mtime_nsec, r.ctime_sec,
                                      r.ctime_nsec, r.link)
                         : UINT32_MAX;
     if (r.type == 'd') {
-      if (fs.MkdirAt(droot, r.path.c_str(), 0755) != 0) { int e = errno; *side = DestSide(e); return Status::FromErrno(e, "mkdir " + shown); }
+      if (fs.MkdirAt(droot, r.path.c_str(), 0755) != 0) { int e = errno; *side = DestSide(e); return DestFailure(e, "mkdir " + shown, droot); }
       ++stats->dirs;
     } else if (r.type == 'l') {
-      if (fs.SymlinkAt(r.link.c_str(), droot, r.path.c_str()) != 0) { int e = errno; *side = DestSide(e); return Status::FromErrno(e, "symlink " + shown); }
+      if (fs.SymlinkAt(r.link.c_str(), droot, r.path.c_str()) != 0) { int e = errno; *side = DestSide(e); return DestFailure(e, "symlink " + shown, droot); }
       ++stats->symlinks;
     } else {
-      Status sp = over_space(r);
-      if (!sp.ok()) return sp;
       ++expect_files;
-      pool.Push({r.fd, droot, r.path, shown, r.size, r.mode, r.mtime_sec, r.mtime_nsec, r.ctime_sec, r.ctime_nsec, ci});
+      pool.Push({r.fd, droot, r.path, shown, r.size, r.mode, r.mtime_sec, r.mtime_nsec, r.ctime_sec, r.ctime_nsec, ci, r.ino});
     }
     return Status::Ok();
   });

@@ -3,18 +3,62 @@
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
+#include <ctime>
 
 #include "preflight/clock.h"
+#include "preflight/report.h"  // HumanBytes
 
 namespace preflight::stage_internal {
 
 FaultSide DestSide(int err) { return err == ENOSPC || err == EDQUOT ? FaultSide::kDestSpace : FaultSide::kNode; }
+
+Status DestFailure(int err, const std::string& what, int dest_fd) {
+  struct statvfs v;
+  if (err == ENOSPC && dest_fd >= 0 && ::fstatvfs(dest_fd, &v) == 0 && v.f_files > 0 && v.f_favail == 0)
+    return Status::FromErrno(err, what + " (the file system has no free inodes: 0 of " + std::to_string(v.f_files) + ", with " +
+                                      HumanBytes(static_cast<double>(v.f_bavail) * static_cast<double>(v.f_frsize)) +
+                                      " free; see df -i)");
+  return Status::FromErrno(err, what);
+}
+
+namespace {
+
+std::string When(int64_t sec, uint32_t nsec) {
+  time_t t = static_cast<time_t>(sec);
+  struct tm tm {};
+  ::localtime_r(&t, &tm);
+  char day[32], zone[8];
+  std::strftime(day, sizeof day, "%Y-%m-%d %H:%M:%S", &tm);
+  std::strftime(zone, sizeof zone, "%z", &tm);
+  char b[64];
+  std::snprintf(b, sizeof b, "%s.%09u %s", day, nsec, zone);
+  return b;
+}
+
+}  // namespace
+
+std::string DescribeChange(const Task& t, const struct stat& now, uint64_t copied, bool with_ctime) {
+  std::string out;
+  auto add = [&](const std::string& what) { out += (out.empty() ? "" : ", ") + what; };
+  if (static_cast<uint64_t>(now.st_size) != t.size)
+    add("size " + std::to_string(t.size) + " -> " + std::to_string(now.st_size) + " bytes");
+  if (now.st_mtim.tv_sec != t.mtime_sec || static_cast<uint32_t>(now.st_mtim.tv_nsec) != t.mtime_nsec)
+    add("mtime " + When(t.mtime_sec, t.mtime_nsec) + " -> " + When(now.st_mtim.tv_sec, static_cast<uint32_t>(now.st_mtim.tv_nsec)));
+  if (t.ino != 0 && now.st_ino != t.ino) add("inode " + std::to_string(t.ino) + " -> " + std::to_string(now.st_ino));
+  if (with_ctime && (now.st_ctim.tv_sec != t.ctime_sec || static_cast<uint32_t>(now.st_ctim.tv_nsec) != t.ctime_nsec))
+    add("ctime " + When(t.ctime_sec, t.ctime_nsec) + " -> " + When(now.st_ctim.tv_sec, static_cast<uint32_t>(now.st_ctim.tv_nsec)));
+  if (copied != t.size && static_cast<uint64_t>(now.st_size) == t.size)
+    add("read " + std::to_string(copied) + " of its " + std::to_string(t.size) + " bytes");
+  return out;
+}
 
 void CopyPool::Start(unsigned n) {
   for (unsigned i = 0; i < n; ++i) threads_.emplace_back([this] { Loop(); });
@@ -96,7 +140,7 @@ void CopyPool::CopyOne(const Task& t, std::vector<char>& buf) {
   int out = fs_.OpenAt(t.dirfd, t.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (out < 0) {
     int e = errno;
-    Fail(Status::FromErrno(e, "create " + t.shown), DestSide(e));
+    Fail(DestFailure(e, "create " + t.shown, t.dirfd), DestSide(e));
     return;
   }
   uint64_t done = 0;
@@ -114,7 +158,7 @@ void CopyPool::CopyOne(const Task& t, std::vector<char>& buf) {
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {
         int e = errno;
-        if (e == ENOSPC || e == EDQUOT) { Fail(Status::FromErrno(e, "write " + t.shown), FaultSide::kDestSpace); ok = false; }
+        if (e == ENOSPC || e == EDQUOT) { Fail(DestFailure(e, "write " + t.shown, out), FaultSide::kDestSpace); ok = false; }
         break;  // anything else: the read/write path below says which side failed
       }
       if (n == 0) break;
@@ -136,7 +180,7 @@ void CopyPool::CopyOne(const Task& t, std::vector<char>& buf) {
       if (k < 0 && errno == EINTR) continue;
       if (k < 0) {
         int e = errno;
-        Fail(Status::FromErrno(e, "write " + t.shown), DestSide(e));
+        Fail(DestFailure(e, "write " + t.shown, out), DestSide(e));
         ok = false;
         break;
       }
@@ -156,11 +200,8 @@ void CopyPool::CopyOne(const Task& t, std::vector<char>& buf) {
     if (::fstat(t.src, &st) != 0) {
       Fail(Status::FromErrno(errno, "stat " + t.shown), FaultSide::kSource);
       ok = false;
-    } else if (done != t.size || static_cast<uint64_t>(st.st_size) != t.size || st.st_mtim.tv_sec != t.mtime_sec ||
-               static_cast<uint32_t>(st.st_mtim.tv_nsec) != t.mtime_nsec ||
-               (check_ && (st.st_ctim.tv_sec != t.ctime_sec || static_cast<uint32_t>(st.st_ctim.tv_nsec) != t.ctime_nsec))) {
-      Fail(Status::IOError(t.shown + ": changed while being copied (size " + std::to_string(t.size) + " -> " +
-                           std::to_string(st.st_size) + "); stage it again once it is stable"),
+    } else if (std::string change = DescribeChange(t, st, done, check_ != nullptr); !change.empty()) {
+      Fail(Status::IOError(t.shown + ": changed while being copied (" + change + "); stage it again once it is stable"),
            FaultSide::kSource);
       ok = false;
     }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <sys/stat.h>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +22,11 @@ namespace preflight::stage_internal {
 // Classify a write-side errno: ENOSPC/EDQUOT are the destination's space,
 // anything else the node's.
 FaultSide DestSide(int err);
+// The status of a failed write-side call `what` on the file system of
+// `dest_fd`: FromErrno, and for an ENOSPC while that file system has no
+// free inode left (fstatvfs f_favail 0 of a non-zero f_files) the text
+// says so, since df -h then shows free bytes.
+Status DestFailure(int err, const std::string& what, int dest_fd);
 
 struct Task {
   int src = -1;
@@ -34,7 +40,15 @@ struct Task {
   int64_t ctime_sec = 0;
   uint32_t ctime_nsec = 0;
   uint32_t check_index = UINT32_MAX;  // in CopyOptions' check builder
+  uint64_t ino = 0;                   // as the walker saw it; 0: not compared
 };
+
+// What differs between the source file as the walker opened it (`t`) and
+// as it is now (`now`), `copied` bytes having been read from it: "size 6
+// -> 9 bytes, mtime 2025-01-02 10:00:00.000000000 +0100 -> ...", each of
+// size, mtime, inode and (`with_ctime`) ctime that changed, old and new;
+// "" when none did and all bytes were read.
+std::string DescribeChange(const Task& t, const struct stat& now, uint64_t copied, bool with_ctime);
 
 class CopyPool {
  public:

@@ -125,6 +125,7 @@ Status StageWithPeers(const StageCacheOptions& o, const std::string& source, con
       rep->fell_back = true;
       rep->fallback_reason = r.message();
     }
+    LimitToFreeRoom(dfd, &co);  // as StageDataset's own copier: bytes and inodes checked before writing
     Status s = CopySourceInto(source, co, dfd, b, sd);
     if (s.ok()) rep->source_bytes = b->stats.bytes;
     if (rep->fell_back) b->note = "read the source: " + rep->fallback_reason;

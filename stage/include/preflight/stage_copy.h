@@ -17,7 +17,8 @@
 // more go through copy_file_range (in-kernel, no user copy), falling back
 // to 1 MiB pread/write where the kernel can't (different filesystems).
 // Every file is checked after its copy: bytes copied == size seen, and
-// size/mtime unchanged since it was opened, else "changed while copying".
+// size/mtime unchanged since it was opened, else "changed while being
+// copied" naming what changed (size, mtime, inode, ctime: old -> new).
 // All write-side calls go through StageFs, the seam tests use to inject
 // faults (disk full, EIO mid-file, a kill mid-copy).
 //
@@ -26,6 +27,7 @@
 #pragma once
 
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -95,7 +97,30 @@ struct CopyOptions {
   // writes holes out, so a sparse file counts at its apparent size: a 1 TB
   // sparse file is refused at once instead of filling the disk.
   uint64_t space_limit = 0;
+  // CopyTree: refuse (kDestSpace, before creating it) the entry -- file,
+  // folder or symlink, the root too -- that, with kInodeReserve more,
+  // takes the dataset past this many free inodes; kNoInodeLimit: not
+  // counted. A file system out of inodes says ENOSPC while df -h shows
+  // free space: this says inodes, before anything is written.
+  uint64_t free_inodes = kNoInodeLimit;
+  static constexpr uint64_t kNoInodeLimit = UINT64_MAX;
+  // Inodes the cache's own records of a copy take beside the data
+  // (manifest, dirs, check, info.json, refs, current, the job's view).
+  static constexpr uint64_t kInodeReserve = 16;
 };
+
+// Sets o->space_limit and o->free_inodes from a destination's statvfs:
+// bytes f_bavail * f_frsize (1 on a full disk: the first byte is refused),
+// inodes f_favail, not counted where the file system counts none
+// (f_files 0: btrfs, some network file systems).
+void FreeRoomLimits(const struct statvfs& v, CopyOptions* o);
+// FreeRoomLimits of fstatvfs(dst_fd); `o` unchanged where that fails.
+void LimitToFreeRoom(int dst_fd, CopyOptions* o);
+// Whether a dataset of `bytes` (apparent size so far) and `entries` (files,
+// folders and symlinks so far) still fits o's limits: Ok, or kFailed
+// saying which ("the dataset needs at least 1.0T ...", "it has at least N
+// files and folders, the file system has M free inodes ...").
+Status RoomFor(const CopyOptions& o, uint64_t bytes, uint64_t entries);
 
 struct CopyStats {
   uint64_t bytes = 0;
