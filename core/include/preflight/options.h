@@ -74,9 +74,16 @@ Status CheckSubmittedValue(const UserOption& o, const char* arg);
 // `component` counts from 0). --nccl-check (other than off) runs only in a
 // batch job's batch step, before its script, on one homogeneous allocation:
 // from srun or salloc (`program`, the command's short name) it would run
-// nothing, and in a heterogeneous job it could not run; both are refused
-// with the reason instead.
-Status CheckSubmission(const JobOptions& opts, const std::string& program, int component);
+// nothing, and in a heterogeneous job it could not run. --stage stages one
+// component's nodes only, so a heterogeneous job's steps on the others
+// would fail. Each is refused with the reason instead: the option refused
+// (its name, without dashes) and why; ok() when nothing is refused.
+struct SubmissionCheck {
+  const char* option = nullptr;
+  Status why;
+  bool ok() const { return option == nullptr; }
+};
+SubmissionCheck CheckSubmission(const JobOptions& opts, const std::string& program, int component);
 
 // The job's options as they come back from the job-control variables: in
 // the prolog and epilog as SPANK_<env_name>, in the batch environment as
