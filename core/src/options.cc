@@ -35,7 +35,7 @@ const char* EnvModeName(EnvMode m) {
 }
 
 Expected<EnvMode> ParseEnvMode(const char* text) {
-  if (text == nullptr || *text == '\0' || std::strcmp(text, "(null)") == 0) return EnvMode::kShow;
+  if (text == nullptr || *text == '\0' || std::strcmp(text, "(null)") == 0) return EnvMode::kOn;
   if (std::strcmp(text, "on") == 0) return EnvMode::kOn;
   if (std::strcmp(text, "show") == 0) return EnvMode::kShow;
   if (std::strcmp(text, "off") == 0) return EnvMode::kOff;

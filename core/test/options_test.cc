@@ -17,6 +17,29 @@ TEST(Level, ParsesNamesAndBareForms) {
   EXPECT_EQ(*ParseLevel("(null)"), Level::kQuick);
 }
 
+// Issue 29: a bare --preflight-env meant show, while its usage and the man
+// page say on is the default.
+TEST(EnvMode, ParsesNamesAndBareFormIsOn) {
+  EXPECT_EQ(*ParseEnvMode("on"), EnvMode::kOn);
+  EXPECT_EQ(*ParseEnvMode("show"), EnvMode::kShow);
+  EXPECT_EQ(*ParseEnvMode("off"), EnvMode::kOff);
+  EXPECT_EQ(*ParseEnvMode(nullptr), EnvMode::kOn);
+  EXPECT_EQ(*ParseEnvMode(""), EnvMode::kOn);
+  EXPECT_EQ(*ParseEnvMode("(null)"), EnvMode::kOn);
+  auto bad = ParseEnvMode("maybe");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("expected on, show or off"), std::string::npos);
+  // The bare option travels to the job as "on", the text its usage names.
+  for (const auto& o : UserOptions()) {
+    if (std::string(o.name) != "preflight-env") continue;
+    EXPECT_NE(std::string(o.usage).find("on (default)"), std::string::npos);
+    JobOptions j;
+    ASSERT_TRUE(o.apply(nullptr, j).ok());
+    EXPECT_TRUE(o.given(j));
+    EXPECT_EQ(o.value_text(j), "on");
+  }
+}
+
 TEST(Level, RefusesEverythingElse) {
   for (const char* bad : {"bogus", "QUICK", "quick ", "quick,full", "1"}) {
     auto l = ParseLevel(bad);

@@ -24,6 +24,8 @@ Expected<Level> ParseLevel(const char* text);
 // What the topology environment does for a job (--preflight-env).
 enum class EnvMode { kOn = 0, kShow = 1, kOff = 2 };
 const char* EnvModeName(EnvMode m);
+// Accepts "on", "show", "off". A bare option (NULL, "" or "(null)", as for
+// ParseLevel) means on, the default the option's usage names.
 Expected<EnvMode> ParseEnvMode(const char* text);
 
 // The job's choices, filled by option callbacks. Callbacks may run twice
