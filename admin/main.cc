@@ -370,6 +370,9 @@ int CacheCmd(const std::vector<std::string>& args_in, const CommonCli& cli) {
 }
 
 bool g_state_dry_run = false;
+// state gc's exit status when it ran through but left folders it could not
+// remove (each named on stderr): not 1, which says gc could not run.
+constexpr int kStateGcLeft = 4;
 
 // preflight state gc [--dry-run] [node=NAME]: prune state_dir/jobs to
 // state_keep and state_keep_size (state_paths.h: PruneJobState), as the
@@ -394,16 +397,20 @@ int StateCmd(const std::vector<std::string>& args_in, const CommonCli& cli) {
   double now = static_cast<double>(::time(nullptr));
   SlurmJobs slurm = AskSlurmJobs(*cfg, node, state::JobsToPrune(*cfg, "", now), SIZE_MAX);
   if (!slurm.answered)
-    Log(LogLevel::kError, "state", "gc", "slurmctld could not be asked; no folder of a job that may run removed: " + slurm.error);
+    Log(LogLevel::kError, "state gc", "slurmctld could not be asked; no folder of a job that may run removed: " + slurm.error);
   state::StateGcResult r = state::PruneJobState(*cfg, "", now, slurm, dry);
   for (const auto& line : r.removed) std::printf("%s %s\n", dry ? "would remove" : "removed", line.c_str());
   for (const auto& line : r.kept_live) std::printf("kept %s\n", line.c_str());
-  std::printf("kept %zu job folder(s), %llu bytes; %s %llu bytes (state_keep %s, state_keep_size %llu)\n", r.kept,
+  std::string left = r.left.empty() ? "" : "; left " + std::to_string(r.left.size()) + " it could not remove";
+  std::printf("kept %zu job folder(s), %llu bytes; %s %llu bytes (state_keep %s, state_keep_size %llu)%s\n", r.kept,
               static_cast<unsigned long long>(r.kept_bytes), dry ? "would free" : "freed",
               static_cast<unsigned long long>(r.removed_bytes), std::to_string(cfg->state_keep_ms / 1000).append("s").c_str(),
-              static_cast<unsigned long long>(cfg->state_keep_bytes));
-  for (const auto& e : r.errors) Log(LogLevel::kError, "state", "gc", e);
-  return r.errors.empty() && slurm.answered ? 0 : 1;
+              static_cast<unsigned long long>(cfg->state_keep_bytes), left.c_str());
+  std::fflush(stdout);
+  for (const auto& e : r.errors) Log(LogLevel::kError, "state gc", e);
+  for (const auto& e : r.left) Log(LogLevel::kError, "state gc", e);
+  if (!r.errors.empty() || !slurm.answered) return 1;
+  return r.left.empty() ? 0 : kStateGcLeft;
 }
 
 // preflight slurm job|steps|nodes ARG: slurmctld's records as JSON (slurmapi/).

@@ -179,9 +179,9 @@ PF_EXPORT int slurm_spank_init_post_opt(spank_t sp, int ac, char** av) {
     }
     JobOptions asked = opts;
     if (State().nccl_check_inherited) asked.nccl_check_given = false;  // sbatch's, it runs in the batch step
-    Status sub = CheckSubmission(asked, program_invocation_short_name, State().post_opt_calls++);
+    SubmissionCheck sub = CheckSubmission(asked, program_invocation_short_name, State().post_opt_calls++);
     if (!sub.ok()) {
-      Log(LogLevel::kError, "submit", "refusing --nccl-check", sub.message());
+      Log(LogLevel::kError, "submit", std::string("refusing --") + sub.option, sub.why.message());
       return -1;
     }
     for (const auto& o : UserOptions()) {

@@ -13,7 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "preflight/config.h"
+#include "preflight/config_values.h"
 #include "preflight/fileutil.h"
+#include "preflight/hostlist.h"
 #include "preflight/json.h"
 #include "preflight/process.h"
 
@@ -142,8 +144,17 @@ Expected<StorageOptions> StorageOptionsFor(const std::string& level, const std::
   return o;
 }
 
+Expected<std::string> NodePath(const StorageOptions& o) {
+  if (o.path.find("%n") != std::string::npos) {
+    Status v = ValidNodeName(o.node);
+    if (!v.ok()) return v.Context("cannot use " + o.path);
+  }
+  return ExpandNode(o.path, o.node);
+}
+
 std::vector<std::string> ReproduceCommands(const StorageOptions& o) {
-  std::string dir = o.path + "/" + PrivateDirName(o);
+  auto path = NodePath(o);
+  std::string dir = (path ? *path : o.path) + "/" + PrivateDirName(o);
   std::vector<std::string> out;
   for (const char* fig : {"seq_write", "seq_read", "rand_read_4k", "ckpt_write"})
     out.push_back(Cmdline(FioArgv(o, fig, dir, std::string(fig) == "ckpt_write" ? o.ckpt_bytes : o.file_bytes,
@@ -207,19 +218,25 @@ StorageFigures MeasureStorage(const StorageOptions& o) {
   StorageFigures f;
   f.path = o.path;
   f.node = o.node;
+  auto node_path = NodePath(o);
+  if (!node_path) {
+    f.error = node_path.status().message();
+    return f;
+  }
+  const std::string& path = *node_path;
   struct stat st;
-  if (::stat(o.path.c_str(), &st) != 0) {
-    f.error = "cannot use " + o.path + ": " + std::strerror(errno);
+  if (::stat(path.c_str(), &st) != 0) {
+    f.error = "cannot use " + path + ": " + std::strerror(errno);
     return f;
   }
   if (!S_ISDIR(st.st_mode)) {
-    f.error = "cannot use " + o.path + ": not a directory";
+    f.error = "cannot use " + path + ": not a directory";
     return f;
   }
-  std::string dir = o.path + "/" + PrivateDirName(o);
+  std::string dir = path + "/" + PrivateDirName(o);
   if (::mkdir(dir.c_str(), 0700) != 0) {
     int e = errno;
-    f.error = "cannot write " + o.path + ": " + std::strerror(e) + (e == EACCES ? " (the user running the job has no write access)" : "");
+    f.error = "cannot write " + path + ": " + std::strerror(e) + (e == EACCES ? " (the user running the job has no write access)" : "");
     return f;
   }
   std::function<Expected<ProcessResult>(const std::vector<std::string>&, unsigned)> run = o.run;
@@ -263,7 +280,7 @@ StorageFigures MeasureStorage(const StorageOptions& o) {
     if (!e.empty()) f.error = e;
   }
   RemoveTree(dir);
-  if (!f.error.empty()) f.error = o.path + ": " + f.error;
+  if (!f.error.empty()) f.error = path + ": " + f.error;
   return f;
 }
 

@@ -247,6 +247,39 @@ TEST(AcceptStorage, MissingPathAndFailingFioAreClearLines) {
   EXPECT_EQ(::rmdir(dir.c_str()), 0) << "left behind in " << dir;
 }
 
+// Issue 29: the default path is the site's scratch_dir, and `scratch_dir =
+// /scratch/%n` was measured as a directory named "%n", which no node has.
+TEST(AcceptStorage, PercentNIsTheNodesName) {
+  std::string dir = TempDir();
+  ASSERT_EQ(::mkdir((dir + "/n7").c_str(), 0755), 0);
+  StorageOptions o;
+  o.path = dir + "/%n";
+  o.node = "n7";
+  o.tag = "t";
+  ASSERT_TRUE(NodePath(o).ok());
+  EXPECT_EQ(*NodePath(o), dir + "/n7");
+  // fio runs in n7's own directory (a fio that is not there fails the first
+  // figure, after the private directory was made there).
+  o.fio = "/nonexistent/fio";
+  StorageFigures f = MeasureStorage(o);
+  EXPECT_EQ(f.error.rfind(dir + "/n7: seq_write: ", 0), 0u) << f.error;
+  EXPECT_EQ(f.path, dir + "/%n");  // the report names the path as configured
+  EXPECT_EQ(f.node, "n7");
+  ASSERT_FALSE(f.reproduce.empty());
+  EXPECT_NE(f.reproduce[0].find("--directory=" + dir + "/n7/.preflight-accept-n7-t"), std::string::npos) << f.reproduce[0];
+  EXPECT_EQ(ReproduceCommands(o).at(0), f.reproduce[0]);  // the orchestrator's, for the report
+  // %% is a %, as in the site config.
+  o.path = dir + "/100%%";
+  EXPECT_EQ(*NodePath(o), dir + "/100%");
+  // A node name that is no path component is refused, never expanded.
+  o.path = dir + "/%n";
+  o.node = "../etc";
+  f = MeasureStorage(o);
+  EXPECT_EQ(f.error.rfind("cannot use " + dir + "/%n: node name '../etc'", 0), 0u) << f.error;
+  EXPECT_EQ(::rmdir((dir + "/n7").c_str()), 0) << "left behind in " << dir << "/n7";
+  EXPECT_EQ(::rmdir(dir.c_str()), 0) << "left behind in " << dir;
+}
+
 TEST(AcceptStorage, OptionsAreBounded) {
   EXPECT_FALSE(StorageOptionsFor("quick", "1K", 0, "").ok());
   EXPECT_FALSE(StorageOptionsFor("quick", "", -1, "").ok());

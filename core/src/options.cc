@@ -35,7 +35,7 @@ const char* EnvModeName(EnvMode m) {
 }
 
 Expected<EnvMode> ParseEnvMode(const char* text) {
-  if (text == nullptr || *text == '\0' || std::strcmp(text, "(null)") == 0) return EnvMode::kShow;
+  if (text == nullptr || *text == '\0' || std::strcmp(text, "(null)") == 0) return EnvMode::kOn;
   if (std::strcmp(text, "on") == 0) return EnvMode::kOn;
   if (std::strcmp(text, "show") == 0) return EnvMode::kShow;
   if (std::strcmp(text, "off") == 0) return EnvMode::kOff;
@@ -115,17 +115,26 @@ Status CheckSubmittedValue(const UserOption& o, const char* arg) {
   return Status::Ok();
 }
 
-Status CheckSubmission(const JobOptions& opts, const std::string& program, int component) {
-  if (!opts.nccl_check_given || opts.nccl_check == Level::kOff) return Status::Ok();
+SubmissionCheck CheckSubmission(const JobOptions& opts, const std::string& program, int component) {
+  // Slurm calls init_post_opt once per component, and the options of the
+  // first stay set for the others: any component after the first refuses
+  // what the job as a whole cannot honour.
+  if (opts.stage_given && component > 0)
+    return {"stage", Status::InvalidArgument(
+                         "a heterogeneous job cannot be staged (the prolog would stage the datasets on one "
+                         "component's nodes only, and the steps on the other components' nodes would fail); "
+                         "submit the components without --stage, or stage them as separate jobs")};
+  if (!opts.nccl_check_given || opts.nccl_check == Level::kOff) return {};
   if (component > 0)
-    return Status::InvalidArgument(
-        "--nccl-check: a heterogeneous job cannot be checked (the check runs over one allocation of like "
-        "nodes); submit its components without --nccl-check, or check them as separate jobs");
+    return {"nccl-check", Status::InvalidArgument(
+                              "a heterogeneous job cannot be checked (the check runs over one allocation of like "
+                              "nodes); submit its components without --nccl-check, or check them as separate jobs")};
   if (program != "sbatch")
-    return Status::InvalidArgument(
-        "--nccl-check runs only for a batch job, before its script (sbatch --nccl-check); " + program +
-        " would run no check. In an allocation, run 'srun --mpi=pmix preflight-nccl' for a check now");
-  return Status::Ok();
+    return {"nccl-check",
+            Status::InvalidArgument(
+                "--nccl-check runs only for a batch job, before its script (sbatch --nccl-check); " + program +
+                " would run no check. In an allocation, run 'srun --mpi=pmix preflight-nccl' for a check now")};
+  return {};
 }
 
 namespace {

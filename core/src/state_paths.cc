@@ -11,6 +11,7 @@
 #include <set>
 
 #include "preflight/status.h"
+#include "preflight/text.h"
 
 namespace preflight::state {
 namespace {
@@ -33,6 +34,7 @@ struct JobFolder {
   uint64_t bytes = 0;
   double newest = 0;
   bool finished = false;
+  bool left = false;  // picked, and could not be removed
 };
 
 // The files of one job folder (flat: state_paths writes no subfolders).
@@ -57,24 +59,66 @@ bool Describe(int jobs_fd, const std::string& name, JobFolder* f) {
   return true;
 }
 
-Status RemoveFlatFolder(int jobs_fd, const std::string& name) {
+// Why `name` (statx'd as `sx`) is no entry gc may unlink, compared with the
+// jobs folder `jobs` it should share a mount with: "" when nothing is in
+// the way. Checked for the folder and each of its entries before anything
+// goes, so that a folder gc cannot empty keeps every record (its epilog's
+// too, or the next run would count it as unfinished), and so that gc never
+// unlinks inside another file system mounted over a job folder.
+std::string InTheWay(const struct statx& sx, const struct statx& jobs, bool entry) {
+  bool mnt_known = (sx.stx_mask & STATX_MNT_ID) && (jobs.stx_mask & STATX_MNT_ID);
+  bool root_known = sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT;
+  if ((mnt_known && sx.stx_mnt_id != jobs.stx_mnt_id) || (root_known && (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT)) ||
+      sx.stx_dev_major != jobs.stx_dev_major || sx.stx_dev_minor != jobs.stx_dev_minor)
+    return "a mount point (gc never removes across a mount)";
+  if (sx.stx_attributes & STATX_ATTR_IMMUTABLE) return "immutable (chattr +i)";
+  if (sx.stx_attributes & STATX_ATTR_APPEND) return "append-only (chattr +a)";
+  if (entry && S_ISDIR(sx.stx_mode)) return "a folder (a job folder holds only files; gc removes no folder inside it)";
+  return "";
+}
+
+constexpr unsigned kStatxMask = STATX_TYPE | STATX_MNT_ID;
+
+// Remove the job folder `name` (in `jobs_fd`, shown as `shown`) and its
+// files, or nothing where InTheWay finds an entry that cannot go. The error
+// is one "cannot remove PATH: REASON", PATH as PrintableText.
+Status RemoveFlatFolder(int jobs_fd, const struct statx& jobs_sx, const std::string& shown, const std::string& name) {
+  auto refuse = [&](const std::string& entry, const std::string& why) {
+    return Status::IOError("cannot remove " + shown + "/" + PrintableText(name) +
+                           (entry.empty() ? "" : "/" + PrintableText(entry)) + ": " + why);
+  };
+  struct statx sx;
+  if (::statx(jobs_fd, name.c_str(), AT_SYMLINK_NOFOLLOW, kStatxMask, &sx) != 0) {
+    int e = errno;
+    return e == ENOENT ? Status::Ok() : refuse("", std::strerror(e));
+  }
+  std::string why = InTheWay(sx, jobs_sx, false);
+  if (!why.empty()) return refuse("", why + "; left as it is");
   int fd = ::openat(jobs_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno(errno, "open " + name);
+  if (fd < 0) return refuse("", std::strerror(errno));
   DIR* d = ::fdopendir(fd);
-  if (!d) { int e = errno; ::close(fd); return Status::FromErrno(e, "open " + name); }
+  if (!d) { int e = errno; ::close(fd); return refuse("", std::strerror(e)); }
   std::vector<std::string> names;
   while (struct dirent* e = ::readdir(d)) {
     const char* n = e->d_name;
-    if (!(n[0] == '.' && (n[1] == 0 || (n[1] == '.' && n[2] == 0)))) names.push_back(n);
+    if (n[0] == '.' && (n[1] == 0 || (n[1] == '.' && n[2] == 0))) continue;
+    names.push_back(n);
+    struct statx esx;
+    if (::statx(::dirfd(d), n, AT_SYMLINK_NOFOLLOW, kStatxMask, &esx) == 0) why = InTheWay(esx, jobs_sx, true);
+    if (!why.empty()) {
+      ::closedir(d);
+      return refuse(n, why + "; the folder is left as it is");
+    }
   }
-  Status first;
   for (const auto& n : names)
-    if (::unlinkat(::dirfd(d), n.c_str(), 0) != 0 && errno != ENOENT && first.ok())
-      first = Status::FromErrno(errno, "unlink " + name + "/" + n);
+    if (::unlinkat(::dirfd(d), n.c_str(), 0) != 0 && errno != ENOENT) {
+      int e = errno;
+      ::closedir(d);
+      return refuse(n, std::string(std::strerror(e)) + "; the rest of the folder is left");
+    }
   ::closedir(d);
-  if (first.ok() && ::unlinkat(jobs_fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT)
-    first = Status::FromErrno(errno, "rmdir " + name);
-  return first;
+  if (::unlinkat(jobs_fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) return refuse("", std::strerror(errno));
+  return Status::Ok();
 }
 
 // The pruning rules; `slurm` null: every folder the rules pick may go
@@ -83,9 +127,16 @@ StateGcResult Prune(const Config& cfg, const std::string& running_job, double no
                     std::set<std::string>* picked) {
   StateGcResult r;
   std::string jobs = cfg.state_dir + "/jobs";
+  std::string shown = PrintableText(jobs);
   int jfd = ::open(jobs.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (jfd < 0) {
-    if (errno != ENOENT) r.errors.push_back(Status::FromErrno(errno, jobs).message());
+    if (errno != ENOENT) r.errors.push_back("cannot read " + shown + ": " + std::strerror(errno));
+    return r;
+  }
+  struct statx jobs_sx;
+  if (::statx(jfd, "", AT_EMPTY_PATH, kStatxMask, &jobs_sx) != 0) {
+    r.errors.push_back("cannot read " + shown + ": " + std::strerror(errno));
+    ::close(jfd);
     return r;
   }
   std::vector<JobFolder> folders;
@@ -100,20 +151,24 @@ StateGcResult Prune(const Config& cfg, const std::string& running_job, double no
     ::closedir(d);
   }
   double keep = cfg.state_keep_ms / 1000.0;
-  auto remove = [&](const JobFolder& f, const std::string& why) {
+  auto remove = [&](JobFolder& f, const std::string& why) {
     if (picked) picked->insert(f.job);
     if (slurm && !MayRemoveRecords(*slurm, f.job)) {
-      r.kept_live.push_back(f.job + " " + why + ", but kept: " + KeptBecause(*slurm, f.job, true));
+      r.kept_live.push_back(PrintableText(f.job) + " " + why + ", but kept: " + KeptBecause(*slurm, f.job, true));
       return false;
     }
-    Status s = dry_run ? Status::Ok() : RemoveFlatFolder(jfd, f.job);
-    if (!s.ok()) { r.errors.push_back(jobs + "/" + s.message()); return false; }
-    r.removed.push_back(f.job + " " + std::to_string(f.bytes) + " " + why);
+    Status s = dry_run ? Status::Ok() : RemoveFlatFolder(jfd, jobs_sx, shown, f.job);
+    if (!s.ok()) {
+      f.left = true;  // reported once, never tried again this run
+      r.left.push_back(s.message());
+      return false;
+    }
+    r.removed.push_back(PrintableText(f.job) + " " + std::to_string(f.bytes) + " " + why);
     r.removed_bytes += f.bytes;
     return true;
   };
   std::vector<JobFolder> kept;
-  for (const auto& f : folders) {
+  for (auto& f : folders) {
     double age = now - f.newest;
     if (keep > 0 && f.finished && age > keep) { if (remove(f, "finished, older than state_keep")) continue; }
     else if (keep > 0 && !f.finished && age > 4 * keep) { if (remove(f, "no epilog, older than 4 x state_keep")) continue; }
@@ -124,8 +179,8 @@ StateGcResult Prune(const Config& cfg, const std::string& running_job, double no
   if (cfg.state_keep_bytes > 0 && total > cfg.state_keep_bytes) {
     std::sort(kept.begin(), kept.end(), [](const JobFolder& a, const JobFolder& b) { return a.newest < b.newest; });
     std::vector<JobFolder> still;
-    for (const auto& f : kept) {
-      if (total > cfg.state_keep_bytes && f.finished && remove(f, "finished, over state_keep_size")) {
+    for (auto& f : kept) {
+      if (total > cfg.state_keep_bytes && f.finished && !f.left && remove(f, "finished, over state_keep_size")) {
         total -= f.bytes;
         continue;
       }

@@ -17,6 +17,29 @@ TEST(Level, ParsesNamesAndBareForms) {
   EXPECT_EQ(*ParseLevel("(null)"), Level::kQuick);
 }
 
+// Issue 29: a bare --preflight-env meant show, while its usage and the man
+// page say on is the default.
+TEST(EnvMode, ParsesNamesAndBareFormIsOn) {
+  EXPECT_EQ(*ParseEnvMode("on"), EnvMode::kOn);
+  EXPECT_EQ(*ParseEnvMode("show"), EnvMode::kShow);
+  EXPECT_EQ(*ParseEnvMode("off"), EnvMode::kOff);
+  EXPECT_EQ(*ParseEnvMode(nullptr), EnvMode::kOn);
+  EXPECT_EQ(*ParseEnvMode(""), EnvMode::kOn);
+  EXPECT_EQ(*ParseEnvMode("(null)"), EnvMode::kOn);
+  auto bad = ParseEnvMode("maybe");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("expected on, show or off"), std::string::npos);
+  // The bare option travels to the job as "on", the text its usage names.
+  for (const auto& o : UserOptions()) {
+    if (std::string(o.name) != "preflight-env") continue;
+    EXPECT_NE(std::string(o.usage).find("on (default)"), std::string::npos);
+    JobOptions j;
+    ASSERT_TRUE(o.apply(nullptr, j).ok());
+    EXPECT_TRUE(o.given(j));
+    EXPECT_EQ(o.value_text(j), "on");
+  }
+}
+
 TEST(Level, RefusesEverythingElse) {
   for (const char* bad : {"bogus", "QUICK", "quick ", "quick,full", "1"}) {
     auto l = ParseLevel(bad);
@@ -148,16 +171,41 @@ TEST(Submission, NcclCheckOnlyFromSbatchAndNotInAHetJob) {
   o.nccl_check = Level::kFull;
   EXPECT_TRUE(CheckSubmission(o, "sbatch", 0).ok());
   // Issue #19: srun --nccl-check=full inside salloc was accepted and ran nothing.
-  Status srun = CheckSubmission(o, "srun", 0);
+  SubmissionCheck srun = CheckSubmission(o, "srun", 0);
   ASSERT_FALSE(srun.ok());
-  EXPECT_NE(srun.message().find("srun would run no check"), std::string::npos) << srun.message();
+  EXPECT_STREQ(srun.option, "nccl-check");
+  EXPECT_NE(srun.why.message().find("srun would run no check"), std::string::npos) << srun.why.message();
   EXPECT_FALSE(CheckSubmission(o, "salloc", 0).ok());
   // A heterogeneous job's second component: refused at submission.
-  Status het = CheckSubmission(o, "sbatch", 1);
+  SubmissionCheck het = CheckSubmission(o, "sbatch", 1);
   ASSERT_FALSE(het.ok());
-  EXPECT_NE(het.message().find("a heterogeneous job cannot be checked"), std::string::npos) << het.message();
+  EXPECT_STREQ(het.option, "nccl-check");
+  EXPECT_EQ(het.why.message().find("a heterogeneous job cannot be checked"), 0u) << het.why.message();
   o.nccl_check = Level::kOff;  // --nccl-check=off asks for nothing anywhere
   EXPECT_TRUE(CheckSubmission(o, "srun", 1).ok());
+}
+
+// Issue 29: --stage in a heterogeneous job was accepted, the prolog staged
+// one component's nodes, and the steps on the others failed.
+TEST(Submission, StageRefusedInAHetJob) {
+  JobOptions o;
+  ASSERT_TRUE(Opt("stage").apply("/data/a", o).ok());
+  for (const char* program : {"sbatch", "salloc", "srun"}) {
+    EXPECT_TRUE(CheckSubmission(o, program, 0).ok()) << program;  // one component: staged as before
+    SubmissionCheck het = CheckSubmission(o, program, 1);
+    ASSERT_FALSE(het.ok()) << program;
+    EXPECT_STREQ(het.option, "stage");
+    EXPECT_EQ(het.why.code(), Status::Code::kInvalidArgument);
+    EXPECT_EQ(het.why.message().find("a heterogeneous job cannot be staged (the prolog would stage the datasets on "
+                                     "one component's nodes only"),
+              0u)
+        << het.why.message();
+    EXPECT_NE(het.why.message().find("submit the components without --stage"), std::string::npos);
+  }
+  // Refused whichever other option the job also gave.
+  o.nccl_check_given = true;
+  o.nccl_check = Level::kQuick;
+  EXPECT_STREQ(CheckSubmission(o, "sbatch", 2).option, "stage");
 }
 
 }  // namespace

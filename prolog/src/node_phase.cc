@@ -105,6 +105,7 @@ NodeRunOutcome RunNodePhase(const Config& cfg, const JobContext& job, Phase phas
                                             " job(s) that look stale; nothing of theirs released: " + slurm.error);
     state::StateGcResult gc = state::PruneJobState(cfg, job.job_id, now, slurm);
     for (const auto& e : gc.errors) Log(LogLevel::kError, prog, "state gc", e);
+    for (const auto& e : gc.left) Log(LogLevel::kError, prog, "state gc", e);
     for (const auto& line : gc.kept_live) Log(LogLevel::kInfo, prog, "state gc", line);
     for (const auto& line : ReleaseStaleJobs(cfg, stepd, slurm, now)) Log(LogLevel::kInfo, prog, "stage", line);
   }

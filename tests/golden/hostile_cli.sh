@@ -49,4 +49,27 @@ expect "config: relative state_dir" 1 "rel.conf:1: key 'state_dir': relative pat
 printf '\xef\xbb\xbfstate_dir = /var/lib/preflight\n' >"$work/bom.conf"
 expect "config: leading UTF-8 BOM accepted" 0 "bom.conf: ok" "$P" config check --config "$work/bom.conf"
 
+# state gc (issue 29): a folder it cannot empty (a folder inside it: gc
+# removes only files) named once as "cannot remove PATH: REASON", control
+# bytes escaped, the others removed, exit 4. Names that are no job id need
+# no slurmctld (they are no job).
+st=$work/state
+esc=$'bad\x1b[31mname\x07'
+for j in old1 "$esc" old2; do
+  mkdir -p "$st/jobs/$j"; echo '{}' >"$st/jobs/$j/n1.epilog.json"
+done
+mkdir "$st/jobs/$esc/sub"
+touch -h -d '2 hours ago' "$st/jobs/"*/* "$st/jobs/"*
+gc=("$P" --config /dev/null --set "state_dir=$st" --set state_keep=1h --set state_keep_size=1 state gc)
+expect "state gc: a folder it cannot empty" 4 \
+  "^preflight: state gc: cannot remove $st/jobs/bad\\\\x1b\[31mname\\\\x07/sub: a folder \(a job folder holds only files; gc removes no folder inside it\); the folder is left as it is$" \
+  "${gc[@]}"
+gcout() { local what=$1; shift; if "$@"; then echo "ok: state gc: $what"; else echo "FAIL: state gc: $what"; sed 's/^/  /' "$work/out"; fail=1; fi; }
+gcout "named once" test "$(grep -c 'cannot remove' "$work/out")" = 1
+gcout "no control byte printed" bash -c "! LC_ALL=C grep -q '[[:cntrl:]]' '$work/out'"
+gcout "the others removed" bash -c "grep -q '^removed old1 ' '$work/out' && grep -q '^removed old2 ' '$work/out'"
+gcout "the summary says what was left" grep -q "; left 1 it could not remove$" "$work/out"
+gcout "the folder kept whole" test -e "$st/jobs/$esc/n1.epilog.json"
+gcout "the others gone" test "$(ls "$st/jobs" | wc -l)" = 1
+
 exit $fail

@@ -28,7 +28,7 @@
 namespace preflight::accept {
 
 struct StorageOptions {
-  std::string path;                  // the directory to measure (must exist)
+  std::string path;                  // the directory to measure (must exist), %n its node's (NodePath)
   std::string node;                  // this node's name (part of the private directory)
   std::string tag;                   // unique per run (the job id and a time)
   uint64_t file_bytes = 64ull << 20; // sequential and random file
@@ -50,6 +50,13 @@ StorageOptions StorageOptionsForLevel(const std::string& level);
 // runtime seconds ("" the level's, 1..3600). InvalidArgument names the option.
 Expected<StorageOptions> StorageOptionsFor(const std::string& level, const std::string& bytes, int files,
                                            const std::string& runtime);
+// The directory measured for o.path on o.node: %n becomes the node's name
+// and %% a % (ExpandNode, config_values.h, the one expander the site
+// config's path keys go through: `scratch_dir = /scratch/%n`, the default
+// path, is each node's own scratch, as the prolog's scratch check sees it).
+// The report keeps o.path as given, one path for every node. A node name
+// that could not be a path component (hostlist.h) is an error.
+Expected<std::string> NodePath(const StorageOptions& o);
 // The fio command lines MeasureStorage runs for `o` (for the report).
 std::vector<std::string> ReproduceCommands(const StorageOptions& o);
 // A --storage path longer than this is refused (the worker's result line
@@ -71,7 +78,8 @@ Expected<FioFigures> ParseFioJson(const std::string& json);
 std::vector<std::string> FioArgv(const StorageOptions& o, const std::string& figure, const std::string& dir,
                                  uint64_t bytes, const std::string& json_out);
 
-// Measure o.path. Never throws; error set when a figure could not be had.
+// Measure NodePath(o). Never throws; error set when a figure could not be
+// had. The figures name o.path, as given.
 StorageFigures MeasureStorage(const StorageOptions& o);
 
 // The private directory's name under o.path.

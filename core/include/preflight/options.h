@@ -24,6 +24,8 @@ Expected<Level> ParseLevel(const char* text);
 // What the topology environment does for a job (--preflight-env).
 enum class EnvMode { kOn = 0, kShow = 1, kOff = 2 };
 const char* EnvModeName(EnvMode m);
+// Accepts "on", "show", "off". A bare option (NULL, "" or "(null)", as for
+// ParseLevel) means on, the default the option's usage names.
 Expected<EnvMode> ParseEnvMode(const char* text);
 
 // The job's choices, filled by option callbacks. Callbacks may run twice
@@ -74,9 +76,16 @@ Status CheckSubmittedValue(const UserOption& o, const char* arg);
 // `component` counts from 0). --nccl-check (other than off) runs only in a
 // batch job's batch step, before its script, on one homogeneous allocation:
 // from srun or salloc (`program`, the command's short name) it would run
-// nothing, and in a heterogeneous job it could not run; both are refused
-// with the reason instead.
-Status CheckSubmission(const JobOptions& opts, const std::string& program, int component);
+// nothing, and in a heterogeneous job it could not run. --stage stages one
+// component's nodes only, so a heterogeneous job's steps on the others
+// would fail. Each is refused with the reason instead: the option refused
+// (its name, without dashes) and why; ok() when nothing is refused.
+struct SubmissionCheck {
+  const char* option = nullptr;
+  Status why;
+  bool ok() const { return option == nullptr; }
+};
+SubmissionCheck CheckSubmission(const JobOptions& opts, const std::string& program, int component);
 
 // The job's options as they come back from the job-control variables: in
 // the prolog and epilog as SPANK_<env_name>, in the batch environment as

@@ -60,11 +60,21 @@ inline constexpr const char* kStageJson = ".stage.json";  // the staging record 
 // later steps still read it. `running_job` is never touched, nor any
 // folder job_liveness.h keeps (MayRemoveRecords: slurmctld lists the job as
 // not ended, was not asked about it, or could not be asked): age alone
-// does not prove a job gone. Never follows a symlink; removal errors are
-// listed, not fatal.
+// does not prove a job gone. Never follows a symlink, never removes
+// across a mount. A picked folder that cannot be removed (an entry on
+// another mount, immutable or append-only, a folder inside it; a failed
+// unlink) is tried once per run: what is in the way is checked before
+// anything goes, so such a folder keeps its records; it is reported once
+// in `left`, kept, and gc goes on with the others (the size rule passes
+// over it to the next oldest). Every job name and path in the text below
+// is PrintableText (text.h): a folder's name may hold any byte.
 struct StateGcResult {
   std::vector<std::string> removed;  // "<job> <bytes> <why>"
   std::vector<std::string> kept_live;  // "<job> <why>, but kept: <reason>": the rules picked it, Slurm kept it
+  // "cannot remove PATH: REASON", one per folder picked and left (PATH the
+  // folder or the entry in the way).
+  std::vector<std::string> left;
+  // "cannot read PATH: REASON": state_dir/jobs could not be looked at.
   std::vector<std::string> errors;
   size_t kept = 0;
   uint64_t kept_bytes = 0;
