@@ -1,55 +1,27 @@
 #include "preflight/checkpoint.h"
 
-#include <dirent.h>
+#include "preflight/ckpt_convention.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 #include <sys/stat.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <system_error>
 
 namespace preflight {
-namespace {
 
-double MtimeOf(const struct stat& st) { return st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9; }
-
-}  // namespace
-
+// The marker convention of ckpt/ (ckpt_convention.h) decides what is
+// complete and orders the list; this keeps preflight-run's view of it.
 Expected<std::vector<Checkpoint>> ListCheckpoints(const std::string& dir, const std::string& marker) {
+  CkptConventionSpec spec;
+  spec.kind = CkptConvention::kMarker;
+  spec.marker = marker;
+  auto local = LocalCkpts(dir, spec);
+  if (!local) return local.status();
   std::vector<Checkpoint> out;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) {
-    if (errno == ENOENT) return out;
-    return Status::FromErrno(errno, "checkpoint dir " + dir);
-  }
-  while (struct dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (name.empty() || name[0] == '.') continue;
-    Checkpoint c;
-    c.name = name;
-    c.path = dir + "/" + name;
-    struct stat st;
-    if (::lstat(c.path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
-    c.mtime = MtimeOf(st);
-    struct stat ms;
-    // Only a regular file marks a finished checkpoint: a directory (a
-    // framework's own layout, or a mistake) or a symlink (which could point
-    // anywhere) named like the marker does not, or the real older one would
-    // be pruned in its favour.
-    if (!marker.empty() && ::lstat((c.path + "/" + marker).c_str(), &ms) == 0 && S_ISREG(ms.st_mode)) {
-      c.complete = true;
-      c.mtime = MtimeOf(ms);
-    }
-    out.push_back(c);
-  }
-  ::closedir(d);
-  std::sort(out.begin(), out.end(), [](const Checkpoint& a, const Checkpoint& b) {
-    if (a.mtime != b.mtime) return a.mtime < b.mtime;
-    if (a.name.size() != b.name.size()) return a.name.size() < b.name.size();  // step_9 < step_10
-    return a.name < b.name;
-  });
+  for (const auto& l : *local) out.push_back(Checkpoint{l.name, dir + "/" + l.name, l.complete, l.time});
   return out;
 }
 

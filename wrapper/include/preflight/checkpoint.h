@@ -6,7 +6,9 @@
 // directory without the marker is incomplete (being written, or left by a
 // crash) and is never offered for resume. Entries whose names start with '.'
 // and plain files are ignored. "Newest" is by the marker's mtime, ties
-// broken by name, so a step counter need not be zero-padded.
+// broken by name, so a step counter need not be zero-padded. The rule is
+// the marker convention of ckpt/ (ckpt_convention.h), which owns what
+// "complete" means for every framework convention.
 #pragma once
 
 #include <string>

@@ -1,0 +1,151 @@
+#include "ckpt_io.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <vector>
+
+#include "preflight/fileutil.h"
+
+namespace preflight::ckpt_internal {
+
+Fd& Fd::operator=(Fd&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.release();
+  }
+  return *this;
+}
+
+Fd::~Fd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+int Fd::release() {
+  int f = fd_;
+  fd_ = -1;
+  return f;
+}
+
+Expected<Fd> OpenDirAt(int at, const std::string& rel, const std::string& shown) {
+  int fd = ::openat(at, rel.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    if (e == ELOOP) return Status::InvalidArgument(shown + ": is a symlink, not a directory");
+    return Status::FromErrno(e, shown);
+  }
+  return Fd(fd);
+}
+
+Status SyncFd(int fd, const std::string& shown) {
+  if (::fsync(fd) != 0) return Status::FromErrno(errno, "fsync " + shown);
+  return Status::Ok();
+}
+
+Status MakeDirAt(int at, const std::string& rel, mode_t mode, const std::string& shown) {
+  if (::mkdirat(at, rel.c_str(), mode) == 0) return Status::Ok();
+  int e = errno;
+  if (e != EEXIST) return Status::FromErrno(e, "mkdir " + shown);
+  struct stat st;
+  if (::fstatat(at, rel.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Status::FromErrno(errno, shown);
+  if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument(shown + ": exists and is not a directory");
+  return Status::Ok();
+}
+
+Status WriteAtomicAt(int dirfd, const std::string& name, const std::string& data, const std::string& shown,
+                     mode_t mode) {
+  static std::atomic<uint64_t> seq{0};
+  std::string tmp = "." + name + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(seq++);
+  int fd = ::openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0) return Status::FromErrno(errno, "create " + shown);
+  Fd f(fd);
+  if (!WriteAll(fd, data)) {
+    int e = errno;
+    ::unlinkat(dirfd, tmp.c_str(), 0);
+    return Status::FromErrno(e, "write " + shown);
+  }
+  if (Status s = SyncFd(fd, shown); !s.ok()) {
+    ::unlinkat(dirfd, tmp.c_str(), 0);
+    return s;
+  }
+  if (::close(f.release()) != 0) {
+    int e = errno;
+    ::unlinkat(dirfd, tmp.c_str(), 0);
+    return Status::FromErrno(e, "close " + shown);
+  }
+  if (::renameat(dirfd, tmp.c_str(), dirfd, name.c_str()) != 0) {
+    int e = errno;
+    ::unlinkat(dirfd, tmp.c_str(), 0);
+    return Status::FromErrno(e, "rename into " + shown);
+  }
+  return SyncFd(dirfd, "the directory of " + shown);
+}
+
+Expected<std::string> ReadSmallAt(int at, const std::string& rel, uint64_t max, const std::string& shown) {
+  int fd = ::openat(at, rel.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    int e = errno;
+    if (e == ELOOP) return Status::InvalidArgument(shown + ": is a symlink");
+    return Status::FromErrno(e, shown);
+  }
+  Fd f(fd);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, shown);
+  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(shown + ": not a regular file");
+  if (static_cast<uint64_t>(st.st_size) > max)
+    return Status::InvalidArgument(shown + ": " + std::to_string(st.st_size) + " bytes, more than the " +
+                                   std::to_string(max) + " allowed");
+  std::string out;
+  out.resize(static_cast<size_t>(st.st_size));
+  size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n = ::read(fd, &out[got], out.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::FromErrno(errno, "read " + shown);
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  out.resize(got);
+  return out;
+}
+
+Status RemoveTreeAt(int dirfd, const std::string& name, const std::string& shown) {
+  if (::unlinkat(dirfd, name.c_str(), 0) == 0) return Status::Ok();
+  int e = errno;
+  if (e == ENOENT) return Status::Ok();
+  if (e != EISDIR && e != EPERM) return Status::FromErrno(e, "remove " + shown);
+  auto sub = OpenDirAt(dirfd, name, shown);
+  if (!sub) return sub.status();
+  DIR* d = ::fdopendir(::dup(sub->get()));
+  if (d == nullptr) return Status::FromErrno(errno, "list " + shown);
+  std::vector<std::string> names;
+  while (struct dirent* de = ::readdir(d)) {
+    std::string n = de->d_name;
+    if (n != "." && n != "..") names.push_back(n);
+  }
+  ::closedir(d);
+  for (const auto& n : names)
+    if (Status s = RemoveTreeAt(sub->get(), n, shown + "/" + n); !s.ok()) return s;
+  if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT)
+    return Status::FromErrno(errno, "remove " + shown);
+  return Status::Ok();
+}
+
+Expected<char> KindAt(int at, const std::string& rel, const std::string& shown) {
+  struct stat st;
+  if (::fstatat(at, rel.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    int e = errno;
+    if (e == ENOENT || e == ENOTDIR) return char{0};
+    return Status::FromErrno(e, shown);
+  }
+  if (S_ISDIR(st.st_mode)) return 'd';
+  if (S_ISREG(st.st_mode)) return 'f';
+  if (S_ISLNK(st.st_mode)) return 'l';
+  return 'o';
+}
+
+}  // namespace preflight::ckpt_internal
