@@ -32,6 +32,13 @@ Status MakeDirs(const std::string& path, mode_t mode) {
 }
 
 Status MakePrivateDirs(const std::string& path, mode_t mode) {
+  auto fd = OpenPrivateDir(path, mode);
+  if (!fd) return fd.status();
+  ::close(*fd);
+  return Status::Ok();
+}
+
+Expected<int> OpenPrivateDir(const std::string& path, mode_t mode) {
   if (path.empty() || path[0] != '/') return Status::InvalidArgument("'" + path + "': not an absolute path");
   int fd = ::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return Status::FromErrno(errno, "open /");
@@ -71,8 +78,11 @@ Status MakePrivateDirs(const std::string& path, mode_t mode) {
       s = Status::Permission(cur + ": mode " + mode_text + " lets anyone rename what is in it; refused");
     }
   }
-  ::close(fd);
-  return s;
+  if (!s.ok()) {
+    ::close(fd);
+    return s;
+  }
+  return fd;
 }
 
 Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t mode) {

@@ -21,6 +21,11 @@ Status MakeDirs(const std::string& path, mode_t mode = 0755);
 // a directory a user pre-created or linked is never used. The result is a
 // site (config) fault: the node's admin must fix the folder.
 Status MakePrivateDirs(const std::string& path, mode_t mode);
+// MakePrivateDirs, keeping the checked directory open: an O_DIRECTORY
+// descriptor (close-on-exec, the caller closes it) for openat/renameat, so
+// what is written lands in the very directory that was checked, whatever
+// happens to the path afterwards.
+Expected<int> OpenPrivateDir(const std::string& path, mode_t mode);
 
 // Write to PATH.tmp.PID, fsync, rename over PATH: readers see the old file or
 // the whole new one, never a part.
