@@ -144,6 +144,8 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_PARSED(state_keep_bytes, ParseSize, SizeText)},
       {"textfile_dir", "path", "node_exporter textfile collector directory; empty disables metrics",
        PF_ABSPATH(textfile_dir)},
+      {"dcgm_job_map_dir", "path", "Folder of dcgm-exporter's HPC job mapping (its --hpc-job-mapping-dir): the prolog lists the job in each of its GPUs' files, the epilog removes it; empty: off",
+       PF_ABSPATH(dcgm_job_map_dir)},
       {"default_level", "level", "Check level for jobs that did not pass --nccl-check (off, quick, full)",
        PF_PARSED(default_level, ParseLevelKey, LevelText)},
       {"fsroot", "path", "Root under which /sys, /proc and /dev are read (fixture trees in tests)",

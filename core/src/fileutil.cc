@@ -95,6 +95,13 @@ Status SetAsideAt(int dirfd, const std::string& name, const std::string& cur, mo
 }  // namespace
 
 Status MakePrivateDirs(const std::string& path, mode_t mode, std::vector<SetAside>* set_aside) {
+  auto fd = OpenPrivateDir(path, mode, set_aside);
+  if (!fd) return fd.status();
+  ::close(*fd);
+  return Status::Ok();
+}
+
+Expected<int> OpenPrivateDir(const std::string& path, mode_t mode, std::vector<SetAside>* set_aside) {
   if (path.empty() || path[0] != '/') return Status::InvalidArgument("'" + path + "': not an absolute path");
   int fd = ::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return Status::FromErrno(errno, "open /");
@@ -139,8 +146,11 @@ Status MakePrivateDirs(const std::string& path, mode_t mode, std::vector<SetAsid
     std::string why = PrivateDirRefusal(cur, parent, last, me);
     if (!why.empty()) s = Status::Permission(why);
   }
-  ::close(fd);
-  return s;
+  if (!s.ok()) {
+    ::close(fd);
+    return s;
+  }
+  return fd;
 }
 
 Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t mode) {

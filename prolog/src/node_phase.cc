@@ -5,6 +5,7 @@
 
 #include "preflight/drain_reason.h"
 #include "preflight/fileutil.h"
+#include "preflight/gpu_job_map.h"
 #include "preflight/log.h"
 #include "preflight/rails.h"
 #include "preflight/slurm_conf.h"
@@ -80,6 +81,25 @@ void PrologTopology(const Config& cfg, const JobContext& job, const EnvMap& env,
   }
 }
 
+// dcgm-exporter's GPU-to-job mapping (gpu_job_map.h), when the site names
+// its folder: the prolog lists the job for its GPUs here (slurmd's
+// SLURM_JOB_GPUS), the epilog removes the job wherever it is listed.
+// Logged, never fatal: the labels are for dashboards.
+void UpdateGpuJobMap(const Config& cfg, const JobContext& job, Phase phase, const EnvMap& env, const char* prog) {
+  if (cfg.dcgm_job_map_dir.empty() || job.job_id.empty()) return;
+  Status s;
+  if (phase == Phase::kProlog) {
+    auto gpus = env.find("SLURM_JOB_GPUS");
+    if (gpus == env.end() || gpus->second.empty()) return;  // no GPU of this node
+    auto ids = ParseIdList(gpus->second);
+    if (!ids) s = ids.status().Context("SLURM_JOB_GPUS='" + gpus->second + "'");
+    else s = AddJobToGpuMap(cfg.dcgm_job_map_dir, *ids, job.job_id).status();
+  } else if (phase == Phase::kEpilog) {
+    s = RemoveJobFromGpuMap(cfg.dcgm_job_map_dir, job.job_id).status();
+  }
+  if (!s.ok()) Log(LogLevel::kError, prog, "dcgm job map (job " + job.job_id + ")", s.message());
+}
+
 }  // namespace
 
 NodeRunOutcome RunNodePhase(const Config& cfg, const JobContext& job, Phase phase, const EnvMap& env, const char* prog) {
@@ -88,7 +108,10 @@ NodeRunOutcome RunNodePhase(const Config& cfg, const JobContext& job, Phase phas
   // Epilog: staging cleanup first (it must happen whatever the checks say),
   // its figures go into the epilog's result.
   UnstageResult unstage;
-  if (phase == Phase::kEpilog) unstage = UnstageForJob(cfg, job);
+  if (phase == Phase::kEpilog) {
+    unstage = UnstageForJob(cfg, job);
+    UpdateGpuJobMap(cfg, job, phase, env, prog);
+  }
   NodeRunOutcome out = RunNode(cfg, job, phase, job_failed, unstage.checks, unstage.notes);
   // Keep what preflight leaves per job in bounds (state_keep, state_keep_size;
   // stage views and holds of jobs whose epilog never ran). Never fatal.
@@ -118,6 +141,8 @@ NodeRunOutcome RunNodePhase(const Config& cfg, const JobContext& job, Phase phas
       Log(LogLevel::kError, "prolog", "job " + job.job_id + " fails (node stays in service)", job_only);
   }
   if (cfg.topo_env) PrologTopology(cfg, job, env, prog);
+  // Only a job that will run here gets GPU metrics labels.
+  if (!out.failed) UpdateGpuJobMap(cfg, job, phase, env, prog);
   if (!job.job_id.empty()) {
     std::string txt = state::JobNodeFile(cfg, job.job_id, job.node, state::kPrologText);
     Status w = WriteFileAtomic(txt, out.summary, 0644);

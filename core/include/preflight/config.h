@@ -47,6 +47,10 @@ struct Config {
   uint64_t state_keep_bytes = 256ull << 20;
   // node_exporter textfile collector directory; empty disables metrics.
   std::string textfile_dir;
+  // dcgm-exporter's --hpc-job-mapping-dir (gpu_job_map.h): one file per
+  // GPU listing the jobs on it, written by the prolog, pruned by the
+  // epilog; empty: not written.
+  std::string dcgm_job_map_dir;
   // Level used for jobs that did not pass --nccl-check (off: check only on request).
   Level default_level = Level::kOff;
   // One root for /sys, /proc and /dev reads (tests point it at a fixture tree).

@@ -43,6 +43,11 @@ struct SetAside {
 // Code::kUnavailable, never kPermission). Each one is appended to
 // *set_aside for the caller to log.
 Status MakePrivateDirs(const std::string& path, mode_t mode, std::vector<SetAside>* set_aside = nullptr);
+// MakePrivateDirs, keeping the checked directory open: an O_DIRECTORY
+// descriptor (close-on-exec, the caller closes it) for openat/renameat, so
+// what is written lands in the very directory that was checked, whatever
+// happens to the path afterwards.
+Expected<int> OpenPrivateDir(const std::string& path, mode_t mode, std::vector<SetAside>* set_aside = nullptr);
 
 // Why root may not use `st` (lstat of `shown`, not followed) as a link of
 // a private chain: "" when it may, else the reason MakePrivateDirs gives,

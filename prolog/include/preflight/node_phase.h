@@ -50,10 +50,12 @@ HealthPlan PlanHealth(bool failed, const std::string& warnings, bool our_comment
 // and the node stays in service ("" otherwise).
 std::string FoldStageResult(const StageJobResult& st, NodeRunOutcome* out);
 
-// The phase's work, in order: the epilog's stage cleanup; the node checks
+// The phase's work, in order: the epilog's stage cleanup and removal of
+// the job from dcgm_job_map_dir (gpu_job_map.h); the node checks
 // (node_run.h); epilog and health: state_dir pruning and stale stage holds;
 // prolog on a passing node: --stage; prolog: the topology cache, rails and
-// job GPU records, the summary file for the plugin. What cannot be written
+// job GPU records; prolog on a passing node: the job in dcgm_job_map_dir
+// for its SLURM_JOB_GPUS; prolog: the summary file for the plugin. What cannot be written
 // is logged under `prog`, never fatal. The outcome's summary is for stdout.
 NodeRunOutcome RunNodePhase(const Config& cfg, const JobContext& job, Phase phase, const EnvMap& env, const char* prog);
 
