@@ -68,6 +68,7 @@ std::string OnFailureText(NcclOnFailure f) { return NcclOnFailureName(f); }
 std::string PersistenceText(GpuPersistence p) { return GpuPersistenceName(p); }
 std::string LinkLayerText(LinkLayer l) { return LinkLayerName(l); }
 std::string StageVerifyText(StageVerify v) { return StageVerifyName(v); }
+std::string CkptIoClassText(CkptIoClass c) { return CkptIoClassName(c); }
 Expected<std::string> AnyString(const std::string& s) {
   if (s.empty()) return Status::InvalidArgument("empty value");
   return s;
@@ -325,6 +326,20 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_STRING(stage.peer_host)},
       {"stage_munge_socket", "path", "Peer fan-out: munged's socket; empty: libmunge's default",
        PF_ABSPATH(stage.munge_socket)},
+      {"ckpt_dir", "path", "Node-local folder for each job's checkpoint folder <dir>/<job> ($PREFLIGHT_CKPT_LOCAL), persisted and freed by the epilog; %n is the node's name; empty: none",
+       PF_ABSPATH(ckpt.dir)},
+      {"ckpt_persist_to", "path", "Shared tier preflight-run persists checkpoints to when --persist-to is not given; %u is the job user's name; empty: none",
+       PF_ABSPATH(ckpt.persist_to)},
+      {"ckpt_epilog_budget", "duration", "Time the epilog may spend persisting a job's newest checkpoint; keep it well under EpilogTimeout",
+       PF_PARSED(ckpt.epilog_budget_ms, ParseDurationMs, DurationText)},
+      {"ckpt_interval", "duration", "How often preflight-run's agent on each node looks for a newly complete checkpoint",
+       PF_PARSED(ckpt.interval_ms, ParseDurationMs, DurationText)},
+      {"ckpt_io_class", "string", "I/O priority of a persist: idle, low (best-effort 7) or normal",
+       PF_PARSED(ckpt.io_class, ParseCkptIoClass, CkptIoClassText)},
+      {"ckpt_rate_cap", "size", "Bytes per second one node's persist may write; 0: no cap",
+       PF_PARSED(ckpt.rate_cap, ParseSize, SizeText)},
+      {"ckpt_keep_local", "count", "Durable checkpoints kept on local disk for a fast resume on the same node",
+       PF_PARSED(ckpt.keep_local, (CountIn<0, 1000>), CountText)},
     };
     AddCheckModeKeys(keys, std::make_index_sequence<kMaxSwitches>());
     return keys;

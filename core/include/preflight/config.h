@@ -1,6 +1,6 @@
 // The site configuration: one struct, one key table, strict parsing. The
 // value types and parsers of each subsystem's keys are in its own header
-// (health_config.h, nccl_config.h, stage_config.h, run_config.h; the
+// (health_config.h, nccl_config.h, stage_config.h, ckpt_config.h, run_config.h; the
 // shared syntax in config_values.h); the table that names every key, its
 // help and its parser is config.cc's, in one place.
 //
@@ -26,6 +26,7 @@
 #include "preflight/options.h"
 #include "preflight/run_config.h"
 #include "preflight/stage_config.h"
+#include "preflight/ckpt_config.h"
 #include "preflight/status.h"
 
 namespace preflight {
@@ -156,6 +157,7 @@ struct Config {
   RunConfig run;    // run_* keys
   NcclConfig nccl;  // nccl_* keys (the collective check)
   StageConfig stage;  // stage_* keys (--stage)
+  CkptConfig ckpt;    // ckpt_* keys (checkpoint persistence)
 
   // Per-check switches, by check name ("gpu.xid"); absent: on (severity.h).
   std::map<std::string, CheckMode> check_modes;
