@@ -36,6 +36,7 @@
 #include "preflight/job.h"
 #include "preflight/options.h"
 #include "preflight/placement.h"
+#include "preflight/plugstack.h"
 #include "preflight/process.h"
 #include "preflight/rails.h"
 #include "preflight/slurm_conf.h"
@@ -104,6 +105,8 @@ int ConfigCmd(const std::vector<std::string>& args, const CommonCli& cli) {
         std::printf("%s: %s\n", f.level == ConfigFinding::Level::kWarning ? "warning" : "note", f.message.c_str());
     if (errors) return 1;
     SlurmConfNotes(*cfg);
+    // The SPANK stack as slurmd loads it: preflight.so after pyxis (plugstack.h).
+    for (const auto& line : PlugstackNotes(SlurmConfPath(*cfg, EnvironToMap(environ)))) std::printf("%s\n", line.c_str());
     return 0;
   }
   if (sub == "show") {

@@ -45,6 +45,25 @@ std::vector<std::string> ParsePrologFlags(const std::string& text) {
   return flags;
 }
 
+std::string SlurmConfValue(const std::string& text, const std::string& key) {
+  std::string want = Lower(key), value;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t hash = line.find('#');
+    if (hash != std::string::npos) line.erase(hash);
+    std::istringstream words(line);
+    std::string w;
+    while (words >> w) {
+      size_t eq = w.find('=');
+      if (eq == std::string::npos || Lower(w.substr(0, eq)) != want) continue;
+      value = w.substr(eq + 1);
+      if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
+    }
+  }
+  return value;
+}
+
 Expected<std::vector<std::string>> ReadPrologFlags(const std::string& path) {
   auto text = ReadWholeFile(path);
   if (!text) return text.status();

@@ -1,6 +1,7 @@
 // What preflight needs to know of slurm.conf itself (read as text: it is an
-// admin's file, not a user's). Today: PrologFlags, because RunInJob
-// (Slurm 24.05+) changes how a failed prolog may name its drain reason.
+// admin's file, not a user's): PrologFlags, because RunInJob (Slurm
+// 24.05+) changes how a failed prolog may name its drain reason; and any
+// single key's value (PlugStackConfig, for plugstack.h).
 #pragma once
 
 #include <string>
@@ -19,6 +20,10 @@ std::string SlurmConfPath(const Config& cfg, const EnvMap& env);
 // "runinjob", ...); the last PrologFlags= line wins, as in Slurm. Include
 // lines are not followed.
 std::vector<std::string> ParsePrologFlags(const std::string& slurm_conf_text);
+// The value of KEY=VALUE in slurm.conf's text (key case-insensitive, the
+// last one wins, surrounding double quotes dropped); "" when absent. Include
+// lines are not followed.
+std::string SlurmConfValue(const std::string& slurm_conf_text, const std::string& key);
 Expected<std::vector<std::string>> ReadPrologFlags(const std::string& path);
 
 // How a failed prolog names its drain reason.
