@@ -1,6 +1,8 @@
 #include "preflight/ckpt_job.h"
 
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -205,6 +207,17 @@ Expected<CkptRoundResult> PersistRound(const std::string& local_dir, const CkptP
     }
   }
   return out;
+}
+
+Status SetCkptIoClass(CkptIoClass c) {
+  constexpr int kWhoProcess = 1, kClassShift = 13, kBestEffort = 2, kIdle = 3;
+  int prio = -1;
+  if (c == CkptIoClass::kIdle) prio = kIdle << kClassShift;
+  if (c == CkptIoClass::kLow) prio = (kBestEffort << kClassShift) | 7;
+  if (prio < 0) return Status::Ok();
+  if (::syscall(SYS_ioprio_set, kWhoProcess, 0, prio) != 0)
+    return Status::FromErrno(errno, std::string("ioprio_set ") + CkptIoClassName(c));
+  return Status::Ok();
 }
 
 }  // namespace preflight

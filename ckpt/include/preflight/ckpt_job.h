@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "preflight/ckpt_config.h"
 #include "preflight/ckpt_convention.h"
 #include "preflight/ckpt_persist.h"
 #include "preflight/ckpt_record.h"
@@ -85,5 +86,11 @@ struct CkptRoundResult {
 // record with state kFailed.
 Expected<CkptRoundResult> PersistRound(const std::string& local_dir, const CkptPlan& plan, const std::string& node,
                                        const CkptRoundOptions& o);
+
+// The calling thread's I/O priority for a persist (ioprio_set(2),
+// IOPRIO_WHO_PROCESS of this thread): idle class, best-effort level 7, or
+// left as it is. Honoured by the BFQ and CFQ schedulers; mq-deadline and
+// none ignore it (then only ckpt_rate_cap bounds a persist's share).
+Status SetCkptIoClass(CkptIoClass c);
 
 }  // namespace preflight
