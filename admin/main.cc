@@ -33,6 +33,7 @@
 #include "preflight/fleet.h"
 #include "preflight/fsroot.h"
 #include "preflight/hostlist.h"
+#include "container_cmd.h"
 #include "preflight/job.h"
 #include "preflight/options.h"
 #include "preflight/placement.h"
@@ -759,6 +760,8 @@ const Command kCommands[] = {
      {{"accept [--level quick|full] [--out DIR] [--storage PATH]...", "cluster acceptance run inside an allocation: report.json + report.html"},
       {}},
      AcceptCmd},
+    {"container", {{"container enroot-mounts", "the enroot fstab lines giving a job's container its preflight folders (the enroot hook)"}, {}},
+     ContainerCmd},
     {"version", {{"version", "print the version"}, {}}, VersionCmd},
 };
 
