@@ -23,7 +23,10 @@
 // task's environment. So preflight must come AFTER pyxis in plugstack.conf:
 // its task_init then runs after the import, its per-task values are what
 // the container's process gets, and an image's ENV NCCL_* (imported by
-// pyxis) counts as set and is left alone (recorded under left_alone).
+// pyxis) counts as set and is left alone (recorded under left_alone); the
+// step's task 0 says so in the job output, naming the --container-env
+// option that lets preflight's value win (LateEnvValues: the values differ
+// from the step's environment as submitted, read in init_post_opt).
 // Listed before pyxis, the import would overwrite every task's values with
 // those of the node's first task.
 extern "C" {
@@ -37,6 +40,7 @@ extern "C" {
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <map>
 #include <string>
 
 #include "preflight/config.h"
@@ -70,6 +74,11 @@ struct TaskTopo {
   std::string source;  // "cache" or "hwloc"
   int record_fd = -1;
   double load_seconds = 0;
+  // The variables preflight plans, as the step was submitted (read here,
+  // before any plugin's task_init or pyxis's import changed them): what
+  // tells the user's values from those a container image set later.
+  std::map<std::string, std::string> submitted;
+  bool container = false;  // the step runs in a pyxis container
 };
 
 TaskTopo& Task() {
@@ -137,6 +146,15 @@ int StepInit(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
   t.policy = PolicyFromConfig(*cfg);
   t.source = from_cache ? "cache" : "hwloc";
   t.ready = true;
+
+  for (const auto& name : EnvVarNames()) {
+    bool found = false;
+    std::string v = GetJobEnv(sp, name.c_str(), &found);
+    if (found) t.submitted[name] = v;
+  }
+  // pyxis's options reach slurmstepd as job-control variables.
+  t.container = !GetJobEnv(sp, "SLURM_SPANK__SLURM_SPANK_OPTION_pyxis_container_image").empty() ||
+                !GetJobEnv(sp, "SLURM_SPANK__SLURM_SPANK_OPTION_pyxis_container_name").empty();
 
   uint32_t job_id = 0;
   if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS) return 0;
@@ -216,6 +234,16 @@ int TaskTopoEnv(spank_t sp, const JobOptions& opts) {
   }
   for (const auto& name : merge.remove) spank_unsetenv(sp, name.c_str());
   if (!rec.set.empty() || merge.marker_found) spank_setenv(sp, kTopoEnvMarker, MarkerFor(rec.set).c_str(), 1);
+  // A value an image (or a TaskProlog) put there after submission: left
+  // alone, said once per step, by the step's task 0, in the job's output.
+  if (task == 0) {
+    EnvLookup submitted = [&](const std::string& name) -> std::optional<std::string> {
+      auto it = t.submitted.find(name);
+      if (it == t.submitted.end()) return std::nullopt;
+      return it->second;
+    };
+    std::fputs(LateEnvText(LateEnvValues(plan, merge, submitted), t.node, t.container).c_str(), stderr);
+  }
   rec.env_seconds = MonotonicSeconds() - t0;
 
   if (t.record_fd >= 0) {

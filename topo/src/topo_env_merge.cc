@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "preflight/json.h"
+#include "preflight/text.h"
 
 namespace preflight {
 
@@ -140,6 +141,33 @@ std::string EnvShowText(const EnvTaskRecord& r, bool with_reasons) {
   if (with_reasons)
     for (const auto& u : plan.unset) out += "preflight-env:   not set " + u.first + ": " + u.second + "\n";
   return out;
+}
+
+std::vector<LateEnv> LateEnvValues(const EnvPlan& plan, const EnvMerge& merge, const EnvLookup& submitted) {
+  std::vector<LateEnv> out;
+  for (const auto& k : merge.kept) {
+    auto before = submitted(k.name);
+    if (before && *before == k.value) continue;  // the user's own value
+    for (const auto& v : plan.vars)
+      if (v.name == k.name && v.value != k.value) out.push_back({k.name, k.value, v.value});
+  }
+  return out;
+}
+
+std::string LateEnvText(const std::vector<LateEnv>& late, const std::string& node, bool container) {
+  if (late.empty()) return "";
+  auto shown = [](const std::string& v) { return PrintableText(Utf8Prefix(v, 200)); };
+  std::string who = container ? "the container image" : "something after submission (a TaskProlog or an earlier SPANK plugin)";
+  std::string o, names;
+  for (const auto& l : late) {
+    o += "preflight: on " + shown(node) + " " + who + " sets " + l.name + "=" + shown(l.found) + " where preflight computed " +
+         shown(l.computed) + " for this task, and left it";
+    if (container) o += "; to let preflight's value win, run with --container-env=" + l.name;
+    o += "\n";
+    names += (names.empty() ? "" : ",") + l.name;
+  }
+  if (container && late.size() > 1) o += "preflight: for all of them: --container-env=" + names + "\n";
+  return o;
 }
 
 }  // namespace preflight

@@ -36,6 +36,26 @@ struct EnvMerge {
 };
 EnvMerge MergeEnv(const EnvPlan& plan, const EnvLookup& current);
 
+// A kept variable the task got after the step was submitted: its value
+// now differs from the step's environment as slurmstepd received it (or
+// the step had none). With pyxis that is the container image's ENV, which
+// pyxis's task_init imported; without a container, a TaskProlog or a
+// plugin that ran earlier. preflight leaves it alone (the image may know
+// best) and says so, once per step, with the pyxis option that lets the
+// job's own value, and so preflight's, win.
+struct LateEnv {
+  std::string name;
+  std::string found;     // the task's value now
+  std::string computed;  // what preflight planned for the task
+};
+std::vector<LateEnv> LateEnvValues(const EnvPlan& plan, const EnvMerge& merge, const EnvLookup& submitted);
+// "preflight: on NODE the container image sets NCCL_IB_HCA=mlx5_0 where
+// preflight computed mlx5_0:1,mlx5_2:1 for this task, and left it; to let
+// preflight's value win, run with --container-env=NCCL_IB_HCA" (one line
+// per variable; values cut to 200 bytes, printable), then one line naming
+// every variable in one --container-env. `container`: pyxis is in use.
+std::string LateEnvText(const std::vector<LateEnv>& late, const std::string& node, bool container);
+
 // One task's plan: its GPUs from the task's Slurm and visible-devices
 // variables (TaskGpus: CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES or
 // HIP_VISIBLE_DEVICES, the first the task has), the job's GPUs on the node
