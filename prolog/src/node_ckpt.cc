@@ -199,8 +199,14 @@ std::vector<std::string> CkptOutcomeLines(const CkptChildReport& r, const std::s
     return out;
   }
   if (!r.round_error.empty()) out.push_back("checkpoint: the finishing copy failed: " + r.round_error);
+  bool newer_durable = false;  // records are in the order tried: newest first
   for (const auto& rec : r.round.records) {
     std::string l = "checkpoint " + rec.name + ": ";
+    if (newer_durable && rec.state != CkptState::kDurable) {
+      out.push_back(l + "not needed, " + r.round.newest_durable + " is durable");
+      continue;
+    }
+    newer_durable = newer_durable || (!r.round.newest_durable.empty() && rec.name == r.round.newest_durable);
     switch (rec.state) {
       case CkptState::kDurable:
         l += "durable on " + rec.tier + " (" + HumanBytes(static_cast<double>(rec.bytes)) + " of this node)";

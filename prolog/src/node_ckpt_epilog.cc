@@ -88,6 +88,10 @@ CkptChildReport CkptFinishAsUser(const std::string& dir, const std::string& node
     r.tier = plan->tier;
     CkptRoundOptions o;
     o.deadline = deadline;
+    // No local retention here: the folder is cleared once all is durable,
+    // and a round that no longer sees the durable newest one locally would
+    // take an older one for the newest still to persist.
+    o.local_gc = false;
     // Again while this node's part waits for the others' (their epilogs
     // run at the same time): whichever node completes the set commits.
     for (;;) {
@@ -229,7 +233,7 @@ CkptEpilogResult FinishCkptForJob(const Config& cfg, const JobContext& job) {
     else r.child_error = text.empty() ? "it ended without a report" : rep.status().message();
   }
   // Root removes only the job folder itself, and only empty (rmdir never
-  // follows a link; a folder that is not empty stays for gc).
+  // follows a link; a folder that is not empty stays, named in the log).
   if (r.child_error.empty() && r.report.cleared) {
     if (::unlinkat(pfd, job.job_id.c_str(), AT_REMOVEDIR) == 0) r.removed = true;
     else r.report.kept_reason = std::string("cannot remove the folder: ") + std::strerror(errno);
@@ -238,7 +242,7 @@ CkptEpilogResult FinishCkptForJob(const Config& cfg, const JobContext& job) {
   r.lines = CkptOutcomeLines(r.report, r.child_error, budget);
   if (r.removed) r.lines.push_back("checkpoint: " + r.dir + " removed");
   else if (r.child_error.empty() && r.report.cleared)
-    r.lines.push_back("checkpoint: " + r.dir + " left for gc: " + r.report.kept_reason);
+    r.lines.push_back("checkpoint: " + r.dir + " left in place: " + r.report.kept_reason);
 
   bool ok = r.child_error.empty() && r.report.plan_error.empty() && r.report.round_error.empty() &&
             r.report.round.bytes_not_durable == 0;

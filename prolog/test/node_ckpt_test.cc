@@ -190,6 +190,23 @@ TEST_F(NodeCkptTest, BudgetSpentNamesWhatDidNotFit) {
             std::string::npos) << lines;
   EXPECT_FALSE(ParseCkptChildReport("{\"had_plan\":1}").ok());
   EXPECT_FALSE(ParseCkptChildReport(std::string(kCkptChildReportMax + 1, ' ')).ok());
+  // Another node committed step_20 while this one also offered step_10.
+  CkptChildReport w;
+  w.had_plan = true;
+  w.tier = "/t";
+  CkptRecord a, b;
+  a.name = "step_20";
+  a.state = CkptState::kDurable;
+  a.tier = "/t";
+  b.name = "step_10";
+  b.state = CkptState::kPersisting;
+  b.missing = {"n3"};
+  w.round.records = {a, b};
+  w.round.newest_durable = "step_20";
+  std::string wl;
+  for (const auto& l : CkptOutcomeLines(w, "", 120)) wl += l + "\n";
+  EXPECT_NE(wl.find("checkpoint step_10: not needed, step_20 is durable"), std::string::npos) << wl;
+  EXPECT_EQ(wl.find("waiting"), std::string::npos) << wl;
   std::string killed = CkptOutcomeLines(r, "killed after the budget", 120).front();
   EXPECT_NE(killed.find("kept"), std::string::npos) << killed;
 }

@@ -37,9 +37,9 @@
 // logged in the epilog's result and the node's log. KEEPING: a newest
 // complete checkpoint that is not durable (budget spent, tier failed), an
 // unreadable plan or a killed child leave the folder as it is: the next
-// run of the job on this node resumes from it (or persists it), and
-// `preflight state gc` removes it by age. Incomplete checkpoints are never
-// copied.
+// run of the job on this node resumes from it (or persists it), or an
+// admin removes it (nothing removes such a folder by age yet).
+// Incomplete checkpoints are never copied.
 #pragma once
 
 #include <sys/types.h>
