@@ -5,7 +5,7 @@
 // ($PREFLIGHT_CKPT_LOCAL, ckpt_config.h: CkptJobDir).
 //
 // PROLOG (root, every node): <ckpt_dir>/<job>, ckpt_dir with %n expanded
-// by the config. The chain up to ckpt_dir is made as stage_dir's is
+// by the config (not for a job that runs as root). The chain up to ckpt_dir is made as stage_dir's is
 // (MakePrivateDirs: root-owned, no symlink, nobody else may write; mode
 // 0711 so the user can pass through), the job folder in it is made by root
 // and handed to the job's user (chown, 0700). A folder of that name left
