@@ -18,12 +18,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <functional>
 #include <cstring>
 #include <ctime>
 
 #include "preflight/ckpt_tier.h"
 #include "preflight/clock.h"
 #include "preflight/fileutil.h"
+#include "preflight/job_liveness.h"
 #include "preflight/log.h"
 #include "preflight/stage_copy.h"
 #include "preflight/state_paths.h"
@@ -74,6 +76,80 @@ bool DropFully(uid_t uid, gid_t gid, const std::string& user, std::string* error
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return failed("PR_SET_NO_NEW_PRIVS");
   if (uid != 0 && (::setresuid(0, 0, 0) == 0 || ::geteuid() != uid)) { *error = "privileges could not be dropped"; return false; }
   return true;
+}
+
+// A child that drops fully to the user (when `drop`) and runs `work`,
+// whose result (at most kCkptChildReportMax bytes) comes back over a
+// pipe; its process group is killed at `kill_at` (MonotonicSeconds).
+struct UserChild {
+  std::string text;   // what `work` returned
+  std::string error;  // the child could not run it, died or said nothing
+  bool killed = false;
+};
+UserChild RunAsUserChild(bool drop, uid_t uid, gid_t gid, const std::string& user, double kill_at,
+                         const std::function<std::string()>& work) {
+  UserChild c;
+  int fds[2] = {-1, -1};
+  if (::pipe2(fds, O_CLOEXEC) != 0) { c.error = std::string("pipe: ") + std::strerror(errno); return c; }
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    c.error = std::string("fork: ") + std::strerror(errno);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return c;
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::dup2(fds[1], 3);
+    ::syscall(SYS_close_range, 4u, ~0u, 0u);
+    std::string error;
+    if (drop && !DropFully(uid, gid, user, &error)) {
+      WriteAll(3, "E cannot become uid " + std::to_string(uid) + ": " + error);
+      ::_exit(2);
+    }
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);  // after the uid change, which clears it
+    if (::getppid() == 1) ::_exit(1);
+    WriteAll(3, "R" + work());
+    ::_exit(0);
+  }
+  ::setpgid(pid, pid);
+  ::close(fds[1]);
+  std::string text;
+  char buf[65536];
+  bool too_big = false;
+  for (;;) {
+    double left = kill_at - MonotonicSeconds();
+    if (left <= 0) { c.killed = true; break; }
+    struct pollfd p = {fds[0], POLLIN, 0};
+    int pr = ::poll(&p, 1, static_cast<int>(left * 1000) + 1);
+    if (pr <= 0) continue;
+    ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (text.size() + static_cast<size_t>(n) > kCkptChildReportMax + 1) { too_big = true; break; }
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  if (c.killed || too_big) {
+    ::kill(-pid, SIGKILL);
+    ::kill(pid, SIGKILL);
+  }
+  int ws = 0;
+  // The result is in; the child only exits now. Bounded all the same.
+  for (int i = 0; i < 500 && ::waitpid(pid, &ws, WNOHANG) == 0; ++i) SleepUntil(MonotonicSeconds() + 1, 0.01);
+  if (::waitpid(pid, &ws, WNOHANG) == 0) {
+    ::kill(-pid, SIGKILL);
+    ::kill(pid, SIGKILL);
+    while (::waitpid(pid, &ws, 0) < 0 && errno == EINTR) {}
+  }
+  if (c.killed) return c;
+  if (too_big) c.error = "its report was larger than 1 MiB";
+  else if (!text.empty() && text[0] == 'E') c.error = text.substr(2);
+  else if (!text.empty() && text[0] == 'R' && !(WIFSIGNALED(ws))) c.text = text.substr(1);
+  else if (WIFSIGNALED(ws))
+    c.error = "killed by signal " + std::to_string(WTERMSIG(ws)) + " (the job's user, root or the OOM killer)";
+  else c.error = "it ended without a report";
+  return c;
 }
 
 }  // namespace
@@ -155,82 +231,25 @@ CkptEpilogResult FinishCkptForJob(const Config& cfg, const JobContext& job) {
   gid_t gid = root ? st.st_gid : ::getegid();
   std::string user = job.uid == uid ? job.user : "";
   if (root && uid == 0) r.child_error = "the folder is root's (the prolog did not hand it over); nothing read";
-  int fds[2] = {-1, -1};
-  if (r.child_error.empty() && ::pipe2(fds, O_CLOEXEC) != 0) r.child_error = std::string("pipe: ") + std::strerror(errno);
-  pid_t pid = -1;
   double deadline = MonotonicSeconds() + budget;
   if (r.child_error.empty()) {
-    pid = ::fork();
-    if (pid < 0) r.child_error = std::string("fork: ") + std::strerror(errno);
-  }
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    ::dup2(fds[1], 3);
-    ::syscall(SYS_close_range, 4u, ~0u, 0u);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-    std::string error;
-    CkptChildReport rep;
-    if (root && !DropFully(uid, gid, user, &error)) rep.plan_error = "cannot become uid " + std::to_string(uid) + ": " + error;
-    else {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);  // cleared by the uid change
-      if (::getppid() == 1) ::_exit(1);
-      rep = CkptFinishAsUser(r.dir, job.node, deadline);
-    }
-    std::string out = CkptChildReportJson(rep);
-    if (out.size() > kCkptChildReportMax) {
+    std::string dir = r.dir, node = job.node;
+    UserChild c = RunAsUserChild(root, uid, gid, user, deadline + kCkptEpilogSlack, [&] {
+      std::string out = CkptChildReportJson(CkptFinishAsUser(dir, node, deadline));
+      if (out.size() <= kCkptChildReportMax) return out;
       CkptChildReport small;
       small.plan_error = "the report was too large";
-      out = CkptChildReportJson(small);
-    }
-    WriteAll(3, out);
-    ::_exit(0);
-  }
-  std::string text;
-  if (pid > 0) {
-    ::setpgid(pid, pid);
-    ::close(fds[1]);
-    bool killed = false, too_big = false;
-    char buf[65536];
-    for (;;) {
-      double left = deadline + kCkptEpilogSlack - MonotonicSeconds();
-      if (left <= 0) { killed = true; break; }
-      struct pollfd p = {fds[0], POLLIN, 0};
-      int pr = ::poll(&p, 1, static_cast<int>(left * 1000) + 1);
-      if (pr < 0 && errno == EINTR) continue;
-      if (pr <= 0) continue;
-      ssize_t n = ::read(fds[0], buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      if (text.size() + static_cast<size_t>(n) > kCkptChildReportMax) { too_big = true; killed = true; break; }
-      text.append(buf, static_cast<size_t>(n));
-    }
-    ::close(fds[0]);
-    if (killed) {
-      ::kill(-pid, SIGKILL);
-      ::kill(pid, SIGKILL);
-    }
-    int ws = 0;
-    // The report is in; the child only exits now. Bounded all the same.
-    for (int i = 0; i < 500 && ::waitpid(pid, &ws, WNOHANG) == 0; ++i) SleepUntil(MonotonicSeconds() + 1, 0.01);
-    if (::waitpid(pid, &ws, WNOHANG) == 0) {
-      ::kill(-pid, SIGKILL);
-      ::kill(pid, SIGKILL);
-      while (::waitpid(pid, &ws, 0) < 0 && errno == EINTR) {}
-    }
-    if (too_big) r.child_error = "its report was larger than 1 MiB";
-    else if (killed)
+      return CkptChildReportJson(small);
+    });
+    if (c.killed)
       r.child_error = "killed after the budget (" + std::to_string(static_cast<long long>(budget)) + " s) and " +
                       std::to_string(static_cast<long long>(kCkptEpilogSlack)) + " s more";
-    else if (WIFSIGNALED(ws))
-      r.child_error = "killed by signal " + std::to_string(WTERMSIG(ws)) + " (the job's user, root or the OOM killer)";
-  } else if (fds[0] >= 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-  }
-  if (r.child_error.empty()) {
-    auto rep = ParseCkptChildReport(text);
-    if (rep) r.report = *rep;
-    else r.child_error = text.empty() ? "it ended without a report" : rep.status().message();
+    else if (!c.error.empty()) r.child_error = c.error;
+    else {
+      auto rep = ParseCkptChildReport(c.text);
+      if (rep) r.report = *rep;
+      else r.child_error = rep.status().message();
+    }
   }
   // Root removes only the job folder itself, and only empty (rmdir never
   // follows a link; a folder that is not empty stays, named in the log).
@@ -268,6 +287,76 @@ CkptEpilogResult FinishCkptForJob(const Config& cfg, const JobContext& job) {
     if (!m.ok()) Log(LogLevel::kError, "epilog", "checkpoint metrics", m.message());
   }
   return r;
+}
+
+namespace {
+
+// "77" of "77" and of "77.set-aside.1001.20261205-101500"; "" for a name
+// that is neither.
+std::string JobOfEntry(const std::string& name) {
+  std::string job = name.substr(0, name.find('.'));
+  if (job.empty() || job.size() > 64) return "";
+  for (char ch : job)
+    if (!((ch >= '0' && ch <= '9') || ch == '_')) return "";
+  return job;
+}
+
+// The entries of ckpt_dir older than state_keep, other than running_job's.
+std::vector<std::pair<std::string, std::string>> StaleEntries(const Config& cfg, const std::string& running_job,
+                                                              double now_epoch) {
+  std::vector<std::pair<std::string, std::string>> out;  // entry, job
+  if (cfg.ckpt.dir.empty()) return out;
+  int fd = ::open(cfg.ckpt.dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return out;
+  if (DIR* d = ::fdopendir(::dup(fd))) {
+    while (struct dirent* e = ::readdir(d)) {
+      std::string name = e->d_name, job = JobOfEntry(name);
+      struct stat st;
+      if (job.empty() || job == running_job) continue;
+      if (::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) continue;
+      if (static_cast<double>(st.st_mtime) > now_epoch - cfg.state_keep_ms / 1000.0) continue;
+      out.push_back({name, job});
+    }
+    ::closedir(d);
+  }
+  ::close(fd);
+  return out;
+}
+
+}  // namespace
+
+std::set<std::string> StaleCkptJobs(const Config& cfg, const std::string& running_job, double now_epoch) {
+  std::set<std::string> jobs;
+  for (const auto& e : StaleEntries(cfg, running_job, now_epoch)) jobs.insert(e.second);
+  return jobs;
+}
+
+std::vector<std::string> GcCkptJobs(const Config& cfg, const std::string& running_job, double now_epoch,
+                                    const SlurmJobs& slurm) {
+  std::vector<std::string> lines;
+  size_t done = 0;
+  for (const auto& [name, job] : StaleEntries(cfg, running_job, now_epoch)) {
+    std::string path = cfg.ckpt.dir + "/" + name;
+    std::string why = KeptBecause(slurm, job, /*records=*/true);
+    if (!MayRemoveRecords(slurm, job)) { lines.push_back(path + ": older than state_keep, but kept: " + why); continue; }
+    if (++done > kCkptGcPerRun) break;
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    bool root = ::geteuid() == 0;
+    std::string error;
+    if (!(root && st.st_uid == 0)) {  // a root-owned folder holds nothing of a user's: rmdir only
+      UserChild c = RunAsUserChild(root, st.st_uid, st.st_gid, "", MonotonicSeconds() + kCkptGcSeconds, [&] {
+        Status s = ClearFolder(path);
+        return s.ok() ? std::string() : s.message();
+      });
+      error = c.killed ? "removing as its owner took longer than " + std::to_string(static_cast<int>(kCkptGcSeconds)) + " s"
+                       : !c.error.empty() ? c.error : c.text;
+    }
+    if (error.empty() && ::rmdir(path.c_str()) != 0) error = std::string("rmdir: ") + std::strerror(errno);
+    lines.push_back(error.empty() ? path + ": removed (job " + job + " ended, older than state_keep)"
+                                  : path + ": cannot remove: " + error);
+  }
+  return lines;
 }
 
 }  // namespace preflight

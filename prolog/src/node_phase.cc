@@ -145,6 +145,7 @@ NodeRunOutcome RunNodePhase(const Config& cfg, const JobContext& job, Phase phas
     std::set<std::string> stepd = LiveSlurmJobs();
     std::set<std::string> ask = StaleStageJobs(cfg, stepd, now);
     for (const auto& j : state::JobsToPrune(cfg, job.job_id, now)) ask.insert(j);
+    for (const auto& j : StaleCkptJobs(cfg, job.job_id, now)) ask.insert(j);
     SlurmJobs slurm = AskSlurmJobs(cfg, job.node, ask, kGcAskLimit);
     if (!slurm.answered)
       Log(LogLevel::kError, prog, "gc", "slurmctld could not be asked about " + std::to_string(ask.size()) +
@@ -154,6 +155,7 @@ NodeRunOutcome RunNodePhase(const Config& cfg, const JobContext& job, Phase phas
     for (const auto& e : gc.left) Log(LogLevel::kError, prog, "state gc", e);
     for (const auto& line : gc.kept_live) Log(LogLevel::kInfo, prog, "state gc", line);
     for (const auto& line : ReleaseStaleJobs(cfg, stepd, slurm, now)) Log(LogLevel::kInfo, prog, "stage", line);
+    for (const auto& line : GcCkptJobs(cfg, job.job_id, now, slurm)) Log(LogLevel::kInfo, prog, "ckpt gc", line);
   }
   if (phase != Phase::kProlog) return out;
   // Prolog: stage datasets only on a node that passed its checks. See

@@ -3,12 +3,15 @@
 // forked child, what it reports, keeps and removes.
 #include "preflight/node_ckpt.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <filesystem>
+#include <set>
 #include <fstream>
 
 #include "preflight/ckpt_tier.h"
@@ -51,9 +54,12 @@ class NodeCkptTest : public ::testing::Test {
   // What the test wrote as root becomes the job user's.
   void Own(const std::string& path) {
     if (::geteuid() != 0) return;
-    ::lchown(path.c_str(), job_.uid, job_.gid);
-    if (fs::is_directory(fs::symlink_status(path)))
-      for (const auto& e : fs::recursive_directory_iterator(path)) ::lchown(e.path().c_str(), job_.uid, job_.gid);
+    EXPECT_EQ(::lchown(path.c_str(), job_.uid, job_.gid), 0);
+    if (fs::is_directory(fs::symlink_status(path))) {
+      for (const auto& e : fs::recursive_directory_iterator(path)) {
+        EXPECT_EQ(::lchown(e.path().c_str(), job_.uid, job_.gid), 0);
+      }
+    }
   }
   std::string Dir() { return CkptJobDir(cfg_.ckpt, job_.job_id); }
   void Ckpt(const std::string& name, bool complete) {
@@ -169,6 +175,40 @@ TEST_F(NodeCkptTest, EpilogGarbagePlanKeepsNoPlanFrees) {
   EXPECT_TRUE(r.removed) << "without a plan nothing was asked to persist: the folder is scratch";
   EXPECT_FALSE(Exists(Dir()));
   EXPECT_FALSE(FinishCkptForJob(cfg_, job_).requested) << "no folder: nothing to do";
+}
+
+TEST_F(NodeCkptTest, GcRemovesOldFoldersOfEndedJobsOnly) {
+  cfg_.state_keep_ms = 3600 * 1000;
+  double now = static_cast<double>(::time(nullptr));
+  auto old = [&](const std::string& job) {
+    job_.job_id = job;
+    ASSERT_TRUE(MakeCkptJobDir(cfg_, job_).made);
+    Ckpt("step_1", true);
+    struct timespec ts[2] = {{static_cast<time_t>(now) - 7200, 0}, {static_cast<time_t>(now) - 7200, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, Dir().c_str(), ts, AT_SYMLINK_NOFOLLOW), 0);
+  };
+  old("5");
+  old("6");
+  old("7");
+  job_.job_id = "8";
+  ASSERT_TRUE(MakeCkptJobDir(cfg_, job_).made);  // new: not stale
+  EXPECT_EQ(StaleCkptJobs(cfg_, "7", now), (std::set<std::string>{"5", "6"})) << "the running job is never picked";
+  SlurmJobs slurm;
+  slurm.answered = true;
+  slurm.asked = {"5", "6"};
+  slurm.alive = {"6"};  // requeued, pending: its kept checkpoints are for its resume
+  auto lines = GcCkptJobs(cfg_, "7", now, slurm);
+  std::string all;
+  for (const auto& l : lines) all += l + "\n";
+  EXPECT_FALSE(Exists(cfg_.ckpt.dir + "/5")) << all;
+  EXPECT_TRUE(Exists(cfg_.ckpt.dir + "/6/step_1/COMPLETE")) << all;
+  EXPECT_TRUE(Exists(cfg_.ckpt.dir + "/7")) << all;
+  EXPECT_TRUE(Exists(cfg_.ckpt.dir + "/8")) << all;
+  EXPECT_NE(all.find("/5: removed"), std::string::npos) << all;
+  EXPECT_NE(all.find("/6: older than state_keep, but kept"), std::string::npos) << all;
+  SlurmJobs none;  // slurmctld could not be asked: nothing goes
+  GcCkptJobs(cfg_, "", now, none);
+  EXPECT_TRUE(Exists(cfg_.ckpt.dir + "/6/step_1/COMPLETE"));
 }
 
 TEST_F(NodeCkptTest, BudgetSpentNamesWhatDidNotFit) {

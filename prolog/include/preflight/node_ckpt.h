@@ -37,15 +37,17 @@
 // logged in the epilog's result and the node's log. KEEPING: a newest
 // complete checkpoint that is not durable (budget spent, tier failed), an
 // unreadable plan or a killed child leave the folder as it is: the next
-// run of the job on this node resumes from it (or persists it), or an
-// admin removes it (nothing removes such a folder by age yet).
-// Incomplete checkpoints are never copied.
+// run of the job on this node resumes from it (or persists it); once it
+// is older than state_keep and slurmctld says the job ended, the epilog or
+// health check of a later job removes it (GcCkptJobs: its contents as
+// their owner, then rmdir). Incomplete checkpoints are never copied.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,6 +55,7 @@
 #include "preflight/config.h"
 #include "preflight/fault.h"
 #include "preflight/job.h"
+#include "preflight/job_liveness.h"
 #include "preflight/report.h"
 #include "preflight/status.h"
 
@@ -60,6 +63,8 @@ namespace preflight {
 
 inline constexpr double kCkptEpilogSlack = 15;          // seconds past the budget before the kill
 inline constexpr size_t kCkptChildReportMax = 1 << 20;  // bytes the parent reads from the child
+inline constexpr size_t kCkptGcPerRun = 8;               // stale folders removed per epilog or health check
+inline constexpr double kCkptGcSeconds = 60;             // each, as its owner, at most
 
 struct CkptDirResult {
   bool made = false;                  // the folder exists for the job's user
@@ -117,5 +122,17 @@ std::string CkptPrometheus(const std::string& node, const CkptChildReport& r, co
                            double now_epoch);
 // The records file: {"job","node","dir","records":[CkptRecordJson...],...}.
 std::string CkptStateJson(const std::string& job, const std::string& node, const CkptEpilogResult& r);
+
+// GC of job folders left behind (kept because not durable, or their
+// epilog never ran): the jobs of entries of ckpt_dir (a job's folder or
+// one set aside for it) whose mtime is older than state_keep, other than
+// `running_job`; what the shell asks slurmctld about (AskSlurmJobs).
+std::set<std::string> StaleCkptJobs(const Config& cfg, const std::string& running_job, double now_epoch);
+// Of those, each that job_liveness.h lets go (MayRemoveRecords: answered,
+// ended or unknown) is emptied by a child as the folder's owner (fully
+// dropped, kCkptGcSeconds at most) and rmdir()ed by root; at most
+// kCkptGcPerRun per run. One line per folder removed, kept or left.
+std::vector<std::string> GcCkptJobs(const Config& cfg, const std::string& running_job, double now_epoch,
+                                    const SlurmJobs& slurm);
 
 }  // namespace preflight
