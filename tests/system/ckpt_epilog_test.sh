@@ -66,6 +66,7 @@ for n in n1 n2 n3; do
   check "step_20 holds $n's part, whole" test "$(stat -c %s "$TIER/step_20/part-$n.bin" 2>/dev/null)" = "$PART"
   check "$n: the job folder is gone" test ! -e "$C/nodes/$n/ckpt/$jid"
   check "$n: the record names step_20 durable" contains "$C/state/jobs/$jid/$n.ckpt.json" '"newest_durable": "step_20"'
+  check "$n: the epilog's result has the ckpt finding" contains "$C/state/jobs/$jid/$n.epilog.json" '"ckpt.newest_durable": "step_20"'
   check "$n: the record says the folder was removed" contains "$C/state/jobs/$jid/$n.ckpt.json" '"removed": true'
   check "$n: metrics: nothing left not durable" contains "$C/metrics/preflight_${n}_ckpt.prom" "^preflight_ckpt_bytes_not_durable\{node=\"$n\"\} 0$"
   check "$n: metrics: the newest durable time" contains "$C/metrics/preflight_${n}_ckpt.prom" "^preflight_ckpt_newest_durable_timestamp_seconds\{node=\"$n\"\} [1-9]"
@@ -85,6 +86,7 @@ for n in n1 n2 n3; do
   check "$n: the record says it is kept and why" contains "$C/state/jobs/$jid/$n.ckpt.json" 'folder is kept: its newest complete checkpoint is not durable'
   check "$n: the record names step_20 not durable" contains "$C/state/jobs/$jid/$n.ckpt.json" 'checkpoint step_20: not durable'
   check "$n: metrics: bytes not durable" contains "$C/metrics/preflight_${n}_ckpt.prom" "^preflight_ckpt_bytes_not_durable\{node=\"$n\"\} [1-9]"
+  check "$n: the epilog's result warns (the user's) naming the tier" contains "$C/state/jobs/$jid/$n.epilog.json" 'checkpoint step_20: not durable: shared tier .*tierfile: Not a directory'
   check "$n: metrics: the epilog's copy not ok" contains "$C/metrics/preflight_${n}_ckpt.prom" "^preflight_ckpt_epilog_ok\{node=\"$n\"\} 0$"
   rm -rf "${C:?}/nodes/$n/ckpt/$jid"
 done
