@@ -4,6 +4,8 @@ extern "C" {
 #include <slurm/slurm.h>
 }
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -102,6 +104,20 @@ int StageTaskInit(spank_t sp, const SiteConfig& site_config, const JobOptions& o
   return 0;
 }
 
+// ckpt_dir: point every task at this node's checkpoint folder for the job
+// (node_ckpt.h: made by the prolog, persisted and freed by the epilog).
+// Always set when the folder is there: the value is this node's path (%n),
+// and an srun step inherits the batch node's. Never fails the task.
+void CkptTaskInit(spank_t sp, const SiteConfig& site_config) {
+  const Expected<Config>& cfg = site_config();
+  if (!cfg || cfg->ckpt.dir.empty()) return;
+  std::string dir = CkptJobDir(cfg->ckpt, GetJobEnv(sp, "SLURM_JOB_ID"));
+  struct stat st;
+  if (dir.empty() || ::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;
+  spank_err_t rc = spank_setenv(sp, "PREFLIGHT_CKPT_LOCAL", dir.c_str(), 1);
+  if (rc != ESPANK_SUCCESS) Log(LogLevel::kError, "task_init", "cannot set PREFLIGHT_CKPT_LOCAL", spank_strerror(rc));
+}
+
 }  // namespace
 
 int TaskInit(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
@@ -115,6 +131,7 @@ int TaskInit(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
     return *loaded;
   };
   if (StageTaskInit(sp, site_config, opts) != 0) return -1;
+  CkptTaskInit(sp, site_config);
 
   uint32_t step = 0, task = 0;
   if (spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS) return 0;

@@ -45,6 +45,19 @@ std::string FoldStageResult(const StageJobResult& st, NodeRunOutcome* out) {
   return "";
 }
 
+std::string FoldCkptDirResult(const CkptDirResult& c, NodeRunOutcome* out) {
+  for (const auto& w : c.warnings) out->summary += "preflight: ckpt: warning: " + w + "\n";
+  if (c.made || c.message.empty()) return "";
+  if (!ActionFor(c.owner).drain) return "ckpt: " + c.message + " (the job runs without $PREFLIGHT_CKPT_LOCAL)";
+  DrainReason d;
+  d.owner = c.owner == FaultOwner::kConfig ? FaultOwner::kConfig : FaultOwner::kNode;
+  d.check = reason_check::kCkpt;
+  d.finding = c.message;
+  out->failed = true;
+  out->drain_reason = FormatReason(d);
+  return "";
+}
+
 namespace {
 
 // At most this many `preflight slurm job` requests per epilog or health
@@ -110,6 +123,16 @@ NodeRunOutcome RunNodePhase(const Config& cfg, const JobContext& job, Phase phas
   UnstageResult unstage;
   if (phase == Phase::kEpilog) {
     unstage = UnstageForJob(cfg, job);
+    // The job's checkpoints: the finishing copy, as the job's user, within
+    // ckpt_epilog_budget. Whatever it finds is the job's, never the node's.
+    CkptEpilogResult ck = FinishCkptForJob(cfg, job);
+    if (ck.requested) {
+      unstage.checks.push_back(ck.check);
+      for (const auto& l : ck.lines) Log(LogLevel::kInfo, prog, "job " + job.job_id, l);
+      unstage.notes.push_back({"ckpt.newest_durable", ck.report.round.newest_durable});
+      unstage.notes.push_back({"ckpt.bytes_not_durable", std::to_string(ck.report.round.bytes_not_durable)});
+      unstage.notes.push_back({"ckpt.removed", ck.removed ? "1" : "0"});
+    }
     UpdateGpuJobMap(cfg, job, phase, env, prog);
   }
   NodeRunOutcome out = RunNode(cfg, job, phase, job_failed, unstage.checks, unstage.notes);
@@ -122,6 +145,7 @@ NodeRunOutcome RunNodePhase(const Config& cfg, const JobContext& job, Phase phas
     std::set<std::string> stepd = LiveSlurmJobs();
     std::set<std::string> ask = StaleStageJobs(cfg, stepd, now);
     for (const auto& j : state::JobsToPrune(cfg, job.job_id, now)) ask.insert(j);
+    for (const auto& j : StaleCkptJobs(cfg, job.job_id, now)) ask.insert(j);
     SlurmJobs slurm = AskSlurmJobs(cfg, job.node, ask, kGcAskLimit);
     if (!slurm.answered)
       Log(LogLevel::kError, prog, "gc", "slurmctld could not be asked about " + std::to_string(ask.size()) +
@@ -131,6 +155,7 @@ NodeRunOutcome RunNodePhase(const Config& cfg, const JobContext& job, Phase phas
     for (const auto& e : gc.left) Log(LogLevel::kError, prog, "state gc", e);
     for (const auto& line : gc.kept_live) Log(LogLevel::kInfo, prog, "state gc", line);
     for (const auto& line : ReleaseStaleJobs(cfg, stepd, slurm, now)) Log(LogLevel::kInfo, prog, "stage", line);
+    for (const auto& line : GcCkptJobs(cfg, job.job_id, now, slurm)) Log(LogLevel::kInfo, prog, "ckpt gc", line);
   }
   if (phase != Phase::kProlog) return out;
   // Prolog: stage datasets only on a node that passed its checks. See
@@ -139,6 +164,13 @@ NodeRunOutcome RunNodePhase(const Config& cfg, const JobContext& job, Phase phas
     std::string job_only = FoldStageResult(StageForJob(cfg, job), &out);
     if (!job_only.empty())
       Log(LogLevel::kError, "prolog", "job " + job.job_id + " fails (node stays in service)", job_only);
+  }
+  // The job's local checkpoint folder (ckpt_dir), on a node that will run it.
+  if (!out.failed && !job.job_id.empty()) {
+    CkptDirResult ck = MakeCkptJobDir(cfg, job);
+    for (const auto& w : ck.warnings) Log(LogLevel::kInfo, prog, "ckpt", "warning: " + w);
+    std::string user_only = FoldCkptDirResult(ck, &out);
+    if (!user_only.empty()) Log(LogLevel::kError, prog, "job " + job.job_id + " (node stays in service)", user_only);
   }
   if (cfg.topo_env) PrologTopology(cfg, job, env, prog);
   // Only a job that will run here gets GPU metrics labels.

@@ -216,6 +216,10 @@ fsroot = $dir/nodes/%n/root
 scratch_dir = $dir/nodes/%n/scratch
 scratch_min_free = 1M
 stage_dir = $dir/nodes/%n/stage
+# Each job's node-local checkpoint folder (the tasks' PREFLIGHT_CKPT_LOCAL); the
+# epilog persists it within the budget (ckpt_epilog_test.sh).
+ckpt_dir = $dir/nodes/%n/ckpt
+ckpt_epilog_budget = 60s
 # Each emulated node's fabric address (127.0.1.(100+K) for nK): the host
 # backend and the stage fan-out bind to it, so cluster.sh shape slows them.
 node_addresses = $dir/etc/node-addresses

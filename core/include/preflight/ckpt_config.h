@@ -37,4 +37,12 @@ struct CkptConfig {
   uint64_t keep_local = 1;  // durable checkpoints kept on local disk for a fast resume
 };
 
+// The job's local checkpoint folder on this node, <dir>/<job> (the
+// prolog's, the plugin's $PREFLIGHT_CKPT_LOCAL, the epilog's; see
+// prolog's node_ckpt.h); "" when ckpt_dir is unset or there is no job.
+inline std::string CkptJobDir(const CkptConfig& c, const std::string& job_id) {
+  if (c.dir.empty() || job_id.empty()) return "";
+  return c.dir + "/" + job_id;
+}
+
 }  // namespace preflight

@@ -51,6 +51,7 @@ inline constexpr const char* kLegacyReasonPrefix = "preflight: ";
 namespace reason_check {
 inline constexpr const char* kConfig = "config";            // the site config does not load
 inline constexpr const char* kStage = "stage";              // --stage on the node (stage_job.h)
+inline constexpr const char* kCkpt = "ckpt";                // the job's checkpoint folder (node_ckpt.h)
 inline constexpr const char* kNcclIntra = "nccl.intra";     // a node alone below nccl_min_intra_busbw
 inline constexpr const char* kNcclInter = "nccl.inter";     // the node in two failed ring pairs
 inline constexpr const char* kNcclStraggler = "nccl.straggler";  // the node slowing the allocation's collective

@@ -17,6 +17,7 @@
 //     <node>.env.jsonl                  one line per task's env    plugin -> tools
 //     <node>.stage.json, .stage-error   staging result             prolog -> plugin, epilog, tools
 //                                       (older releases also wrote <node>.stage.kv: no longer read)
+//     <node>.ckpt.json                  the epilog's finishing copy   epilog -> on-call, tools
 //     <node>.<tool>.json                report of prolog / epilog
 // A node name is never empty in a path: "localhost" stands in.
 #pragma once
@@ -50,6 +51,7 @@ inline constexpr const char* kPrologText = ".prolog.txt";
 inline constexpr const char* kEnvRecord = ".env.jsonl";
 inline constexpr const char* kStageError = ".stage-error";
 inline constexpr const char* kStageJson = ".stage.json";  // the staging record (stage_job.h: ReadStageRecord)
+inline constexpr const char* kCkptJson = ".ckpt.json";    // the epilog's checkpoint records (node_ckpt.h)
 
 // Keeping state_dir in bounds (state_keep, state_keep_size; preflight(8)
 // `state gc`). A job's folder is finished once an epilog wrote its result

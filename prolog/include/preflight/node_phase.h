@@ -13,6 +13,7 @@
 #include "preflight/checks.h"
 #include "preflight/config.h"
 #include "preflight/job.h"
+#include "preflight/node_ckpt.h"
 #include "preflight/node_run.h"
 #include "preflight/slurmctl.h"
 #include "preflight/stage_job.h"
@@ -50,10 +51,18 @@ HealthPlan PlanHealth(bool failed, const std::string& warnings, bool our_comment
 // and the node stays in service ("" otherwise).
 std::string FoldStageResult(const StageJobResult& st, NodeRunOutcome* out);
 
-// The phase's work, in order: the epilog's stage cleanup and removal of
-// the job from dcgm_job_map_dir (gpu_job_map.h); the node checks
+// The prolog's checkpoint folder (node_ckpt.h: MakeCkptJobDir) folded in
+// the same way: the site's (kConfig) or the node's (kNode) fault fails
+// the prolog with a "ckpt" drain reason; a user's only loses the folder.
+// Returns the line to log when the node stays in service ("" otherwise).
+std::string FoldCkptDirResult(const CkptDirResult& c, NodeRunOutcome* out);
+
+// The phase's work, in order: the epilog's stage cleanup, its finishing
+// copy of the job's checkpoints (node_ckpt.h: never fails the epilog) and
+// removal of the job from dcgm_job_map_dir (gpu_job_map.h); the node checks
 // (node_run.h); epilog and health: state_dir pruning and stale stage holds;
-// prolog on a passing node: --stage; prolog: the topology cache, rails and
+// prolog on a passing node: --stage, then the job's checkpoint folder
+// (ckpt_dir); prolog: the topology cache, rails and
 // job GPU records; prolog on a passing node: the job in dcgm_job_map_dir
 // for its SLURM_JOB_GPUS; prolog: the summary file for the plugin. What cannot be written
 // is logged under `prog`, never fatal. The outcome's summary is for stdout.
