@@ -134,10 +134,10 @@ void PersistLoop::RoundOnce(double deadline) {
   }
   said_.erase(" round");
   for (const auto& rec : r->records) once(rec.name, CkptRecordLine(rec));
-  for (const auto& n : r->removed_local)
-    Say("preflight: checkpoint " + n + " on " + node_ + ": removed from local disk (durable on the tier, ckpt_keep_local)");
-  for (const auto& n : r->removed_shared)
-    Say("preflight: checkpoint " + n + ": removed from " + plan_.tier + " (--keep-checkpoints " +
+  for (const auto& path : r->removed_local)
+    Say("preflight: checkpoint " + path.substr(path.rfind('/') + 1) + " on " + node_ + ": removed from local disk (durable on the tier, ckpt_keep_local)");
+  for (const auto& path : r->removed_shared)
+    Say("preflight: checkpoint " + path.substr(path.rfind('/') + 1) + ": removed from " + plan_.tier + " (--keep-checkpoints " +
         std::to_string(plan_.keep_shared) + ")");
   for (const auto& n : r->notes) once(" note " + n, "preflight: checkpoint agent on " + node_ + ": " + n);
   if (r->timed_out)
