@@ -16,6 +16,7 @@
 
 #include "preflight/clock.h"
 #include "preflight/fileutil.h"
+#include "preflight/process.h"
 #include "preflight_test/temp_dir.h"
 
 namespace preflight {
@@ -209,6 +210,36 @@ TEST(PersistLoop, OneNodePersistsToTheTierThenResumeChoosesAcrossTiers) {
   ASSERT_TRUE(both->found);
   EXPECT_EQ(both->chosen.path, local + "/step-2");
   EXPECT_EQ(both->chosen.where, CkptWhere::kLocal);
+}
+
+// The whole one-node path through the binary: preflight-run starts its
+// agent as a child (`preflight-run --persist-agent`), the agent's last round
+// after the command exits makes the final checkpoint durable, and the
+// restart on another node (empty local disk) resumes from the tier.
+TEST(PersistAgent, OneNodeJobPersistsThroughTheChildAgentAndTheRestartResumesFromTheTier) {
+  preflight_test::TempDir tmp;
+  const std::string tier = tmp.path() + "/tier";
+  auto run = [&](const std::string& restart, const std::string& local) {
+    std::vector<std::string> env = {"SLURM_JOB_ID=5", "SLURM_RESTART_COUNT=" + restart, "SLURMD_NODENAME=n1",
+                                    "SLURM_JOB_NODELIST=n1", "PREFLIGHT_CKPT_LOCAL="};
+    return RunCommand({PF_RUN_BINARY, "--set", "state_dir=" + tmp.path() + "/state", "--set", "textfile_dir=",
+                       "--set", "ckpt_interval=1s", "--checkpoint-dir", local, "--persist-to", tier, "--",
+                       PF_TEST_APP, "--steps", "12", "--step-ms", "10", "--checkpoint-every", "4"},
+                      env, 60000);
+  };
+  auto first = run("0", tmp.path() + "/n1");
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_EQ(first->exit_code, 0) << first->output;
+  EXPECT_NE(first->output.find("preflight: no checkpoint to resume from"), std::string::npos) << first->output;
+  EXPECT_NE(first->output.find("preflight: checkpoint ckpt-12 on n1: durable on " + tier + " ("), std::string::npos)
+      << first->output;
+  EXPECT_TRUE(IsRegularFile(tmp.path() + "/n1/.preflight-persist.json"));  // the plan, for the epilog
+  auto second = run("1", tmp.path() + "/elsewhere");
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  EXPECT_NE(second->output.find("preflight: resume from ckpt-12 on the shared tier (" + tier + "/ckpt-12)"),
+            std::string::npos)
+      << second->output;
+  EXPECT_NE(second->output.find("restart 1: resuming from " + tier + "/ckpt-12"), std::string::npos) << second->output;
 }
 
 }  // namespace
