@@ -109,9 +109,10 @@ Expected<CkptResumeChoice> ChooseRunResume(const RunPolicy& p, const std::string
   return ChooseCkptResume(in);
 }
 
-PersistLoop::PersistLoop(std::string local_dir, CkptPlan plan, std::string node, double interval_s, CkptIoClass io)
+PersistLoop::PersistLoop(std::string local_dir, CkptPlan plan, std::string node, double interval_s, CkptIoClass io,
+                         uint64_t rate_cap)
     : local_dir_(std::move(local_dir)), node_(std::move(node)), plan_(std::move(plan)), interval_s_(interval_s),
-      io_(io) {}
+      io_(io), rate_cap_(rate_cap) {}
 
 void PersistLoop::Stop() {
   std::lock_guard<std::mutex> l(mu_);
@@ -122,6 +123,7 @@ void PersistLoop::Stop() {
 void PersistLoop::RoundOnce(double deadline) {
   CkptRoundOptions o;
   o.deadline = deadline;
+  o.rate_cap = rate_cap_;
   auto r = PersistRound(local_dir_, plan_, node_, o);
   auto once = [&](const std::string& key, const std::string& line) {
     if (said_[key] == line) return;
@@ -273,7 +275,8 @@ int RunPersistAgentTask(const Config& cfg, const RunPolicy& p, const EnvMap& env
   }
   Status w = WriteCkptPlan(p.checkpoint_dir, *plan);
   if (!w.ok()) Say(who + "plan for the epilog not written: " + w.message());
-  PersistLoop loop(p.checkpoint_dir, *plan, node, cfg.ckpt.interval_ms / 1000.0, cfg.ckpt.io_class);
+  PersistLoop loop(p.checkpoint_dir, *plan, node, cfg.ckpt.interval_ms / 1000.0, cfg.ckpt.io_class,
+                   cfg.ckpt.rate_cap);
   std::thread t([&] { loop.Run(); });
   int sig = 0;
   while (::sigwait(&set, &sig) != 0) {}

@@ -212,6 +212,28 @@ TEST(PersistLoop, OneNodePersistsToTheTierThenResumeChoosesAcrossTiers) {
   EXPECT_EQ(both->chosen.where, CkptWhere::kLocal);
 }
 
+// ckpt_rate_cap: the copy writes no faster than the cap. The bound is one
+// the pacer guarantees by construction (each write waits until the bytes so
+// far fit the rate since the copy started), not a measured speed.
+TEST(PersistRateCap, TheCopyKeepsUnderTheCap) {
+  preflight_test::TempDir tmp;
+  const std::string local = tmp.path() + "/local", tier = tmp.path() + "/tier";
+  ASSERT_TRUE(MakeDirs(tier, 0700).ok());
+  WriteCkpt(local, "step-1", std::string(3 << 20, 'x'), true);
+  CkptPlan plan;
+  plan.tier = tier;
+  plan.run = "8.0";
+  plan.nodes = {"n1"};
+  CkptRoundOptions o;
+  o.rate_cap = 8 << 20;  // 3 MiB at 8 MiB/s: at least 0.375 s
+  auto r = PersistRound(local, plan, "n1", o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->records.size(), 1u);
+  EXPECT_EQ(r->records[0].state, CkptState::kDurable) << r->records[0].error;
+  EXPECT_EQ(r->records[0].bytes, 3u << 20);
+  EXPECT_GE(r->records[0].copy_seconds, 0.375);
+}
+
 // The whole one-node path through the binary: preflight-run starts its
 // agent as a child (`preflight-run --persist-agent`), the agent's last round
 // after the command exits makes the final checkpoint durable, and the

@@ -62,7 +62,9 @@ Expected<CkptResumeChoice> ChooseRunResume(const RunPolicy& p, const std::string
 // until `Stop`, then a last one. Prints each record's line once per change.
 class PersistLoop {
  public:
-  PersistLoop(std::string local_dir, CkptPlan plan, std::string node, double interval_s, CkptIoClass io);
+  // rate_cap: bytes per second each copy writes at most (ckpt_rate_cap); 0: none.
+  PersistLoop(std::string local_dir, CkptPlan plan, std::string node, double interval_s, CkptIoClass io,
+              uint64_t rate_cap = 0);
   // Runs until Stop() (then the last round); returns the rounds run.
   unsigned Run();
   void Stop();
@@ -74,6 +76,7 @@ class PersistLoop {
   CkptPlan plan_;
   double interval_s_;
   CkptIoClass io_;
+  uint64_t rate_cap_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
