@@ -307,9 +307,6 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
       if (!s.ok()) Log(LogLevel::kError, "run", "requeue counters", s.message());
     }
     Status s = Requeue(cfg, st.job, exclude);
-    // After the requeue, never before it: a preemption's grace time may be
-    // short. Slurm now ends the agent's step; the epilog finishes the copy.
-    if (tiers.agent) tiers.agent->Finish();
     if (s.ok()) {
       requeued = true;
       exit_code = kRequeuedExit;
@@ -326,6 +323,10 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
     Log(LogLevel::kError, "run", "not requeued", d.reason);
   }
   Publish(st, BuildReport(st, command, &*r, &d, requeued));
+  // After a requeue the agent is stopped last, never before the requeue and
+  // the result: a preemption's grace time may be short, and Slurm now ends
+  // the agent anyway; the epilog finishes the copy.
+  if (tiers.agent) tiers.agent->Finish();
   return exit_code;
 }
 
