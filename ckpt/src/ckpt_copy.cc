@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include "ckpt_io.h"
 #include "ckpt_parallel.h"
@@ -60,8 +62,35 @@ Status Open(int src, const std::string& ss, int dst, const std::string& ds, File
   return Status::Ok();
 }
 
+// The rate cap (CopyOptions::rate_cap) shared by the workers: each write of
+// n bytes waits until the bytes granted so far fit the rate since the
+// start (or the deadline, which the copy loop then reports).
+class Pacer {
+ public:
+  explicit Pacer(uint64_t rate) : rate_(rate), start_(MonotonicSeconds()) {}
+  void Take(uint64_t n, double deadline) {
+    if (rate_ == 0) return;
+    double due;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      granted_ += n;
+      due = start_ + static_cast<double>(granted_) / static_cast<double>(rate_);
+    }
+    if (deadline > 0) due = std::min(due, deadline + 0.001);
+    double wait = due - MonotonicSeconds();
+    if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+  }
+
+ private:
+  const uint64_t rate_;
+  const double start_;
+  std::mutex mu_;
+  uint64_t granted_ = 0;
+};
+
 Status CopyPiece(const FileState& f, uint32_t index, std::vector<char>& buf, const CopyOptions& o,
-                 const std::string& ss, const std::string& ds, uint64_t* hash, std::atomic<uint64_t>& bytes) {
+                 const std::string& ss, const std::string& ds, uint64_t* hash, std::atomic<uint64_t>& bytes,
+                 Pacer& pacer) {
   const WalkedEntry& e = *f.e;
   uint64_t off = uint64_t{index} * kCkptHashPiece;
   uint64_t end = std::min(e.size, off + kCkptHashPiece);
@@ -74,6 +103,7 @@ Status CopyPiece(const FileState& f, uint32_t index, std::vector<char>& buf, con
     if (n < 0) return Status::FromErrno(errno, "read " + ss + "/" + CkptEscape(e.path));
     if (n == 0) return Status::Failed(ss + "/" + CkptEscape(e.path) + ": shrank while being copied");
     h.Update(buf.data(), static_cast<size_t>(n));
+    pacer.Take(static_cast<uint64_t>(n), o.deadline);
     size_t w = 0;
     while (w < static_cast<size_t>(n)) {
       ssize_t k = ::pwrite(f.dst.get(), buf.data() + w, static_cast<size_t>(n) - w, static_cast<off_t>(off + w));
@@ -135,6 +165,7 @@ Expected<std::vector<CkptEntry>> CopyPart(int src, const std::string& ss, int ds
   }
   std::vector<std::vector<char>> bufs(std::max(1u, o.threads));
   std::atomic<uint64_t> done{0}, bytes{0};
+  Pacer pacer(o.rate_cap);
   Status s = ParallelFor(pieces.size(), o.threads, [&](size_t i, unsigned worker) -> Status {
     FileState& f = *pieces[i].f;
     std::call_once(f.opened, [&] { f.open_status = Open(src, ss, dst, ds, f); });
@@ -143,7 +174,7 @@ Expected<std::vector<CkptEntry>> CopyPart(int src, const std::string& ss, int ds
       auto& buf = bufs[worker];
       if (buf.empty()) buf.resize(kBuf);
       uint64_t h = 0;
-      if (Status c = CopyPiece(f, pieces[i].index, buf, o, ss, ds, &h, bytes); !c.ok()) return c;
+      if (Status c = CopyPiece(f, pieces[i].index, buf, o, ss, ds, &h, bytes, pacer); !c.ok()) return c;
       f.pieces[pieces[i].index] = h;
     }
     if (f.remaining.fetch_sub(1) != 1) return Status::Ok();

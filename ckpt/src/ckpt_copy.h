@@ -17,6 +17,7 @@ namespace preflight::ckpt_internal {
 struct CopyOptions {
   unsigned threads = 8;  // pieces (kCkptHashPiece bytes) in flight
   double deadline = 0;   // MonotonicSeconds(); 0: none
+  uint64_t rate_cap = 0; // bytes per second over all pieces of the call; 0: none
   CkptFaultHook fault;
 };
 

@@ -145,6 +145,7 @@ Expected<CkptRoundResult> PersistRound(const std::string& local_dir, const CkptP
   CkptPersistOptions po;
   po.threads = o.threads;
   po.deadline = o.deadline;
+  po.rate_cap = o.rate_cap;
   po.verify.level = plan.verify;
   po.verify.seed = static_cast<uint64_t>(NowUnix());
   po.fault = o.fault;

@@ -72,6 +72,7 @@ Status CopyAndPublish(const CkptPersistRequest& r, const std::vector<std::string
   ckpt_internal::CopyOptions co;
   co.threads = o.threads;
   co.deadline = o.deadline;
+  co.rate_cap = o.rate_cap;
   co.fault = o.fault;
   ckpt_internal::CopyStats stats;
   double t0 = MonotonicSeconds();

@@ -16,6 +16,21 @@
 #    and create the marker file ($PREFLIGHT_CHECKPOINT_MARKER) in it LAST;
 #  - treat repeated checkpoint signals as one request;
 #  - touch $PREFLIGHT_HEARTBEAT_FILE as it makes progress.
+#
+# Multi-node (started by srun on several nodes, one task per node):
+#
+#   exec preflight-run --persist-to /shared/ckpt/%u -- srun ./train.sh STEPS
+#
+# each task is a "rank" with the same model; it writes its own part of each
+# checkpoint, rank-<SLURM_PROCID>.state, into its node's local checkpoint
+# dir ($PREFLIGHT_CKPT_LOCAL, from the site's prolog; else
+# $PREFLIGHT_CHECKPOINT_DIR) and then the per-node marker, and resumes by
+# reading its rank's file from $PREFLIGHT_RESUME_FROM (on the shared tier,
+# where preflight-run's agent put every node's part together). Checkpoints
+# are periodic (CHECKPOINT_EVERY): every rank writes the same steps, so
+# every part of step-N is there. On a checkpoint request it exits without
+# writing, since ranks stop at different steps; the restart resumes from
+# the newest checkpoint durable on the tier.
 set -u
 steps=${1:-100}
 pause=${2:-0.1}
@@ -25,24 +40,37 @@ want_checkpoint=0
 sig=${PREFLIGHT_CHECKPOINT_SIGNAL:-USR2}
 [ "$sig" != none ] && trap 'want_checkpoint=1' "$sig"
 
+multi=0 state=state ckdir=${PREFLIGHT_CHECKPOINT_DIR:-}
+if [ "${SLURM_STEP_NUM_TASKS:-1}" -gt 1 ]; then
+  multi=1 state=rank-${SLURM_PROCID:-0}.state ckdir=${PREFLIGHT_CKPT_LOCAL:-$ckdir}
+  if [ "${SLURM_LOCALID:-0}" != 0 ]; then
+    echo "rank ${SLURM_PROCID:-?}: this example runs one task per node (srun --ntasks-per-node=1)" >&2
+    exit 0
+  fi
+fi
+
 step=0 sum=0
 if [ -n "${PREFLIGHT_RESUME_FROM:-}" ]; then
-  read -r step sum <"$PREFLIGHT_RESUME_FROM/state"
+  read -r step sum <"$PREFLIGHT_RESUME_FROM/$state"
   echo "resumed from $PREFLIGHT_RESUME_FROM at step $step"
 fi
 
 checkpoint() {
-  local dir=$PREFLIGHT_CHECKPOINT_DIR/step-$step
+  local dir=$ckdir/step-$step
   mkdir -p "$dir"
-  echo "$step $sum" >"$dir/state"   # model, optimizer, RNG, data position...
-  sync "$dir/state" 2>/dev/null || true
-  : >"$dir/$marker"                 # last: now the checkpoint is complete
+  echo "$step $sum" >"$dir/$state"  # model, optimizer, RNG, data position...
+  sync "$dir/$state" 2>/dev/null || true
+  : >"$dir/$marker"                 # last: now this node's part is complete
   echo "checkpointed at step $step to $dir"
 }
 
 while [ "$step" -lt "$steps" ]; do
   if [ "$want_checkpoint" = 1 ] || { [ -n "${PREFLIGHT_CHECKPOINT_REQUEST:-}" ] && [ -e "$PREFLIGHT_CHECKPOINT_REQUEST" ]; }; then
-    checkpoint
+    if [ "$multi" = 1 ]; then
+      echo "rank ${SLURM_PROCID:-0}: checkpoint requested at step $step: exiting (the periodic checkpoints are the consistent ones)"
+    else
+      checkpoint
+    fi
     exit 0
   fi
   step=$((step + 1))

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -16,6 +17,7 @@
 #include "preflight/process.h"
 #include "preflight/regex.h"
 #include "preflight/report.h"
+#include "preflight/run_persist.h"
 #include "preflight/slurmctl.h"
 #include "preflight/strings.h"
 
@@ -125,6 +127,46 @@ Status Requeue(const Config& cfg, const std::string& job, const std::vector<std:
   return s;
 }
 
+// The two tiers (run_persist.h): the resume choice across them, then the
+// checkpoint agent when there is a shared tier. Errors here never stop the
+// job: they are said, and the job runs on without persisting.
+struct Tiers {
+  bool on = false;  // a shared tier, persisted to by `agent`
+  std::unique_ptr<PersistAgent> agent;
+};
+
+Tiers StartTiers(const Config& cfg, const RunPolicy& p, const EnvMap& env, RunState& st) {
+  Tiers t;
+  CkptPlan plan;
+  if (!p.persist_to.empty()) {
+    auto built = BuildCkptPlan(cfg, p, env);
+    Status made = built ? MakeDirs(p.persist_to, 0700) : built.status();
+    if (made.ok()) {
+      plan = *built;
+      t.on = true;
+    } else {
+      Log(LogLevel::kError, "run", "shared tier " + p.persist_to, made.message() + ": not persisting checkpoints");
+    }
+  }
+  CkptConventionSpec spec = t.on ? plan.ConventionFor(st.node) : CkptConventionSpec{p.convention, p.checkpoint_marker, true};
+  // One node's local view says nothing about the other nodes' parts.
+  const bool allow_local = !t.on || plan.nodes.size() == 1;
+  auto choice = ChooseRunResume(p, t.on ? plan.tier : "", spec, allow_local);
+  if (choice) {
+    for (const auto& line : choice->Lines()) std::fprintf(stderr, "%s\n", line.c_str());
+    if (choice->found) st.resume = choice->chosen.path;
+  } else {
+    Log(LogLevel::kError, "run", "looking for a checkpoint to resume from", choice.status().message());
+  }
+  if (!t.on) return t;
+  auto argv = PersistAgentArgv(p.self_exe.empty() ? SelfExe() : p.self_exe, p.config_path, p.config_sets, p,
+                               plan.nodes.size());
+  auto agent = PersistAgent::Start(argv);
+  if (agent) t.agent = std::move(*agent);
+  else Log(LogLevel::kError, "run", "checkpoint agent not started", agent.status().message() + " (" + Join(argv, " ") + ")");
+  return t;
+}
+
 }  // namespace
 
 int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::vector<std::string>& argv) {
@@ -141,6 +183,7 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
 
   RunCounters counters;
   std::string counters_path;
+  Tiers tiers;  // with a shared tier: local retention is the agent's, not Prune's
   if (!p.checkpoint_dir.empty()) {
     Status s = MakeDirs(p.checkpoint_dir, 0755);
     if (!s.ok()) {
@@ -153,10 +196,14 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
     if (!w.ok())
       Log(LogLevel::kError, "run", "checkpoint dir",
           w.message() + ": the application's checkpoints cannot be saved there, and requeue counts are not kept");
-    auto newest = NewestCompleteCheckpoint(p.checkpoint_dir, p.checkpoint_marker);
-    if (newest) st.resume = *newest;
-    else Log(LogLevel::kError, "run", "looking for a checkpoint to resume from", newest.status().message());
-    Prune(p);
+    if (!p.persist_to.empty() || p.convention != CkptConvention::kMarker) {
+      tiers = StartTiers(cfg, p, env, st);
+    } else {
+      auto newest = NewestCompleteCheckpoint(p.checkpoint_dir, p.checkpoint_marker);
+      if (newest) st.resume = *newest;
+      else Log(LogLevel::kError, "run", "looking for a checkpoint to resume from", newest.status().message());
+      Prune(p);
+    }
     counters_path = CountersPath(p.checkpoint_dir);
   }
   counters = LoadCounters(counters_path, st.job, st.restarts);
@@ -215,14 +262,14 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
       if (!h.ok()) Log(LogLevel::kError, "run", "alert hook", h.message());
     }
   };
-  so.on_tick = [&] { Prune(p); };
+  if (!tiers.on) so.on_tick = [&] { Prune(p); };
 
   auto r = RunSupervised(so);
   if (!r) {
     Log(LogLevel::kError, "run", "command", r.status().message());
     return r.status().code() == Status::Code::kInvalidArgument ? 2 : 127;
   }
-  if (!p.checkpoint_dir.empty()) Prune(p);
+  if (!p.checkpoint_dir.empty() && !tiers.on) Prune(p);
   RunDecision d = Decide(*r, p, counters, in_slurm);
   int exit_code = r->exit.exit_code;
   bool requeued = false;
@@ -269,11 +316,17 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
       Log(LogLevel::kError, "run", "requeue of job " + st.job + " failed", s.message() + " (" + d.reason + ")");
     }
   } else if (d.kind == "done" || d.kind == "cancelled") {
+    if (tiers.agent) tiers.agent->Finish();
     Log(LogLevel::kInfo, "run", "finished", d.reason);
   } else {
+    if (tiers.agent) tiers.agent->Finish();
     Log(LogLevel::kError, "run", "not requeued", d.reason);
   }
   Publish(st, BuildReport(st, command, &*r, &d, requeued));
+  // After a requeue the agent is stopped last, never before the requeue and
+  // the result: a preemption's grace time may be short, and Slurm now ends
+  // the agent anyway; the epilog finishes the copy.
+  if (tiers.agent) tiers.agent->Finish();
   return exit_code;
 }
 

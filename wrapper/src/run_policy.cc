@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "preflight/hostlist.h"
 #include "preflight/log.h"
 #include "preflight/regex.h"
 #include "preflight/supervisor.h"
@@ -41,6 +42,59 @@ const MirrorOption kMirrored[] = {
     {"checkpoint-marker", "run_checkpoint_marker", "NAME", "file that marks a checkpoint directory complete"},
 };
 
+// Every %C in s replaced by `value`; "" with *missing set when there is
+// one and no value.
+std::string ReplacePercent(const std::string& s, char c, const std::string& value, bool* missing) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 1 < s.size() && s[i + 1] == c) {
+      if (value.empty()) *missing = true;
+      out += value;
+      ++i;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+// The two tiers' part of the policy (issue 30): the shared tier, the
+// convention, the resume check, and the local dir a tier needs.
+Status ResolveTiers(const Config& cfg, const po::variables_map& vm, const RunCli& cli, RunPolicy& p) {
+  if (!cli.convention.empty()) {
+    auto c = ParseCkptConvention(cli.convention);
+    if (!c) return Status::InvalidArgument("--checkpoint-convention '" + cli.convention + "': " + c.status().message());
+    p.convention = *c;
+  }
+  if (!cli.verify_resume.empty()) {
+    auto v = ParseCkptVerify(cli.verify_resume);
+    if (!v) return Status::InvalidArgument("--verify-resume '" + cli.verify_resume + "': " + v.status().message());
+    p.verify_resume = *v;
+  }
+  const bool given = vm.count("persist-to") > 0;
+  std::string tier = given ? cli.persist_to : cfg.ckpt.persist_to;
+  if (tier == "none") tier.clear();
+  const std::string origin = given ? "--persist-to '" + cli.persist_to + "'" : "ckpt_persist_to '" + tier + "'";
+  bool missing = false;
+  tier = ReplacePercent(tier, 'u', cli.user, &missing);
+  if (missing) return Status::InvalidArgument(origin + ": %u but the user's name is unknown");
+  while (tier.size() > 1 && tier.back() == '/') tier.pop_back();
+  if (!tier.empty() && tier[0] != '/') return Status::InvalidArgument(origin + ": not an absolute path");
+  if (!tier.empty() && p.checkpoint_dir.empty()) {
+    if (!cli.ckpt_local.empty()) {
+      p.checkpoint_dir = cli.ckpt_local;
+    } else if (given) {
+      return Status::InvalidArgument(
+          origin + ": a shared tier needs a node-local checkpoint dir: give --checkpoint-dir, or ask the site "
+                   "for ckpt_dir (the prolog's $PREFLIGHT_CKPT_LOCAL); --persist-to none turns persisting off");
+    } else {
+      tier.clear();  // the site's default tier, and no local dir: as before the two tiers
+    }
+  }
+  p.persist_to = tier;
+  return Status::Ok();
+}
+
 }  // namespace
 
 void AddRunOptions(po::options_description& desc, RunCli& cli) {
@@ -52,7 +106,14 @@ void AddRunOptions(po::options_description& desc, RunCli& cli) {
       ("heartbeat-file", po::value<std::string>(&cli.heartbeat_file)->value_name("PATH"),
        "file COMMAND touches as it progresses (for --stall-heartbeat)")
       ("result", po::value<std::string>(&cli.result_file)->value_name("FILE"),
-       "also write the result JSON here");
+       "also write the result JSON here")
+      ("persist-to", po::value<std::string>(&cli.persist_to)->value_name("DIR"),
+       "make complete checkpoints durable on this shared tier while the job runs (%u: your user name; "
+       "none: off) [site: ckpt_persist_to]")
+      ("checkpoint-convention", po::value<std::string>(&cli.convention)->value_name("NAME"),
+       "how a checkpoint is known complete: marker (default), dcp, torchtitan, megatron, deepspeed, nemo")
+      ("verify-resume", po::value<std::string>(&cli.verify_resume)->value_name("LEVEL"),
+       "check of a shared-tier checkpoint before resuming from it: sizes (default), sample, full");
   for (const auto& m : kMirrored)
     desc.add_options()(m.option, po::value<std::string>()->value_name(m.value_name),
                        (std::string(m.help) + " [site: " + m.key + "]").c_str());
@@ -72,8 +133,16 @@ Expected<RunPolicy> ResolveRunPolicy(const Config& site, const po::variables_map
     }
   }
   RunPolicy p;
-  p.checkpoint_dir = cli.checkpoint_dir;
+  p.checkpoint_dir_arg = cli.checkpoint_dir;
+  bool no_node = false;
+  p.checkpoint_dir = ReplacePercent(cli.checkpoint_dir, 'n', cli.node, &no_node);
+  if (no_node) return Status::InvalidArgument("--checkpoint-dir '" + cli.checkpoint_dir + "': %n but no node name");
+  if (p.checkpoint_dir != cli.checkpoint_dir) {
+    Status v = ValidNodeName(cli.node);  // %n makes the node name a path component
+    if (!v.ok()) return v.Context("--checkpoint-dir '" + cli.checkpoint_dir + "'");
+  }
   while (p.checkpoint_dir.size() > 1 && p.checkpoint_dir.back() == '/') p.checkpoint_dir.pop_back();
+  if (Status t = ResolveTiers(cfg, vm, cli, p); !t.ok()) return t;
   p.checkpoint_marker = cfg.run.checkpoint_marker;
   if (p.checkpoint_marker.empty() || p.checkpoint_marker.find('/') != std::string::npos)
     return Status::InvalidArgument("checkpoint marker '" + p.checkpoint_marker + "': must be a plain file name");

@@ -66,6 +66,7 @@ Expected<CkptPlan> ReadCkptPlan(const std::string& local_dir);
 struct CkptRoundOptions {
   unsigned threads = 8;
   double deadline = 0;             // MonotonicSeconds(); 0: none
+  uint64_t rate_cap = 0;           // bytes per second each copy writes at most; 0: none
   unsigned max_attempts = 3;       // checkpoints tried per round
   bool local_gc = true;            // CkptLocalGc after the persists
   bool tier_gc = true;             // CkptTierGc after a commit

@@ -85,6 +85,7 @@ struct CkptPersistRequest {
 struct CkptPersistOptions {
   unsigned threads = 8;      // copy pieces and verified files in flight
   double deadline = 0;       // MonotonicSeconds(); 0: none (the epilog passes its budget)
+  uint64_t rate_cap = 0;     // bytes per second this call's copy writes at most (ckpt_rate_cap); 0: none
   CkptVerifyOptions verify;  // the commit's check of the partial folder
   CkptFaultHook fault;       // tests only
 };

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "preflight/ckpt_convention.h"
+#include "preflight/ckpt_verify.h"
 #include "preflight/cli.h"
 #include "preflight/config.h"
 #include "preflight/stallwatch.h"
@@ -22,10 +24,16 @@ struct RetryClass {
 
 struct RunPolicy {
   // Checkpoints (user's choice, never site policy).
-  std::string checkpoint_dir;           // "" : no resume, no pruning
+  std::string checkpoint_dir;           // "" : no resume, no pruning (%n already this node's name)
+  std::string checkpoint_dir_arg;       // --checkpoint-dir as given ("" when not), for the agent step
   std::string checkpoint_marker = "COMPLETE";
   std::string checkpoint_request_file;  // "" : none; default DIR/.preflight-checkpoint-request
-  uint64_t keep_checkpoints = 0;
+  uint64_t keep_checkpoints = 0;        // with a tier: durable ones kept there (local: ckpt_keep_local)
+  // The shared tier (--persist-to, else ckpt_persist_to; %u expanded): ""
+  // when none, and then everything above works as before the two tiers.
+  std::string persist_to;
+  CkptConvention convention = CkptConvention::kMarker;
+  CkptVerify verify_resume = CkptVerify::kSizes;
   std::string heartbeat_file;
   std::string result_file;              // extra copy of the result JSON for the user
   // Requeue policy.
@@ -45,6 +53,10 @@ struct RunPolicy {
   // for the job's GPUs (SLURM_JOB_GPUS) when stall.gpu_s > 0. Not owned.
   GpuUtilSource* gpu = nullptr;
   double gpu_sample_s = 5;
+  // How RunJob starts the checkpoint agent (run_persist.h): this binary,
+  // the site config file and --set overrides it passes on. Empty self: SelfExe().
+  std::string self_exe, config_path;
+  std::vector<std::string> config_sets;
 };
 
 // The wrapper's options that mirror a run_* config key, and the user-only
@@ -53,6 +65,12 @@ struct RunPolicy {
 struct RunCli {
   std::vector<std::pair<std::string, std::string>> key_overrides;  // filled by ResolveRunPolicy
   std::string checkpoint_dir, checkpoint_request_file, heartbeat_file, result_file;
+  std::string persist_to, convention, verify_resume;
+  bool persist_agent = false;  // the hidden --persist-agent mode (run_persist.h)
+  // Filled by main from the environment: this node's name (for %n in
+  // --checkpoint-dir), the user's name (for %u in the tier), and
+  // $PREFLIGHT_CKPT_LOCAL (the prolog's per-job local folder).
+  std::string node, user, ckpt_local;
 };
 void AddRunOptions(po::options_description& desc, RunCli& cli);
 

@@ -1,0 +1,288 @@
+#include "preflight/run_persist.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+
+#include "preflight/clock.h"
+#include "preflight/fileutil.h"
+#include "preflight/hostlist.h"
+#include "preflight/strings.h"
+
+namespace preflight {
+namespace {
+
+std::string EnvOr(const EnvMap& env, const std::string& k, const std::string& dflt = "") {
+  auto it = env.find(k);
+  return it == env.end() || it->second.empty() ? dflt : it->second;
+}
+
+// One whole line to stderr (the job output), as Log writes its own.
+void Say(const std::string& line) {
+  std::string l = line + "\n";
+  size_t off = 0;
+  while (off < l.size()) {
+    ssize_t n = ::write(2, l.data() + off, l.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    off += static_cast<size_t>(n);
+  }
+}
+
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+}  // namespace
+
+Expected<CkptPlan> BuildCkptPlan(const Config& cfg, const RunPolicy& p, const EnvMap& env) {
+  std::string job = EnvOr(env, "SLURM_JOB_ID", EnvOr(env, "SLURM_JOBID"));
+  if (job.empty()) return Status::Unavailable("not in a Slurm job: no run id for the shared tier");
+  CkptPlan plan;
+  plan.tier = p.persist_to;
+  plan.run = job + "." + EnvOr(env, "SLURM_RESTART_COUNT", "0");
+  std::string nodelist = EnvOr(env, "SLURM_JOB_NODELIST", EnvOr(env, "SLURM_NODELIST"));
+  if (!nodelist.empty()) {
+    auto nodes = ExpandHostlist(nodelist);
+    if (!nodes) return nodes.status().Context("SLURM_JOB_NODELIST");
+    plan.nodes = *nodes;
+  } else {
+    plan.nodes = {EnvOr(env, "SLURMD_NODENAME", ShortHostname())};
+  }
+  plan.convention = p.convention;
+  plan.marker = p.checkpoint_marker;
+  plan.keep_shared = p.keep_checkpoints;
+  plan.keep_local = cfg.ckpt.keep_local;
+  plan.verify = p.verify_resume;
+  if (Status s = ValidCkptPlan(plan); !s.ok()) return s;
+  return plan;
+}
+
+std::string CkptRecordLine(const CkptRecord& r) {
+  std::string head = "preflight: checkpoint " + r.name + " on " + r.node + ": ";
+  switch (r.state) {
+    case CkptState::kDurable:
+      return head + "durable on " + r.tier + " (" + std::to_string(r.bytes) + " bytes in " + Fixed(r.copy_seconds, 1) +
+             " s, " + Fixed(r.Throughput() / 1e6, 1) + " MB/s)";
+    case CkptState::kPersisting:
+      if (!r.missing.empty()) return head + "waiting for parts of " + Join(r.missing, ",");
+      return head + "copying to " + r.tier;
+    case CkptState::kFailed:
+      return head + "failed: " + r.error;
+    case CkptState::kLocal:
+      break;
+  }
+  return head + "complete on local disk";
+}
+
+Status SetCkptIoPriority(CkptIoClass c) {
+  constexpr int kWhoProcess = 1, kClassShift = 13, kClassBestEffort = 2, kClassIdle = 3;
+  int prio;
+  switch (c) {
+    case CkptIoClass::kIdle: prio = kClassIdle << kClassShift; break;
+    case CkptIoClass::kLow: prio = (kClassBestEffort << kClassShift) | 7; break;
+    default: return Status::Ok();
+  }
+  if (::syscall(SYS_ioprio_set, kWhoProcess, 0, prio) != 0)
+    return Status::FromErrno(errno, std::string("ioprio_set ") + CkptIoClassName(c));
+  return Status::Ok();
+}
+
+Expected<CkptResumeChoice> ChooseRunResume(const RunPolicy& p, const std::string& tier,
+                                           const CkptConventionSpec& spec, bool allow_local) {
+  CkptResumeInputs in;
+  in.local_dir = p.checkpoint_dir;
+  in.convention = spec;
+  in.allow_local = allow_local;
+  in.tier = tier;
+  in.verify.level = p.verify_resume;
+  in.verify.seed = static_cast<uint64_t>(NowUnix() * 1000);  // different files on each resume
+  return ChooseCkptResume(in);
+}
+
+PersistLoop::PersistLoop(std::string local_dir, CkptPlan plan, std::string node, double interval_s, CkptIoClass io,
+                         uint64_t rate_cap)
+    : local_dir_(std::move(local_dir)), node_(std::move(node)), plan_(std::move(plan)), interval_s_(interval_s),
+      io_(io), rate_cap_(rate_cap) {}
+
+void PersistLoop::Stop() {
+  std::lock_guard<std::mutex> l(mu_);
+  stop_ = true;
+  cv_.notify_all();
+}
+
+void PersistLoop::RoundOnce(double deadline) {
+  CkptRoundOptions o;
+  o.deadline = deadline;
+  o.rate_cap = rate_cap_;
+  auto r = PersistRound(local_dir_, plan_, node_, o);
+  auto once = [&](const std::string& key, const std::string& line) {
+    if (said_[key] == line) return;
+    said_[key] = line;
+    Say(line);
+  };
+  if (!r) {
+    once(" round", "preflight: checkpoint agent on " + node_ + ": " + r.status().message());
+    return;
+  }
+  said_.erase(" round");
+  for (const auto& rec : r->records) once(rec.name, CkptRecordLine(rec));
+  for (const auto& path : r->removed_local)
+    Say("preflight: checkpoint " + path.substr(path.rfind('/') + 1) + " on " + node_ + ": removed from local disk (durable on the tier, ckpt_keep_local)");
+  for (const auto& path : r->removed_shared)
+    Say("preflight: checkpoint " + path.substr(path.rfind('/') + 1) + ": removed from " + plan_.tier + " (--keep-checkpoints " +
+        std::to_string(plan_.keep_shared) + ")");
+  for (const auto& n : r->notes) once(" note " + n, "preflight: checkpoint agent on " + node_ + ": " + n);
+  if (r->timed_out)
+    Say("preflight: checkpoint agent on " + node_ + ": stopped at its deadline; " +
+        std::to_string(r->bytes_not_durable) + " bytes of complete checkpoints not durable yet (the epilog carries on)");
+}
+
+unsigned PersistLoop::Run() {
+  Status io = SetCkptIoPriority(io_);
+  if (!io.ok()) Say("preflight: checkpoint agent on " + node_ + ": " + io.message() + " (copying at normal priority)");
+  unsigned rounds = 0;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (stop_) break;
+    }
+    RoundOnce(0);
+    ++rounds;
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait_for(l, std::chrono::duration<double>(interval_s_), [&] { return stop_; });
+    if (stop_) break;
+  }
+  RoundOnce(MonotonicSeconds() + kAgentLastRoundS);
+  return rounds + 1;
+}
+
+std::vector<std::string> PersistAgentArgv(const std::string& self, const std::string& config,
+                                          const std::vector<std::string>& sets, const RunPolicy& p, size_t nodes) {
+  std::vector<std::string> a;
+  if (nodes > 1) {
+    // --overlap (Slurm 20.11+): the step shares the job's CPUs, memory and
+    // GRES with every other step, so it never holds up the training step.
+    a = {"srun", "--overlap", "--nodes=" + std::to_string(nodes), "--ntasks=" + std::to_string(nodes),
+         "--ntasks-per-node=1", "--cpus-per-task=1", "--kill-on-bad-exit=0", "--job-name=preflight-persist",
+         "--quiet"};
+  }
+  a.insert(a.end(), {self, "--persist-agent"});
+  if (!config.empty()) a.insert(a.end(), {"--config", config});
+  for (const auto& s : sets) a.insert(a.end(), {"--set", s});
+  if (!p.checkpoint_dir_arg.empty()) a.insert(a.end(), {"--checkpoint-dir", p.checkpoint_dir_arg});
+  a.insert(a.end(), {"--persist-to", p.persist_to, "--checkpoint-convention", CkptConventionName(p.convention),
+                     "--checkpoint-marker", p.checkpoint_marker, "--verify-resume", CkptVerifyName(p.verify_resume),
+                     "--keep-checkpoints", std::to_string(p.keep_checkpoints)});
+  return a;
+}
+
+Expected<std::unique_ptr<PersistAgent>> PersistAgent::Start(const std::vector<std::string>& argv) {
+  SpawnSpec spec;
+  spec.argv = argv;
+  spec.env = MergedEnv({});
+  spec.output = SpawnSpec::Output::kMerged;
+  spec.exec_error_as_status = true;
+  auto c = preflight::Start(spec);
+  if (!c) return c.status();
+  std::unique_ptr<PersistAgent> a(new PersistAgent());
+  a->child_ = *c;
+  int fd = c->out;
+  a->copier_ = std::thread([fd] {
+    char buf[4096];
+    for (;;) {
+      ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      for (ssize_t off = 0; off < n;) {
+        ssize_t w = ::write(2, buf + off, static_cast<size_t>(n - off));
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        off += w;
+      }
+    }
+    ::close(fd);
+  });
+  return a;
+}
+
+void PersistAgent::Finish(double bound_s) {
+  if (finished_ || child_.pid <= 0) return;
+  finished_ = true;
+  ::kill(child_.pid, SIGUSR1);
+  const double until = MonotonicSeconds() + bound_s;
+  int status = 0;
+  bool reaped = false;
+  int stage = 0;
+  for (;;) {
+    pid_t w = ::waitpid(child_.pid, &status, WNOHANG);
+    if (w == child_.pid || (w < 0 && errno != EINTR)) {
+      reaped = true;
+      break;
+    }
+    double now = MonotonicSeconds();
+    if (stage == 0 && now > until) {
+      Say("preflight: run: checkpoint agent: not done after " + Fixed(bound_s, 0) + " s: stopped (the epilog carries on)");
+      ::kill(-child_.pid, SIGTERM);
+      stage = 1;
+    } else if (stage == 1 && now > until + 5) {
+      ::kill(-child_.pid, SIGKILL);
+      stage = 2;
+    } else if (stage == 2 && now > until + 10) {
+      break;  // not reaped: left behind rather than waited on forever
+    }
+    ::poll(nullptr, 0, 100);
+  }
+  if (copier_.joinable()) {
+    if (reaped) copier_.join();
+    else copier_.detach();
+  }
+}
+
+PersistAgent::~PersistAgent() { Finish(); }
+
+int RunPersistAgentTask(const Config& cfg, const RunPolicy& p, const EnvMap& env) {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGUSR1, SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, s);
+  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread: the loop's threads inherit it
+  const std::string node = EnvOr(env, "SLURMD_NODENAME", ShortHostname());
+  const std::string who = "preflight: checkpoint agent on " + node + ": ";
+  if (p.persist_to.empty() || p.checkpoint_dir.empty()) {
+    Say(who + "no shared tier or no local checkpoint dir: nothing to do");
+    return 0;
+  }
+  auto plan = BuildCkptPlan(cfg, p, env);
+  if (!plan) {
+    Say(who + plan.status().message());
+    return 0;
+  }
+  for (const auto& d : {p.checkpoint_dir, p.persist_to}) {
+    Status s = MakeDirs(d, d == p.persist_to ? 0700 : 0755);
+    if (!s.ok()) {
+      Say(who + s.message());
+      return 0;
+    }
+  }
+  Status w = WriteCkptPlan(p.checkpoint_dir, *plan);
+  if (!w.ok()) Say(who + "plan for the epilog not written: " + w.message());
+  PersistLoop loop(p.checkpoint_dir, *plan, node, cfg.ckpt.interval_ms / 1000.0, cfg.ckpt.io_class,
+                   cfg.ckpt.rate_cap);
+  std::thread t([&] { loop.Run(); });
+  int sig = 0;
+  while (::sigwait(&set, &sig) != 0) {}
+  loop.Stop();
+  t.join();
+  return 0;
+}
+
+}  // namespace preflight
