@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "ckpt_walk.h"
@@ -127,6 +129,33 @@ uint64_t PartBytes(const std::string& dir, const CkptConventionSpec& spec) {
   return n;
 }
 
+// The newest checkpoint a round found durable with this node's part, and
+// its local completion time: "NAME TIME". Checkpoints complete before it
+// are never persisted again, though local retention may have removed it
+// (else a round would take an older one, which the other nodes no longer
+// send, for the newest still to persist).
+struct Watermark {
+  std::string name;
+  double time = 0;
+};
+
+Watermark ReadWatermark(const std::string& local_dir) {
+  Watermark w;
+  std::string path = local_dir + "/" + kCkptDurableWatermark;
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > 4096) return w;
+  auto text = ReadWholeFile(path);
+  if (!text) return w;
+  size_t sp = text->find(' ');
+  if (sp == std::string::npos) return w;
+  char* end = nullptr;
+  double t = std::strtod(text->c_str() + sp + 1, &end);
+  if (end == text->c_str() + sp + 1 || !ValidCkptName(text->substr(0, sp)).ok()) return w;
+  w.name = text->substr(0, sp);
+  w.time = t;
+  return w;
+}
+
 }  // namespace
 
 Expected<CkptRoundResult> PersistRound(const std::string& local_dir, const CkptPlan& plan, const std::string& node,
@@ -152,7 +181,14 @@ Expected<CkptRoundResult> PersistRound(const std::string& local_dir, const CkptP
   unsigned attempts = 0;
   bool committed = false;
   std::vector<const LocalCkpt*> not_durable;
+  Watermark mark = ReadWatermark(local_dir);
+  double newest_time = 0;
   for (const auto& c : complete) {
+    if (!mark.name.empty() && (c.time < mark.time || (c.time == mark.time && c.name != mark.name))) {
+      out.newest_durable = mark.name;  // older than a durable one: never persisted again
+      break;
+    }
+    newest_time = c.time;
     if (LocalPartDurable(local_dir, c.name, plan.tier, node, spec, sizes).ok()) {
       out.newest_durable = c.name;
       break;
@@ -185,6 +221,12 @@ Expected<CkptRoundResult> PersistRound(const std::string& local_dir, const CkptP
     }
   }
   for (const LocalCkpt* c : not_durable) out.bytes_not_durable += PartBytes(local_dir + "/" + c->name, spec);
+  if (!out.newest_durable.empty() && out.newest_durable != mark.name) {
+    char text[64];
+    std::snprintf(text, sizeof text, " %.9f\n", newest_time);
+    Status s = WriteFileAtomic(local_dir + "/" + kCkptDurableWatermark, out.newest_durable + text, 0600);
+    if (!s.ok()) out.notes.push_back("durable watermark: " + s.message());
+  }
 
   if (o.local_gc && !out.timed_out) {
     CkptLocalGcOptions lo;

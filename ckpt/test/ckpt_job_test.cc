@@ -128,6 +128,19 @@ TEST_F(CkptRoundTest, LocalRetentionRemovesOnlyWhatIsDurable) {
   EXPECT_FALSE(Exists(Local("n1") + "/step_2"));
   EXPECT_TRUE(Exists(Local("n1") + "/step_1"));
   EXPECT_TRUE(Exists(Local("n1") + "/step_3"));
+  // The next round: step_2 is gone locally, but step_1 (older than a
+  // durable checkpoint) is not taken for the newest still to persist.
+  auto again = PersistRound(Local("n1"), plan, "n1", CkptRoundOptions{});
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->records.empty());
+  EXPECT_EQ(again->newest_durable, "step_2");
+  EXPECT_EQ(again->bytes_not_durable, 0u);
+  EXPECT_FALSE(Exists(tier_ + "/step_1"));
+  // A newer one is persisted as usual.
+  MakeCkpt(Local("n1"), "step_4", {{"m", "4"}}, "COMPLETE", 1700000004);
+  auto next = PersistRound(Local("n1"), plan, "n1", CkptRoundOptions{});
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->newest_durable, "step_4");
 }
 
 TEST_F(CkptRoundTest, FailedPersistIsARecordNotAnError) {

@@ -3,7 +3,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -84,19 +83,6 @@ std::string CkptRecordLine(const CkptRecord& r) {
   return head + "complete on local disk";
 }
 
-Status SetCkptIoPriority(CkptIoClass c) {
-  constexpr int kWhoProcess = 1, kClassShift = 13, kClassBestEffort = 2, kClassIdle = 3;
-  int prio;
-  switch (c) {
-    case CkptIoClass::kIdle: prio = kClassIdle << kClassShift; break;
-    case CkptIoClass::kLow: prio = (kClassBestEffort << kClassShift) | 7; break;
-    default: return Status::Ok();
-  }
-  if (::syscall(SYS_ioprio_set, kWhoProcess, 0, prio) != 0)
-    return Status::FromErrno(errno, std::string("ioprio_set ") + CkptIoClassName(c));
-  return Status::Ok();
-}
-
 Expected<CkptResumeChoice> ChooseRunResume(const RunPolicy& p, const std::string& tier,
                                            const CkptConventionSpec& spec, bool allow_local) {
   CkptResumeInputs in;
@@ -148,7 +134,7 @@ void PersistLoop::RoundOnce(double deadline) {
 }
 
 unsigned PersistLoop::Run() {
-  Status io = SetCkptIoPriority(io_);
+  Status io = SetCkptIoClass(io_);
   if (!io.ok()) Say("preflight: checkpoint agent on " + node_ + ": " + io.message() + " (copying at normal priority)");
   unsigned rounds = 0;
   for (;;) {

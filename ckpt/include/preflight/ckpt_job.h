@@ -21,7 +21,9 @@
 // `max_attempts` checkpoints are tried per round. Then local retention
 // (CkptLocalGc: only what is durable) and tier retention (CkptTierGc: the
 // newest `keep_shared` durable ones; partial folders of runs other than
-// this one are left for gc) run when asked.
+// this one are left for gc) run when asked. The newest durable one is
+// remembered (kCkptDurableWatermark), so that a round after local
+// retention removed it does not take an older one for the newest.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +41,10 @@ namespace preflight {
 
 inline constexpr char kCkptPlanFile[] = ".preflight-persist.json";
 inline constexpr size_t kCkptPlanMaxBytes = 1 << 20;
+// In the local dir: "NAME TIME", the newest checkpoint a round found durable
+// with this node's part; complete checkpoints older than it are never
+// persisted again, even once local retention removed NAME.
+inline constexpr char kCkptDurableWatermark[] = ".preflight-durable-newest";
 
 struct CkptPlan {
   std::string tier;                // the shared tier, an absolute path

@@ -48,10 +48,6 @@ Expected<CkptPlan> BuildCkptPlan(const Config& cfg, const RunPolicy& p, const En
 // "...: waiting for parts of n2,n3", "...: failed: why", "...: copying".
 std::string CkptRecordLine(const CkptRecord& r);
 
-// ioprio_set(2) for the calling thread (and the threads it starts): idle
-// class, best-effort level 7, or left alone.
-Status SetCkptIoPriority(CkptIoClass c);
-
 // Where to resume from across both tiers (`tier`, "" for none; the
 // policy's local dir only when `allow_local`: a one-node job), checked at
 // --verify-resume, and the lines saying so.
