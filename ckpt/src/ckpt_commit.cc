@@ -181,13 +181,28 @@ Status RemovePartTemporaries(int pfd, const std::string& shown) {
   return Status::Ok();
 }
 
+// The convention's marker (empty) in the partial folder. Several nodes may
+// commit at once, each verifying the folder: a marker already there as an
+// empty regular file is kept (only synced), never removed and made again,
+// or another committer's verification would find it missing in between.
 Status WriteCommitMarkerFile(int pfd, const std::string& marker, const std::string& shown) {
-  if (::unlinkat(pfd, marker.c_str(), 0) != 0 && errno != ENOENT) return Status::FromErrno(errno, "replace " + shown);
-  int fd = ::openat(pfd, marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::FromErrno(errno, "create " + shown);
-  Fd f(fd);
-  if (::fchmod(fd, 0644) != 0) return Status::FromErrno(errno, "chmod " + shown);
-  return ckpt_internal::SyncFd(fd, shown);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    struct stat st;
+    if (::fstatat(pfd, marker.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_size == 0) {
+      int fd = ::openat(pfd, marker.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd < 0) return Status::FromErrno(errno, "open " + shown);
+      Fd f(fd);
+      return ckpt_internal::SyncFd(fd, shown);
+    }
+    if (::unlinkat(pfd, marker.c_str(), 0) != 0 && errno != ENOENT) return Status::FromErrno(errno, "replace " + shown);
+    int fd = ::openat(pfd, marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST) continue;  // another committer made it just now
+    if (fd < 0) return Status::FromErrno(errno, "create " + shown);
+    Fd f(fd);
+    if (::fchmod(fd, 0644) != 0) return Status::FromErrno(errno, "chmod " + shown);
+    return ckpt_internal::SyncFd(fd, shown);
+  }
+  return Status::Failed(shown + ": replaced by another writer while being made");
 }
 
 bool SameContents(const CkptManifest& a, const CkptManifest& b) {

@@ -142,7 +142,20 @@ Expected<CkptPersistResult> PersistCkpt(const CkptPersistRequest& r, const CkptP
   if (co.verify.deadline == 0) co.verify.deadline = o.deadline;
   co.fault = o.fault;
   auto c = CommitCkpt(r.tier, r.run, r.name, co);
-  if (!c) return c.status();
+  if (!c) {
+    // Another node's commit may have renamed the partial folder while this
+    // one checked it (seen as a file missing from it): then NAME is there,
+    // durable, with this part. Anything else is this commit's failure.
+    CkptVerifyOptions sizes;
+    sizes.threads = o.threads;
+    if (c.status().code() != Status::Code::kTimeout &&
+        LocalPartDurable(r.local_dir, r.name, r.tier, r.node, r.convention, sizes).ok()) {
+      out.state = CkptCommitState::kDurable;
+      out.path = r.tier + "/" + r.name;
+      return out;
+    }
+    return c.status();
+  }
   out.state = c->state;
   out.missing = c->missing;
   out.committed_here = c->committed_here;

@@ -258,3 +258,52 @@ TEST_F(CkptPersistTest, ManyFilesWithManyInFlight) {
 
 }  // namespace
 }  // namespace preflight
+
+namespace preflight {
+namespace {
+
+// Two nodes commit at once: node B has verified the partial folder when
+// node A's commit renames it away; B must find NAME durable with its part
+// and say durable, not failed. (The race seen on the cluster, "commit ...:
+// .partial-.../COMPLETE: missing", was a committer removing and remaking
+// the marker while another verified: WriteCommitMarkerFile now keeps one
+// that is there.)
+TEST(CkptPersistRace, TheNodeThatLosesTheRenameStillSaysDurable) {
+  preflight_test::TempDir tmp("ckpt-race");
+  std::string tier = tmp / "tier";
+  std::filesystem::create_directories(tier);
+  auto req = [&](const std::string& node) {
+    CkptPersistRequest r;
+    r.local_dir = tmp / ("local-" + node);
+    r.name = "step_5";
+    r.tier = tier;
+    r.run = "9.0";
+    r.node = node;
+    r.nodes = {"a", "b"};
+    r.complete_time = 1700000000;
+    return r;
+  };
+  preflight_test::MakeCkpt(tmp / "local-a", "step_5", {{"ra.pt", "AAAA"}});
+  preflight_test::MakeCkpt(tmp / "local-b", "step_5", {{"rb.pt", "BBBB"}});
+  auto a = PersistCkpt(req("a"), CkptPersistOptions{});  // a's part arrives; waits for b
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_EQ(a->state, CkptCommitState::kWaiting);
+  CkptPersistOptions ob;
+  bool raced = false;
+  ob.fault = [&](CkptFaultPoint p, uint64_t) {
+    if (p == CkptFaultPoint::kCommitVerified && !raced) {
+      raced = true;
+      auto other = CommitCkpt(tier, "9.0", "step_5", CkptCommitOptions{});  // node a's commit wins the rename
+      EXPECT_TRUE(other.ok() && other->state == CkptCommitState::kDurable);
+    }
+    return 0;
+  };
+  auto b = PersistCkpt(req("b"), ob);
+  EXPECT_TRUE(raced);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->state, CkptCommitState::kDurable);
+  EXPECT_TRUE(CheckCkptDurable(tier, "step_5", CkptVerifyOptions{}).ok());
+}
+
+}  // namespace
+}  // namespace preflight

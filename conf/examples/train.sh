@@ -59,6 +59,11 @@ checkpoint() {
   local dir=$ckdir/step-$step
   mkdir -p "$dir"
   echo "$step $sum" >"$dir/$state"  # model, optimizer, RNG, data position...
+  # Stand-in weights (CHECKPOINT_PAD_BYTES, default none): a checkpoint of a
+  # size that takes time to copy.
+  if [ "${CHECKPOINT_PAD_BYTES:-0}" -gt 0 ]; then
+    head -c "$CHECKPOINT_PAD_BYTES" /dev/urandom >"$dir/weights-$state.bin"
+  fi
   sync "$dir/$state" 2>/dev/null || true
   : >"$dir/$marker"                 # last: now this node's part is complete
   echo "checkpointed at step $step to $dir"

@@ -413,8 +413,12 @@ unshape() {
 stop() {
   local dir=$1 pids=()
   export SLURM_CONF=$dir/etc/slurm.conf
-  # Let epilogs finish first, else slurmd retries to a dead slurmctld.
-  for _ in $(seq 1 100); do
+  # A job a failed test left running is cancelled: its slurmstepd and tasks
+  # outlive slurmd, and the next cluster would start its job ids at 1 again
+  # beside them. Then let epilogs finish, else slurmd retries to a dead
+  # slurmctld (bounded: 60 s).
+  squeue -h -o %i 2>/dev/null | xargs -r scancel 2>/dev/null || true
+  for _ in $(seq 1 1200); do
     [ -z "$(squeue -h 2>/dev/null)$(sinfo -h -t completing -o %N 2>/dev/null)" ] && break
     sleep 0.05
   done
