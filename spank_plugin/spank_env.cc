@@ -78,7 +78,6 @@ struct TaskTopo {
   // before any plugin's task_init or pyxis's import changed them): what
   // tells the user's values from those a container image set later.
   std::map<std::string, std::string> submitted;
-  bool container = false;  // the step runs in a pyxis container
 };
 
 TaskTopo& Task() {
@@ -105,6 +104,18 @@ std::string NodeName(spank_t sp) {
   if (own != nullptr && *own != '\0') return own;
   std::string job = GetJobEnv(sp, "SLURMD_NODENAME");
   return job.empty() ? ShortHostname() : job;
+}
+
+// Whether this task already runs in a container: pyxis's task_init joins
+// the container's mount namespace before preflight's runs (plugin order),
+// so the task's differs from its parent slurmstepd's. Another plugin's
+// options cannot be read from here, so this is the one sign.
+bool InContainer() {
+  char self[64] = {}, parent[64] = {};
+  std::string pp = "/proc/" + std::to_string(::getppid()) + "/ns/mnt";
+  ssize_t a = ::readlink("/proc/self/ns/mnt", self, sizeof self - 1);
+  ssize_t b = ::readlink(pp.c_str(), parent, sizeof parent - 1);
+  return a > 0 && b > 0 && std::string(self, a) != std::string(parent, b);
 }
 
 }  // namespace
@@ -152,9 +163,6 @@ int StepInit(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
     std::string v = GetJobEnv(sp, name.c_str(), &found);
     if (found) t.submitted[name] = v;
   }
-  // pyxis's options reach slurmstepd as job-control variables.
-  t.container = !GetJobEnv(sp, "SLURM_SPANK__SLURM_SPANK_OPTION_pyxis_container_image").empty() ||
-                !GetJobEnv(sp, "SLURM_SPANK__SLURM_SPANK_OPTION_pyxis_container_name").empty();
 
   uint32_t job_id = 0;
   if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS) return 0;
@@ -242,7 +250,8 @@ int TaskTopoEnv(spank_t sp, const JobOptions& opts) {
       if (it == t.submitted.end()) return std::nullopt;
       return it->second;
     };
-    std::fputs(LateEnvText(LateEnvValues(plan, merge, submitted), t.node, t.container).c_str(), stderr);
+    auto late = LateEnvValues(plan, merge, submitted);
+    if (!late.empty()) std::fputs(LateEnvText(late, t.node, InContainer()).c_str(), stderr);
   }
   rec.env_seconds = MonotonicSeconds() - t0;
 

@@ -156,17 +156,21 @@ std::vector<LateEnv> LateEnvValues(const EnvPlan& plan, const EnvMerge& merge, c
 
 std::string LateEnvText(const std::vector<LateEnv>& late, const std::string& node, bool container) {
   if (late.empty()) return "";
-  auto shown = [](const std::string& v) { return PrintableText(Utf8Prefix(v, 200)); };
-  std::string who = container ? "the container image" : "something after submission (a TaskProlog or an earlier SPANK plugin)";
+  auto shown = [](const std::string& v) { return PrintableText(Utf8Cut(v, 200)); };
   std::string o, names;
   for (const auto& l : late) {
-    o += "preflight: on " + shown(node) + " " + who + " sets " + l.name + "=" + shown(l.found) + " where preflight computed " +
-         shown(l.computed) + " for this task, and left it";
-    if (container) o += "; to let preflight's value win, run with --container-env=" + l.name;
+    o += "preflight: on " + shown(node) + " ";
+    if (container)
+      o += "the container image sets " + l.name + "=" + shown(l.found);
+    else
+      o += l.name + "=" + shown(l.found) + " was set after submission (a container image, a TaskProlog or an earlier SPANK plugin)";
+    o += " where preflight computed " + shown(l.computed) + " for this task, and left it; ";
+    o += container ? "to let preflight's value win, run with --container-env=" + l.name
+                   : "in a pyxis container, --container-env=" + l.name + " lets preflight's value win";
     o += "\n";
     names += (names.empty() ? "" : ",") + l.name;
   }
-  if (container && late.size() > 1) o += "preflight: for all of them: --container-env=" + names + "\n";
+  if (late.size() > 1) o += "preflight: for all of them: --container-env=" + names + "\n";
   return o;
 }
 

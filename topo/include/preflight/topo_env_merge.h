@@ -53,7 +53,9 @@ std::vector<LateEnv> LateEnvValues(const EnvPlan& plan, const EnvMerge& merge, c
 // preflight computed mlx5_0:1,mlx5_2:1 for this task, and left it; to let
 // preflight's value win, run with --container-env=NCCL_IB_HCA" (one line
 // per variable; values cut to 200 bytes, printable), then one line naming
-// every variable in one --container-env. `container`: pyxis is in use.
+// every variable in one --container-env. `container`: the task is known to
+// run in a container (its mount namespace is not slurmstepd's); else the
+// words name every possible source and the pyxis option as a hint.
 std::string LateEnvText(const std::vector<LateEnv>& late, const std::string& node, bool container);
 
 // One task's plan: its GPUs from the task's Slurm and visible-devices
