@@ -1,5 +1,7 @@
 #include "preflight/node_phase.h"
 
+#include <unistd.h>
+
 #include <ctime>
 #include <set>
 
@@ -165,8 +167,10 @@ NodeRunOutcome RunNodePhase(const Config& cfg, const JobContext& job, Phase phas
     if (!job_only.empty())
       Log(LogLevel::kError, "prolog", "job " + job.job_id + " fails (node stays in service)", job_only);
   }
-  // The job's local checkpoint folder (ckpt_dir), on a node that will run it.
-  if (!out.failed && !job.job_id.empty()) {
+  // The job's local checkpoint folder (ckpt_dir), on a node that will run
+  // it: made by slurmd's prolog (root) only. The same binary run as the
+  // user (the node checks of `preflight accept`) makes no job folder.
+  if (!out.failed && !job.job_id.empty() && ::geteuid() == 0) {
     CkptDirResult ck = MakeCkptJobDir(cfg, job);
     for (const auto& w : ck.warnings) Log(LogLevel::kInfo, prog, "ckpt", "warning: " + w);
     std::string user_only = FoldCkptDirResult(ck, &out);
