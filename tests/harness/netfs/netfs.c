@@ -42,6 +42,13 @@
  * ".." components are refused. Symlinks are served as symlinks (readlink);
  * the daemon itself never follows one, the client's kernel does, as on NFS.
  *
+ * Bandwidth (--bandwidth): a token bucket on read+write bytes across the
+ * mount (bw_take); a transfer's reply waits, in its slot, for its share.
+ *
+ * Faults (--control FILE): rules such as "eio write *.bin", netfs_fault.c.
+ *
+ * Files: netfs.c (this: the gate every operation passes, the command line),
+ * netfs_ops.c (path resolution, the operations), netfs_fault.c.
  */
 #define _GNU_SOURCE
 #include "netfs.h"
@@ -49,6 +56,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,17 +112,51 @@ static void creds_leave(void)
 }
 
 /* The contract: netfs.h. */
-int op_begin(int as_caller, int *switched)
+int op_begin(enum fault_op op, const char *path, int as_caller, int *switched)
 {
 	*switched = 0;
 	while (sem_wait(&g.slots) != 0)
 		;
 	if (g.latency_us > 0)
 		sleep_ns(g.latency_us * 1000LL);
+	int fault = fault_check(op, path);
+	if (fault)
+		return fault;
 	if (!as_caller || !g.as_root || fuse_get_context()->uid == 0)
 		return 0;
 	*switched = 1;
 	return creds_enter();
+}
+
+/* The bucket: each transfer books n / rate seconds on one shared timeline
+ * and its reply waits for the end of its booking. The timeline may lag the
+ * clock by at most BW_BURST_NS of unused time (the bucket's depth), so a
+ * mount idle for a while lets a short burst through at once, never more. */
+#define BW_BURST_NS 50000000LL
+static pthread_mutex_t bw_mu = PTHREAD_MUTEX_INITIALIZER;
+static long long bw_next_ns;
+
+static long long now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+void bw_take(size_t n)
+{
+	if (!g.bandwidth || !n)
+		return;
+	long long now = now_ns();
+	long long cost = (long long)((double)n * 1e9 / (double)g.bandwidth);
+	pthread_mutex_lock(&bw_mu);
+	if (bw_next_ns < now - BW_BURST_NS)
+		bw_next_ns = now - BW_BURST_NS;
+	bw_next_ns += cost;
+	long long wait = bw_next_ns - now;
+	pthread_mutex_unlock(&bw_mu);
+	if (wait > 0)
+		sleep_ns(wait);
 }
 
 int op_end(int switched, int rc)
@@ -133,6 +175,9 @@ static void usage(FILE *to)
 	      "  -f                 stay in the foreground\n"
 	      "  --latency-us N     added to every operation, 0..1000000 (default 1000)\n"
 	      "  --max-inflight N   requests served at once, 1..1024 (default 64)\n"
+	      "  --bandwidth B      cap on read+write bytes/s across the mount, suffix K/M/G (1024-based);\n"
+	      "                     0 (default): none, else 1K..1024G\n"
+	      "  --control FILE     fault rules, re-read when the file changes (outside the mount)\n"
 	      "  --allow-other      other users may use the mount (checked against the source's modes)\n",
 	      to);
 }
@@ -162,8 +207,28 @@ static unsigned long long parse_num(const char *opt, const char *s, unsigned lon
 	return v;
 }
 
+/* Bytes per second: a decimal with an optional K, M or G (1024-based),
+ * 0 or within 1K..1024G. */
+static uint64_t parse_bandwidth(const char *opt, const char *s)
+{
+	char *end = NULL;
+	errno = 0;
+	int ok = s && *s >= '0' && *s <= '9';
+	unsigned long long v = ok ? strtoull(s, &end, 10) : 0;
+	int shift = !ok || errno ? -1
+		: !*end ? 0
+		: end[1] ? -1
+		: (*end == 'K' || *end == 'k') ? 10
+		: (*end == 'M' || *end == 'm') ? 20
+		: (*end == 'G' || *end == 'g') ? 30 : -1;
+	if (shift < 0 || v > (1ULL << 40) >> shift || (v != 0 && v << shift < 1024))
+		die("%s: expected 0 or 1K..1024G bytes/s (suffix K/M/G, 1024-based), got '%s'", opt,
+		    s ? s : "nothing");
+	return v << shift;
+}
+
 struct cmdline {
-	const char *source, *mountpoint;
+	const char *source, *mountpoint, *control;
 	int foreground, allow_other;
 };
 
@@ -185,6 +250,12 @@ static void parse_args(int argc, char **argv, struct cmdline *c)
 			g.latency_us = (long)parse_num(a, v, 0, 1000000), i++;
 		} else if (!strcmp(a, "--max-inflight")) {
 			g.inflight = (unsigned)parse_num(a, v, 1, 1024), i++;
+		} else if (!strcmp(a, "--bandwidth")) {
+			g.bandwidth = parse_bandwidth(a, v), i++;
+		} else if (!strcmp(a, "--control")) {
+			if (!v || !*v)
+				die("--control: expected a file name");
+			c->control = v, i++;
 		} else if (a[0] == '-' && a[1]) {
 			die("unknown option '%s' (see --help)", a);
 		} else if (npos++ == 0) {
@@ -199,18 +270,38 @@ static void parse_args(int argc, char **argv, struct cmdline *c)
 		die("SOURCE and MOUNTPOINT expected (see --help)");
 }
 
-/* MOUNTPOINT inside SOURCE would have the daemon resolve paths through its
- * own mount and wait on itself. Both must exist. */
-static void check_paths(const struct cmdline *c)
+static int inside(const char *path, const char *dir)
 {
-	char src[PATH_MAX], mnt[PATH_MAX];
+	size_t n = strlen(dir);
+	return !strncmp(path, dir, n) && (path[n] == '/' || path[n] == '\0' || n == 1);
+}
+
+/* MOUNTPOINT inside SOURCE, or the control file inside MOUNTPOINT, would
+ * have the daemon wait on its own mount. SOURCE, MOUNTPOINT and the control
+ * file's folder must exist; MOUNTPOINT and the control file's name are
+ * made absolute (fuse_daemonize changes to /). */
+static void check_paths(struct cmdline *c)
+{
+	static char src[PATH_MAX], mnt[PATH_MAX], ctl_dir[PATH_MAX], ctl[PATH_MAX];
 	if (!realpath(c->source, src))
 		die("SOURCE %s: %s", c->source, strerror(errno));
 	if (!realpath(c->mountpoint, mnt))
 		die("MOUNTPOINT %s: %s", c->mountpoint, strerror(errno));
-	size_t n = strlen(src);
-	if (!strncmp(mnt, src, n) && (mnt[n] == '/' || mnt[n] == '\0' || n == 1))
+	if (inside(mnt, src))
 		die("MOUNTPOINT %s lies inside SOURCE %s", mnt, src);
+	c->mountpoint = mnt; /* fuse_unmount wants it absolute: fuse_daemonize changes to / */
+	if (!c->control)
+		return;
+	const char *slash = strrchr(c->control, '/'), *base = slash ? slash + 1 : c->control;
+	int dirlen = !slash ? 1 : slash == c->control ? 1 : (int)(slash - c->control);
+	snprintf(ctl, sizeof ctl, "%.*s", dirlen, slash ? c->control : ".");
+	if (!*base || !realpath(ctl, ctl_dir))
+		die("--control %s: not a file in an existing folder", c->control);
+	if (inside(ctl_dir, mnt))
+		die("--control %s lies inside MOUNTPOINT %s", c->control, mnt);
+	if (snprintf(ctl, sizeof ctl, "%s/%s", ctl_dir, base) >= (int)sizeof ctl)
+		die("--control %s: name too long", c->control);
+	c->control = ctl;
 }
 
 int main(int argc, char **argv)
@@ -218,6 +309,7 @@ int main(int argc, char **argv)
 	struct cmdline c = { 0 };
 	parse_args(argc, argv, &c);
 	check_paths(&c);
+	fault_init(c.control);
 	g.src = open(c.source, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (g.src < 0)
 		die("SOURCE %s: %s", c.source, strerror(errno));

@@ -84,7 +84,7 @@ static int sysrc(long r)
 static int nf_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 {
 	struct at a;
-	int sw, rc = op_begin(1, &sw);
+	int sw, rc = op_begin(FOP_NONE, NULL, 1, &sw);
 	if (!rc && fi)
 		rc = sysrc(fstat((int)fi->fh, st));
 	else if (!rc && !(rc = at_open(&a, path))) {
@@ -97,7 +97,7 @@ static int nf_getattr(const char *path, struct stat *st, struct fuse_file_info *
 static int nf_readlink(const char *path, char *buf, size_t size)
 {
 	struct at a;
-	int sw, rc = op_begin(1, &sw);
+	int sw, rc = op_begin(FOP_NONE, NULL, 1, &sw);
 	if (!rc && !(rc = at_open(&a, path))) {
 		ssize_t n = readlinkat(a.dir, a.name, buf, size - 1);
 		rc = sysrc(n);
@@ -111,7 +111,7 @@ static int nf_readlink(const char *path, char *buf, size_t size)
 static int nf_mknod(const char *path, mode_t mode, dev_t dev)
 {
 	struct at a;
-	int sw, rc = op_begin(1, &sw);
+	int sw, rc = op_begin(FOP_NONE, NULL, 1, &sw);
 	if (!rc && (S_ISCHR(mode) || S_ISBLK(mode)) && fuse_get_context()->uid != 0)
 		rc = -EPERM; /* the kernel refuses this already; devices only for root */
 	if (!rc && !(rc = at_open(&a, path))) {
@@ -124,7 +124,7 @@ static int nf_mknod(const char *path, mode_t mode, dev_t dev)
 static int nf_mkdir(const char *path, mode_t mode)
 {
 	struct at a;
-	int sw, rc = op_begin(1, &sw);
+	int sw, rc = op_begin(FOP_MKDIR, path, 1, &sw);
 	if (!rc && !(rc = at_open(&a, path))) {
 		rc = sysrc(mkdirat(a.dir, a.name, mode));
 		at_close(&a);
@@ -135,7 +135,7 @@ static int nf_mkdir(const char *path, mode_t mode)
 static int remove_op(const char *path, int flags)
 {
 	struct at a;
-	int sw, rc = op_begin(1, &sw);
+	int sw, rc = op_begin(flags ? FOP_NONE : FOP_UNLINK, path, 1, &sw);
 	if (!rc && !(rc = at_open(&a, path))) {
 		rc = sysrc(unlinkat(a.dir, a.name, flags));
 		at_close(&a);
@@ -149,7 +149,7 @@ static int nf_rmdir(const char *path) { return remove_op(path, AT_REMOVEDIR); }
 static int nf_symlink(const char *target, const char *path)
 {
 	struct at a;
-	int sw, rc = op_begin(1, &sw);
+	int sw, rc = op_begin(FOP_NONE, NULL, 1, &sw);
 	if (!rc && !(rc = at_open(&a, path))) {
 		rc = sysrc(symlinkat(target, a.dir, a.name));
 		at_close(&a);
@@ -161,7 +161,7 @@ static int nf_symlink(const char *target, const char *path)
 static int two_path_op(const char *from, const char *to, int flags)
 {
 	struct at a, b;
-	int sw, rc = op_begin(1, &sw);
+	int sw, rc = op_begin(flags < 0 ? FOP_NONE : FOP_RENAME, from, 1, &sw);
 	if (!rc && !(rc = at_open(&a, from))) {
 		if (!(rc = at_open(&b, to))) {
 			rc = flags < 0 ? sysrc(linkat(a.dir, a.name, b.dir, b.name, 0))
@@ -196,7 +196,7 @@ struct setattr_req {
 static int setattr_op(const char *path, struct fuse_file_info *fi, const struct setattr_req *r)
 {
 	struct at a;
-	int sw, rc = op_begin(1, &sw);
+	int sw, rc = op_begin(FOP_NONE, NULL, 1, &sw);
 	if (rc)
 		return op_end(sw, rc);
 	int fd = fi ? (int)fi->fh : -1, own = -1;
@@ -256,7 +256,7 @@ static int nf_utimens(const char *p, const struct timespec tv[2], struct fuse_fi
 static int open_op(const char *path, struct fuse_file_info *fi, int create, mode_t mode)
 {
 	struct at a;
-	int sw, rc = op_begin(1, &sw);
+	int sw, rc = op_begin(create ? FOP_CREATE : FOP_OPEN, path, 1, &sw);
 	if (!rc && !(rc = at_open(&a, path))) {
 		int flags = (fi->flags & ~O_DIRECT) | O_NOFOLLOW | O_CLOEXEC | (create ? O_CREAT : 0);
 		int fd = openat(a.dir, a.name, flags, mode);
@@ -280,11 +280,11 @@ static int nf_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 
 static int nf_read(const char *path, char *buf, size_t size, off_t off, struct fuse_file_info *fi)
 {
-	(void)path;
-	int sw, rc = op_begin(0, &sw);
+	int sw, rc = op_begin(FOP_READ, path, 0, &sw);
 	if (!rc) {
 		ssize_t n = pread((int)fi->fh, buf, size, off);
 		rc = n < 0 ? -errno : (int)n;
+		bw_take(n > 0 ? (size_t)n : 0);
 	}
 	return op_end(sw, rc);
 }
@@ -292,11 +292,11 @@ static int nf_read(const char *path, char *buf, size_t size, off_t off, struct f
 static int nf_write(const char *path, const char *buf, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
-	(void)path;
-	int sw, rc = op_begin(0, &sw);
+	int sw, rc = op_begin(FOP_WRITE, path, 0, &sw);
 	if (!rc) {
 		ssize_t n = pwrite((int)fi->fh, buf, size, off);
 		rc = n < 0 ? -errno : (int)n;
+		bw_take(n > 0 ? (size_t)n : 0);
 	}
 	return op_end(sw, rc);
 }
@@ -304,7 +304,7 @@ static int nf_write(const char *path, const char *buf, size_t size, off_t off,
 static int nf_statfs(const char *path, struct statvfs *sv)
 {
 	(void)path;
-	int sw, rc = op_begin(0, &sw);
+	int sw, rc = op_begin(FOP_NONE, NULL, 0, &sw);
 	if (!rc)
 		rc = sysrc(fstatvfs(g.src, sv));
 	return op_end(sw, rc);
@@ -315,7 +315,7 @@ static int nf_statfs(const char *path, struct statvfs *sv)
 static int nf_flush(const char *path, struct fuse_file_info *fi)
 {
 	(void)path;
-	int sw, rc = op_begin(0, &sw);
+	int sw, rc = op_begin(FOP_NONE, NULL, 0, &sw);
 	if (!rc) {
 		int d = dup((int)fi->fh);
 		rc = d < 0 ? -errno : sysrc(close(d));
@@ -326,15 +326,14 @@ static int nf_flush(const char *path, struct fuse_file_info *fi)
 static int nf_release(const char *path, struct fuse_file_info *fi)
 {
 	(void)path;
-	int sw, rc = op_begin(0, &sw);
+	int sw, rc = op_begin(FOP_NONE, NULL, 0, &sw);
 	close((int)fi->fh);
 	return op_end(sw, rc);
 }
 
 static int nf_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 {
-	(void)path;
-	int sw, rc = op_begin(0, &sw);
+	int sw, rc = op_begin(FOP_FSYNC, path, 0, &sw);
 	if (!rc)
 		rc = sysrc(datasync ? fdatasync((int)fi->fh) : fsync((int)fi->fh));
 	return op_end(sw, rc);
@@ -343,7 +342,7 @@ static int nf_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 static int nf_opendir(const char *path, struct fuse_file_info *fi)
 {
 	struct at a;
-	int sw, rc = op_begin(1, &sw);
+	int sw, rc = op_begin(FOP_NONE, NULL, 1, &sw);
 	if (!rc && !(rc = at_open(&a, path))) {
 		int fd = openat(a.dir, a.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		rc = sysrc(fd);
@@ -364,7 +363,7 @@ static int nf_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t o
 {
 	(void)path, (void)flags;
 	DIR *d = (DIR *)(uintptr_t)fi->fh;
-	int sw, rc = op_begin(0, &sw);
+	int sw, rc = op_begin(FOP_NONE, NULL, 0, &sw);
 	if (rc)
 		return op_end(sw, rc);
 	if (off == 0)
@@ -388,7 +387,7 @@ static int nf_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t o
 static int nf_releasedir(const char *path, struct fuse_file_info *fi)
 {
 	(void)path;
-	int sw, rc = op_begin(0, &sw);
+	int sw, rc = op_begin(FOP_NONE, NULL, 0, &sw);
 	closedir((DIR *)(uintptr_t)fi->fh);
 	return op_end(sw, rc);
 }
@@ -397,7 +396,7 @@ static int nf_fsyncdir(const char *path, int datasync, struct fuse_file_info *fi
 {
 	(void)path;
 	int fd = dirfd((DIR *)(uintptr_t)fi->fh);
-	int sw, rc = op_begin(0, &sw);
+	int sw, rc = op_begin(FOP_NONE, NULL, 0, &sw);
 	if (!rc)
 		rc = sysrc(datasync ? fdatasync(fd) : fsync(fd));
 	return op_end(sw, rc);
