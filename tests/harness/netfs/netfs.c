@@ -25,7 +25,11 @@
  * counting semaphore of max-inflight slots is held while sleeping the
  * latency and doing the syscall, so latencies overlap across requests like
  * an NFS client's RPC slots. The 4 spare threads keep requests that take no
- * slot (forget, interrupt) flowing when every slot is busy.
+ * slot (forget, interrupt) flowing when every slot is busy. Measured limit
+ * (kernel 6.x, libfuse 3.14, high-level API, PARALLEL_DIROPS asked for):
+ * lookups of different names in one folder still arrive one after another,
+ * while requests on one name, and reads and writes of open files, overlap.
+ * A test that wants parallel first lookups spreads its files over folders.
  *
  * Permissions: mounted with default_permissions, so the kernel checks the
  * caller against the source's modes and owners. On top of that, when the

@@ -413,6 +413,8 @@ static void *nf_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	cfg->use_ino = 1;
 	cfg->hard_remove = 1;
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	conn->max_background = g.inflight;
 	conn->congestion_threshold = g.inflight * 3 / 4 ? g.inflight * 3 / 4 : 1;
 	return NULL;
