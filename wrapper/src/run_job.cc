@@ -263,6 +263,7 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
     }
   };
   if (!tiers.on) so.on_tick = [&] { Prune(p); };
+  else if (tiers.agent) so.on_tick = [&] { tiers.agent->Watch(); };
 
   auto r = RunSupervised(so);
   if (!r) {

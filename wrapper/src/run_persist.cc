@@ -14,6 +14,7 @@
 #include "preflight/fileutil.h"
 #include "preflight/hostlist.h"
 #include "preflight/strings.h"
+#include "preflight/supervisor.h"
 
 namespace preflight {
 namespace {
@@ -158,8 +159,10 @@ std::vector<std::string> PersistAgentArgv(const std::string& self, const std::st
   if (nodes > 1) {
     // --overlap (Slurm 20.11+): the step shares the job's CPUs, memory and
     // GRES with every other step, so it never holds up the training step.
+    // --kill-on-bad-exit=1: one node's agent killed ends the whole step, so
+    // srun's exit tells PersistAgent::Watch, which restarts it on every node.
     a = {"srun", "--overlap", "--nodes=" + std::to_string(nodes), "--ntasks=" + std::to_string(nodes),
-         "--ntasks-per-node=1", "--cpus-per-task=1", "--kill-on-bad-exit=0", "--job-name=preflight-persist",
+         "--ntasks-per-node=1", "--cpus-per-task=1", "--kill-on-bad-exit=1", "--job-name=preflight-persist",
          "--quiet"};
   }
   a.insert(a.end(), {self, "--persist-agent"});
@@ -172,18 +175,18 @@ std::vector<std::string> PersistAgentArgv(const std::string& self, const std::st
   return a;
 }
 
-Expected<std::unique_ptr<PersistAgent>> PersistAgent::Start(const std::vector<std::string>& argv) {
+Status PersistAgent::Spawn() {
   SpawnSpec spec;
-  spec.argv = argv;
+  spec.argv = argv_;
   spec.env = MergedEnv({});
   spec.output = SpawnSpec::Output::kMerged;
   spec.exec_error_as_status = true;
   auto c = preflight::Start(spec);
   if (!c) return c.status();
-  std::unique_ptr<PersistAgent> a(new PersistAgent());
-  a->child_ = *c;
+  child_ = *c;
+  ended_ = false;
   int fd = c->out;
-  a->copier_ = std::thread([fd] {
+  copier_ = std::thread([fd] {
     char buf[4096];
     for (;;) {
       ssize_t n = ::read(fd, buf, sizeof buf);
@@ -198,11 +201,66 @@ Expected<std::unique_ptr<PersistAgent>> PersistAgent::Start(const std::vector<st
     }
     ::close(fd);
   });
+  return Status::Ok();
+}
+
+Expected<std::unique_ptr<PersistAgent>> PersistAgent::Start(const std::vector<std::string>& argv) {
+  std::unique_ptr<PersistAgent> a(new PersistAgent());
+  a->argv_ = argv;
+  Status s = a->Spawn();
+  if (!s.ok()) return s;
   return a;
 }
 
+namespace {
+std::string HowEnded(int status) {
+  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status)) + " (" + SignalName(WTERMSIG(status)) + ")";
+  return "exit status " + std::to_string(WEXITSTATUS(status));
+}
+}  // namespace
+
+std::string PersistAgent::Watch() {
+  if (finished_) return "";
+  if (!ended_) {
+    int status = 0;
+    pid_t w = ::waitpid(child_.pid, &status, WNOHANG);
+    if (w != child_.pid) return "";
+    // Its output may still hold a last line (a grandchild keeps the pipe:
+    // the copier ends on its own, never waited on here).
+    if (copier_.joinable()) copier_.detach();
+    child_.pid = -1;
+    ended_ = true;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      finished_ = true;  // it ended by itself and said why (e.g. nothing to do)
+      return "";
+    }
+    end_ = HowEnded(status);
+    if (restarts_ >= kAgentRestarts) {
+      finished_ = true;
+      std::string line = "preflight: run: checkpoint agent ended (" + end_ + ") after " + std::to_string(restarts_) +
+                         " restarts: not restarted again; the epilog makes the newest complete checkpoint durable";
+      Say(line);
+      return line;
+    }
+    restart_at_ = MonotonicSeconds() + kAgentRestartDelayS * (1 << restarts_);
+    return "";
+  }
+  if (MonotonicSeconds() < restart_at_) return "";
+  ++restarts_;
+  Status s = Spawn();
+  std::string line = "preflight: run: checkpoint agent ended (" + end_ + "); " +
+                     (s.ok() ? "restarted (" + std::to_string(restarts_) + " of " + std::to_string(kAgentRestarts) + ")"
+                             : "restart failed: " + s.message() + "; the epilog makes the newest complete checkpoint durable");
+  if (!s.ok()) finished_ = true;
+  Say(line);
+  return line;
+}
+
 void PersistAgent::Finish(double bound_s) {
-  if (finished_ || child_.pid <= 0) return;
+  if (finished_ || ended_ || child_.pid <= 0) {
+    finished_ = true;
+    return;
+  }
   finished_ = true;
   ::kill(child_.pid, SIGUSR1);
   const double until = MonotonicSeconds() + bound_s;

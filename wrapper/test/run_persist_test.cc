@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "preflight/clock.h"
@@ -151,6 +152,8 @@ TEST(PersistAgentArgv, StepOnSeveralNodesChildOnOne) {
   EXPECT_TRUE(has(multi, {"--checkpoint-dir", "/scratch/%n"}));
   EXPECT_TRUE(has(multi, {"--persist-to", "/t"}));
   EXPECT_TRUE(has(multi, {"--keep-checkpoints", "3"}));
+  // One node's agent killed ends the step, so Watch restarts it on every node.
+  EXPECT_TRUE(has(multi, {"--kill-on-bad-exit=1"}));
   auto one = PersistAgentArgv("/bin/preflight-run", "", {}, p, 1);
   EXPECT_EQ(one[0], "/bin/preflight-run");
   EXPECT_FALSE(has(one, {"--config"}));  // the default config, as preflight-run had it
@@ -262,6 +265,63 @@ TEST(PersistAgent, OneNodeJobPersistsThroughTheChildAgentAndTheRestartResumesFro
             std::string::npos)
       << second->output;
   EXPECT_NE(second->output.find("restart 1: resuming from " + tier + "/ckpt-12"), std::string::npos) << second->output;
+}
+
+}  // namespace
+}  // namespace preflight
+
+namespace preflight {
+namespace {
+
+// Watch until `done` or 60 s; every line Watch said.
+std::vector<std::string> WatchLines(PersistAgent& a, const std::function<bool(const std::vector<std::string>&)>& done,
+                                    double bound_s = 60) {
+  std::vector<std::string> lines;
+  const double until = MonotonicSeconds() + bound_s;
+  while (MonotonicSeconds() < until && !done(lines)) {
+    std::string l = a.Watch();
+    if (!l.empty()) lines.push_back(l);
+    ::usleep(50 * 1000);
+  }
+  return lines;
+}
+
+// An agent killed (here: by itself, kill -9) is restarted kAgentRestarts
+// times, each said with how it ended, then left to the epilog.
+TEST(PersistAgentWatch, AKilledAgentIsRestartedThenLeftToTheEpilog) {
+  preflight_test::TempDir tmp;
+  const std::string count = tmp.path() + "/starts";
+  auto a = PersistAgent::Start({"/bin/sh", "-c", "echo x >>" + count + "; kill -9 $$"});
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  auto lines = WatchLines(**a, [](const std::vector<std::string>& l) {
+    return !l.empty() && l.back().find("not restarted again") != std::string::npos;
+  });
+  ASSERT_EQ(lines.size(), static_cast<size_t>(kAgentRestarts) + 1) << ::testing::PrintToString(lines);
+  for (int i = 0; i < kAgentRestarts; ++i)
+    EXPECT_EQ(lines[i], "preflight: run: checkpoint agent ended (killed by signal 9 (SIGKILL)); restarted (" +
+                            std::to_string(i + 1) + " of " + std::to_string(kAgentRestarts) + ")");
+  EXPECT_EQ(lines.back(), "preflight: run: checkpoint agent ended (killed by signal 9 (SIGKILL)) after 3 restarts: not "
+                          "restarted again; the epilog makes the newest complete checkpoint durable");
+  auto starts = ReadWholeFile(count);
+  ASSERT_TRUE(starts.ok());
+  EXPECT_EQ(std::count(starts->begin(), starts->end(), '\n'), kAgentRestarts + 1);
+  EXPECT_EQ((*a)->Watch(), "");
+  (*a)->Finish(1);  // nothing left to stop
+}
+
+// An agent that ends by itself with status 0 said why (nothing to do): not
+// restarted. One that exits non-zero is.
+TEST(PersistAgentWatch, ACleanEndIsNotRestartedAFailureIs) {
+  auto ok = PersistAgent::Start({"/bin/true"});
+  ASSERT_TRUE(ok.ok());
+  auto none = WatchLines(**ok, [](const std::vector<std::string>&) { return false; }, 6);
+  EXPECT_TRUE(none.empty()) << ::testing::PrintToString(none);
+  auto bad = PersistAgent::Start({"/bin/sh", "-c", "exit 3"});
+  ASSERT_TRUE(bad.ok());
+  auto lines = WatchLines(**bad, [](const std::vector<std::string>& l) { return !l.empty(); });
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines[0], "preflight: run: checkpoint agent ended (exit status 3); restarted (1 of 3)");
+  (*bad)->Finish(5);
 }
 
 }  // namespace

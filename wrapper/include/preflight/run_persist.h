@@ -82,19 +82,38 @@ class PersistLoop {
 // The job's agent, as the batch node sees it: a child process running
 // `argv` (PersistAgentArgv), its output copied line by line to stderr (the
 // job output) by a thread.
+//
+// An agent that ends abnormally while the job runs (killed: the OOM killer,
+// kill -9, a node's step task lost; or a non-zero exit) is restarted by
+// Watch, at most kAgentRestarts times, kAgentRestartDelayS after the end
+// (doubling each time), each said in one line. What a killed agent left
+// behind is a hidden partial folder the next round resumes or replaces:
+// nothing it did is shown as durable unless the commit completed.
+inline constexpr int kAgentRestarts = 3;
+inline constexpr double kAgentRestartDelayS = 2;
+
 class PersistAgent {
  public:
   ~PersistAgent();
   static Expected<std::unique_ptr<PersistAgent>> Start(const std::vector<std::string>& argv);
+  // Non-blocking, about once a second while the command runs: reaps an
+  // agent that ended and restarts it (above). Returns the line it said, "" if none.
+  std::string Watch();
   // SIGUSR1 (the agent does its last round), then waits at most `bound_s`,
   // then SIGTERM, SIGKILL to its process group. Idempotent.
   void Finish(double bound_s = kAgentLastRoundS + 10);
 
  private:
   PersistAgent() = default;
+  Status Spawn();
+  std::vector<std::string> argv_;
   std::thread copier_;
   Child child_;
   bool finished_ = false;
+  bool ended_ = false;        // the current child was reaped by Watch
+  int restarts_ = 0;
+  double restart_at_ = 0;     // monotonic time of the next restart (ended_)
+  std::string end_;           // how the last one ended
 };
 
 // The agent's command line: `SELF --persist-agent [--config C] [--set K=V]...
