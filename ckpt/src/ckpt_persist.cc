@@ -51,6 +51,70 @@ Expected<Fd> Lock(const std::string& local_dir) {
   return f;
 }
 
+// What LocalPartDurable reads to tell two runs' parts apart when their
+// names and sizes agree (two jobs of one chain writing step_20 to one
+// tier): the first and last kSameEdgeBytes of up to kSameFiles files, from
+// each side. A safetensors or torch.save header is alike across runs; the
+// tensors at the end are not. Bounded: 2 MiB read from each side.
+constexpr uint64_t kSameEdgeBytes = 64 << 10;
+constexpr size_t kSameFiles = 16;
+
+// `rel` (a/b/c) beneath `rootfd`, no component followed through a symlink.
+Expected<Fd> OpenFileBeneath(int rootfd, const std::string& rel, const std::string& shown) {
+  Fd dir;
+  int at = rootfd;
+  size_t start = 0;
+  for (size_t slash; (slash = rel.find('/', start)) != std::string::npos; start = slash + 1) {
+    auto d = ckpt_internal::OpenDirAt(at, rel.substr(start, slash - start), shown);
+    if (!d) return d.status();
+    dir = std::move(*d);
+    at = dir.get();
+  }
+  int fd = ::openat(at, rel.substr(start).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(errno, shown);
+  return Fd(fd);
+}
+
+Status ReadAt(int fd, uint64_t off, std::string* buf, const std::string& shown) {
+  for (size_t got = 0; got < buf->size();) {
+    ssize_t n = ::pread(fd, &(*buf)[got], buf->size() - got, static_cast<off_t>(off + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::FromErrno(errno, "read " + shown);
+    if (n == 0) return Status::Failed(shown + ": shorter than its size");
+    got += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+// Ok when the sampled bytes of the local part's files (walk order) equal the tier's.
+Status SameSampledBytes(const std::string& local_root, const std::string& tier_root,
+                        const std::vector<ckpt_internal::WalkedEntry>& local) {
+  auto lfd = ckpt_internal::OpenDirAt(AT_FDCWD, local_root, local_root);
+  if (!lfd) return lfd.status();
+  auto tfd = ckpt_internal::OpenDirAt(AT_FDCWD, tier_root, tier_root);
+  if (!tfd) return tfd.status();
+  size_t files = 0;
+  for (const auto& e : local) {
+    if (e.type != 'f' || e.size == 0) continue;
+    if (++files > kSameFiles) break;
+    const std::string lshown = local_root + "/" + CkptEscape(e.path), tshown = tier_root + "/" + CkptEscape(e.path);
+    auto a = OpenFileBeneath(lfd->get(), e.path, lshown);
+    if (!a) return a.status();
+    auto b = OpenFileBeneath(tfd->get(), e.path, tshown);
+    if (!b) return b.status();
+    const uint64_t n = std::min(e.size, kSameEdgeBytes);
+    for (uint64_t off : {uint64_t{0}, e.size - n}) {
+      std::string x(n, '\0'), y(n, '\0');
+      if (Status s = ReadAt(a->get(), off, &x, lshown); !s.ok()) return s;
+      if (Status s = ReadAt(b->get(), off, &y, tshown); !s.ok()) return s;
+      if (x != y)
+        return Status::Failed(tshown + " holds other bytes than the local checkpoint's (another run's checkpoint of the same name)");
+      if (e.size <= n) break;
+    }
+  }
+  return Status::Ok();
+}
+
 // Copies this node's part and publishes its manifest (steps 1 and 2).
 Status CopyAndPublish(const CkptPersistRequest& r, const std::vector<std::string>& nodes, int tierfd,
                       const std::string& partial, const CkptPersistOptions& o, CkptPersistResult* out) {
@@ -187,7 +251,8 @@ Status LocalPartDurable(const std::string& local_dir, const std::string& name, c
     if (e.type != w.type || (w.type == 'f' && e.size != w.size) || (w.type == 'l' && e.link != w.link))
       return Status::Failed(tier + "/" + name + ": " + CkptEscape(w.path) + " differs from the local checkpoint's");
   }
-  return Status::Ok();
+  // Names and sizes agree; another run's checkpoint of this name could too.
+  return SameSampledBytes(local_dir + "/" + name, tier + "/" + name, *local);
 }
 
 }  // namespace preflight

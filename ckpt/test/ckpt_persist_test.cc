@@ -307,3 +307,41 @@ TEST(CkptPersistRace, TheNodeThatLosesTheRenameStillSaysDurable) {
 
 }  // namespace
 }  // namespace preflight
+
+namespace preflight {
+namespace {
+
+// Two jobs of one chain write step_20 to one tier, same names, same sizes,
+// other bytes (seen on the cluster: system.ckpt_faults_tier). The second
+// run's part is not durable, whatever the tier's step_20 says, and the
+// reason names the file; its local copy is therefore kept.
+class CkptTwoRunsTest : public CkptPersistTest {};
+
+TEST_F(CkptTwoRunsTest, AnotherRunsCheckpointOfTheSameNameIsNotThisOnesDurableCopy) {
+  // Same header, other tensors at the end (as two runs' safetensors are).
+  std::string a = std::string(100 << 10, 'h') + std::string(100 << 10, 'a');
+  std::string b = std::string(100 << 10, 'h') + std::string(100 << 10, 'b');
+  MakeCkpt(Local("n1"), "step_20", {{"model.safetensors", a}, {"meta.json", "{}"}});
+  auto first = PersistCkpt(Req("n1", {"n1"}, "step_20", "7.0"), CkptPersistOptions{});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_EQ(first->state, CkptCommitState::kDurable);
+
+  MakeCkpt(Local("n2"), "step_20", {{"model.safetensors", b}, {"meta.json", "{}"}});
+  CkptVerifyOptions sizes;
+  Status s = LocalPartDurable(Local("n2"), "step_20", tier_, "n1", CkptConventionSpec{}, sizes);
+  EXPECT_EQ(s.code(), Status::Code::kFailed);
+  EXPECT_NE(s.message().find("model.safetensors holds other bytes than the local checkpoint's"), std::string::npos)
+      << s.message();
+  // The first run's own part still is.
+  EXPECT_TRUE(LocalPartDurable(Local("n1"), "step_20", tier_, "n1", CkptConventionSpec{}, sizes).ok());
+  // The second run's persist: the tier's step_20 stays the first run's, and this one is not durable.
+  CkptPersistRequest r2 = Req("n1", {"n1"}, "step_20", "8.0");
+  r2.local_dir = Local("n2");
+  auto second = PersistCkpt(r2, CkptPersistOptions{});
+  ASSERT_FALSE(second.ok() && second->state == CkptCommitState::kDurable) << "another run's step_20 taken as this one's";
+  if (!second.ok()) EXPECT_NE(second.status().message().find("other bytes"), std::string::npos) << second.status().message();
+  EXPECT_EQ(Read(tier_ + "/step_20/model.safetensors"), a);
+}
+
+}  // namespace
+}  // namespace preflight

@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include "preflight/ckpt_retention.h"
+#include "preflight/config_values.h"
 #include "preflight/clock.h"
 #include "preflight/fileutil.h"
 #include "preflight/hostlist.h"
@@ -151,6 +153,41 @@ unsigned PersistLoop::Run() {
   }
   RoundOnce(MonotonicSeconds() + kAgentLastRoundS);
   return rounds + 1;
+}
+
+bool EarlierRunOfJob(const std::string& run, const std::string& current) {
+  auto split = [](const std::string& r, std::string* job, uint64_t* restart) {
+    size_t dot = r.rfind('.');
+    if (dot == std::string::npos || dot == 0) return false;
+    auto n = ParseCount(r.substr(dot + 1));
+    if (!n) return false;
+    *job = r.substr(0, dot);
+    *restart = *n;
+    return true;
+  };
+  std::string j1, j2;
+  uint64_t r1 = 0, r2 = 0;
+  return split(run, &j1, &r1) && split(current, &j2, &r2) && j1 == j2 && r1 < r2;
+}
+
+std::vector<std::string> CleanEarlierRuns(const CkptPlan& plan) {
+  CkptTierGcOptions o;  // keep 0: no retention, only the cleaning
+  const std::string current = plan.run;
+  o.run_dead = [current](const std::string& run) { return EarlierRunOfJob(run, current); };
+  std::vector<std::string> lines;
+  auto gc = CkptTierGc(plan.tier, o);
+  if (!gc) {
+    lines.push_back("preflight: run: cleaning the shared tier " + plan.tier + ": " + gc.status().message());
+    return lines;
+  }
+  if (!gc->stale.empty())
+    lines.push_back("preflight: run: removed " + std::to_string(gc->stale.size()) + " unfinished cop" +
+                    (gc->stale.size() == 1 ? "y" : "ies") + " of earlier runs from " + plan.tier + " (" +
+                    Join(gc->stale, " ") + ")");
+  if (!gc->committed.empty())
+    lines.push_back("preflight: run: committed " + Join(gc->committed, " ") + " on " + plan.tier +
+                    " (complete, left uncommitted by an earlier run)");
+  return lines;
 }
 
 std::vector<std::string> PersistAgentArgv(const std::string& self, const std::string& config,

@@ -326,3 +326,44 @@ TEST(PersistAgentWatch, ACleanEndIsNotRestartedAFailureIs) {
 
 }  // namespace
 }  // namespace preflight
+
+namespace preflight {
+namespace {
+
+TEST(PersistEarlierRuns, OnlyLowerRestartsOfTheSameJob) {
+  EXPECT_TRUE(EarlierRunOfJob("77.0", "77.1"));
+  EXPECT_TRUE(EarlierRunOfJob("77.3", "77.12"));  // numbers, not text
+  EXPECT_FALSE(EarlierRunOfJob("77.1", "77.1"));  // this run: may be copying
+  EXPECT_FALSE(EarlierRunOfJob("77.2", "77.1"));
+  EXPECT_FALSE(EarlierRunOfJob("76.0", "77.1"));  // another job: may be running
+  EXPECT_FALSE(EarlierRunOfJob("177.0", "77.1"));
+  EXPECT_FALSE(EarlierRunOfJob("77", "77.1"));
+  EXPECT_FALSE(EarlierRunOfJob("77.x", "77.1"));
+}
+
+// What a preemption or a killed agent left on the tier (seen on the
+// cluster: system.ckpt_faults_agent left 12 partial copies): the next run
+// of the job removes its earlier runs' and leaves everything else.
+TEST(PersistEarlierRuns, TheNextRunRemovesItsEarlierRunsPartialCopies) {
+  preflight_test::TempDir tmp;
+  const std::string tier = tmp.path() + "/tier";
+  for (const char* d : {"/.partial-77.0-step-20/sub", "/.partial-77.0-step-40", "/.partial-77.1-step-60",
+                        "/.partial-76.0-step-20", "/step-10"})
+    ASSERT_TRUE(MakeDirs(tier + d, 0700).ok());
+  CkptPlan plan;
+  plan.tier = tier;
+  plan.run = "77.1";
+  auto lines = CleanEarlierRuns(plan);
+  ASSERT_EQ(lines.size(), 1u) << ::testing::PrintToString(lines);
+  EXPECT_NE(lines[0].find("removed 2 unfinished copies of earlier runs from " + tier), std::string::npos) << lines[0];
+  struct stat st;
+  EXPECT_NE(::stat((tier + "/.partial-77.0-step-20").c_str(), &st), 0);
+  EXPECT_NE(::stat((tier + "/.partial-77.0-step-40").c_str(), &st), 0);
+  EXPECT_EQ(::stat((tier + "/.partial-77.1-step-60").c_str(), &st), 0) << "this run's own";
+  EXPECT_EQ(::stat((tier + "/.partial-76.0-step-20").c_str(), &st), 0) << "another job's";
+  EXPECT_EQ(::stat((tier + "/step-10").c_str(), &st), 0);
+  EXPECT_TRUE(CleanEarlierRuns(plan).empty()) << "nothing left to say";
+}
+
+}  // namespace
+}  // namespace preflight

@@ -113,7 +113,9 @@ Expected<CkptPersistResult> PersistCkpt(const CkptPersistRequest& req, const Ckp
 // Whether this node's part of <local_dir>/NAME is durable on the tier: NAME
 // there is durable (CheckCkptDurable at `v`), names `node` among its parts,
 // and holds every file, folder and symlink of the local part (less the
-// per-node proof files) with the same type, size and target. Ok when so;
+// per-node proof files) with the same type, size and target, and the same
+// bytes where sampled (the first and last 64 KiB of up to 16 files: another
+// run's checkpoint of this name, same sizes, is not this one). Ok when so;
 // Failed saying why not. What local retention asks before deleting.
 Status LocalPartDurable(const std::string& local_dir, const std::string& name, const std::string& tier,
                         const std::string& node, const CkptConventionSpec& convention, const CkptVerifyOptions& v);

@@ -44,6 +44,18 @@ inline constexpr double kAgentLastRoundS = 60;
 // (ckpt_keep_local), verify. Unavailable outside a Slurm job.
 Expected<CkptPlan> BuildCkptPlan(const Config& cfg, const RunPolicy& p, const EnvMap& env);
 
+// Pure: whether `run` ("JOB.R") is an earlier run of the job whose run is
+// `current`: same job id, lower restart count. Such a run is dead: Slurm
+// starts a requeued job only after every epilog of its previous run ended.
+bool EarlierRunOfJob(const std::string& run, const std::string& current);
+
+// At the start of a run, on the batch node: the tier's hidden partial
+// folders of this job's earlier runs (a copy a preemption or a killed agent
+// cut short) are committed when complete, else removed (CkptTierGc, no
+// retention); other jobs' are left alone (they may be running). Returns
+// the lines saying what went, "" parts omitted.
+std::vector<std::string> CleanEarlierRuns(const CkptPlan& plan);
+
 // "preflight: checkpoint NAME on NODE: durable on TIER (N bytes in S s, R MB/s)",
 // "...: waiting for parts of n2,n3", "...: failed: why", "...: copying".
 std::string CkptRecordLine(const CkptRecord& r);
