@@ -10,6 +10,7 @@
 #     with scriptable faults: the harness's seam for a failing NFS);
 #   - a checkpoint holding a symlink out of the tree, or a fifo;
 #   - a checkpoint of 100k files;
+#   - the job's time limit (the epilogs persist, as after a scancel);
 #   - two jobs of one chain (the same checkpoint names) on one tier at once.
 # After each: every checkpoint visible on the tier verifies (each part's
 # sha256 matches the one its task wrote beside it; every node's part and
@@ -53,10 +54,12 @@ exec sleep 600
 TASK
 chmod 755 "$OUT/task.sh"
 
-# submit TIER KIND: the job's id.
+# submit TIER KIND [SBATCH_OPTION...]: the job's id.
 submit() {
-  as_user sbatch --parsable -N3 -o "$OUT/u/job-%j.out" \
-    --export=ALL,PART=$PART --wrap "srun -N3 --ntasks-per-node=1 $OUT/task.sh $1 $2"
+  local t=$1 k=$2
+  shift 2
+  as_user sbatch --parsable -N3 -o "$OUT/u/job-%j.out" "$@" \
+    --export=ALL,PART=$PART --wrap "srun -N3 --ntasks-per-node=1 $OUT/task.sh $t $k"
 }
 # ready_then_cancel JOBID...: every node of each job ready (or one failed), then scancel, and
 # each job gone with every node's epilog record written.
@@ -162,6 +165,21 @@ check "100k files: step_20 durable" test -f "$tier/step_20/.preflight-durable"
 check "100k files: all of them there" test "$(find "$tier/step_20/many" -type f | wc -l)" = 100000
 check "100k files: everything visible verifies" verify_tier "$tier"
 check "100k files: no node drained" no_drain
+
+# ---- the time limit ends the job: the epilogs persist as after a scancel -----
+tl=$OUT/tier-timelimit
+mkdir -p "$tl"
+chown "$TEST_USER" "$tl"
+jid=$(submit "$tl" plain --time=1)
+wait_job "$jid" 300 || true
+for n in n1 n2 n3; do
+  for _ in $(seq 1 3000); do [ -f "$C/state/jobs/$jid/$n.ckpt.json" ] && break; sleep 0.1; done
+done
+check "time limit: the job ended by it" test "$(job_field "$jid" JobState)" = TIMEOUT
+check "time limit: step_20 durable" test -f "$tl/step_20/.preflight-durable"
+check "time limit: everything visible verifies ($(visible "$tl"))" verify_tier "$tl"
+check "time limit: the local folders freed" test -z "$(compgen -G "$C/nodes/n*/ckpt/$jid")"
+check "time limit: no node drained" no_drain
 
 # ---- two jobs of one chain on one tier at once -------------------------------
 rm -rf "${tier:?}"/* "$tier"/.[!.]*
