@@ -22,14 +22,14 @@ PART=$((256 << 10))
 mkdir -p -m 777 "$OUT/u"
 chmod 755 "$OUT"
 
-# task.sh TIER KIND: on each node, the plan, step_10 and step_20 (marker
+# task.sh TIER KIND PART_BYTES: on each node, the plan, step_10 and step_20 (marker
 # COMPLETE last), each holding this node's part and its sha256; KIND adds
 # to step_20: "symlink" (-> /etc/shadow), "fifo", "many" (100k files on
 # n1), "plain" nothing. Then "ready" and sleep.
 cat >"$OUT/task.sh" <<'TASK'
 #!/bin/bash
 set -e
-d=$PREFLIGHT_CKPT_LOCAL n=$SLURMD_NODENAME
+d=$PREFLIGHT_CKPT_LOCAL n=$SLURMD_NODENAME PART=$3
 [ -n "$d" ] && [ -d "$d" ] || { echo "NOLOCAL $n"; exit 1; }
 nodes=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed 's/.*/"&"/' | paste -sd,)
 printf '{"tier":"%s","run":"%s.0","nodes":[%s],"convention":"marker","marker":"COMPLETE","keep_shared":0,"keep_local":0,"verify":"sizes"}\n' \
@@ -58,8 +58,10 @@ chmod 755 "$OUT/task.sh"
 submit() {
   local t=$1 k=$2
   shift 2
+  # PART as an argument: with Slurm 25.11, sbatch --export=ALL,VAR=... as
+  # this user made every launch fail ("user env retrieval failed requeued held").
   as_user sbatch --parsable -N3 -o "$OUT/u/job-%j.out" "$@" \
-    --export=ALL,PART=$PART --wrap "srun -N3 --ntasks-per-node=1 $OUT/task.sh $t $k"
+    --wrap "srun -N3 --ntasks-per-node=1 $OUT/task.sh $t $k $PART"
 }
 # ready_then_cancel JOBID...: every node of each job ready (or one failed), then scancel, and
 # each job gone with every node's epilog record written.
