@@ -55,11 +55,7 @@ wait_partial() {
   done
   return 1
 }
-durable_on_tier() {  # the durable checkpoints, oldest step first
-  local n
-  for n in $(ls "$tier"); do case $n in step-*) [ -f "$tier/$n/.preflight-durable" ] && echo "$n" ;; esac; done | sort -t- -k2 -n
-}
-newest_step() { local n; n=$(durable_on_tier | tail -1); echo "${n#step-}"; }
+newest_step() { local n; n=$(durable_on_tier "$tier" | tail -1); echo "${n#step-}"; }
 # wait_durable_after STEP: a checkpoint newer than STEP becomes durable.
 wait_durable_after() {
   local s
@@ -99,7 +95,7 @@ scontrol requeue "$jid"
 wait_restarted "$jid" 600 || true
 check "the job was requeued" test "$(job_field "$jid" Restarts)" = 1
 for _ in $(seq 1 1800); do [ "$(squeue -h -j "$jid" -o %t)" = PD ] && break; sleep 0.1; done
-newest=$(durable_on_tier | tail -1)
+newest=$(durable_on_tier "$tier" | tail -1)
 note "newest durable after the epilogs: $newest (step-$stopped_at when n3 stopped)"
 check "the epilogs made a newer checkpoint durable, n3's part included" test "${newest#step-}" -gt "$stopped_at"
 check "no node was drained" test -z "$(sinfo -h -t drain,draining,down -o %N)"
@@ -107,10 +103,7 @@ check "no node was drained" test -z "$(sinfo -h -t drain,draining,down -o %N)"
 release_requeued "$jid"
 release_and_wait "$jid" 400
 cat "$out"
-at=${newest#step-}
-check "the restart resumed from the epilogs' checkpoint" contains "$out" "^preflight: resume from $newest on the shared tier \($tier/$newest\)$"
-check "every rank resumed at that step" test "$(grep -c "^resumed from $tier/$newest at step $at$" "$out")" = 3
-check "every rank has the right result" test "$(grep -c '^result sum=1125750 steps=1500 restart=1$' "$out")" = 3
+check_resumed "$out" "$tier" "$newest" 1500
 check "job completed" test "$(job_field "$jid" JobState)" = COMPLETED
 
 # Every checkpoint visible on the tier: durable, three parts, whole, the user's.

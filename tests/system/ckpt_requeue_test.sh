@@ -36,13 +36,7 @@ for _ in $(seq 1 1200); do
 done
 check "the agent is persisting (a partial folder on the tier)" test -n "$partial"
 check "the job runs with its local folder from the prolog" contains "$out" "checkpointed at step [0-9]+ to $C/nodes/n[123]/ckpt/$jid/step-"
-durable_on_tier() {  # the durable checkpoints on the tier, oldest step first
-  local n
-  for n in $(ls "$tier"); do
-    case $n in step-*) [ -f "$tier/$n/.preflight-durable" ] && echo "$n" ;; esac
-  done | sort -t- -k2 -n
-}
-durable_before=$(durable_on_tier | tail -1)
+durable_before=$(durable_on_tier "$tier" | tail -1)
 note "durable before the preemption: ${durable_before:-none}"
 
 scontrol requeue "$jid"
@@ -53,7 +47,7 @@ check "job was requeued" test "$(job_field "$jid" Restarts)" = 1
 for _ in $(seq 1 1800); do [ "$(squeue -h -j "$jid" -o %t)" = PD ] && break; sleep 0.1; done
 check "the epilogs finished and the job is pending again" test "$(squeue -h -j "$jid" -o %t)" = PD
 # What the epilogs made durable: the newest checkpoint with all three parts.
-newest=$(durable_on_tier | tail -1)
+newest=$(durable_on_tier "$tier" | tail -1)
 note "newest durable after the epilogs: $newest"
 newer_than_agent() { [ -n "$newest" ] && { [ -z "$durable_before" ] || [ "${newest#step-}" -gt "${durable_before#step-}" ]; }; }
 check "the epilogs made a newer checkpoint durable than the agent had" newer_than_agent
@@ -67,10 +61,7 @@ check "no node was drained" test -z "$(sinfo -h -t drain,draining -o %N)"
 release_requeued "$jid"
 release_and_wait "$jid" 300
 cat "$out"
-at=${newest#step-}
-check "the restart chose the epilogs' checkpoint on the shared tier" contains "$out" "^preflight: resume from $newest on the shared tier \($tier/$newest\)$"
-check "every rank resumed at that step" test "$(grep -c "^resumed from $tier/$newest at step $at$" "$out")" = 3
-check "every rank has the right result" test "$(grep -c '^result sum=180300 steps=600 restart=1$' "$out")" = 3
+check_resumed "$out" "$tier" "$newest" 600
 check "job completed" test "$(job_field "$jid" JobState)" = COMPLETED
 check "the epilogs freed every local checkpoint folder" test -z "$(compgen -G "$C/nodes/n*/ckpt/$jid")"
 unmarked() { local n; for n in $(ls "$tier"); do case $n in step-*) [ -f "$tier/$n/.preflight-durable" ] || echo "$n" ;; esac; done; }

@@ -175,6 +175,20 @@ resume_all() {
   wait_all_idle 10
 }
 
+# durable_on_tier TIER: the checkpoints (step-N) durable on a shared tier, oldest first.
+durable_on_tier() {
+  local n
+  for n in $(ls "$1"); do case $n in step-*) [ -f "$1/$n/.preflight-durable" ] && echo "$n" ;; esac; done | sort -t- -k2 -n
+}
+# check_resumed OUT TIER NAME STEPS: the restart of a 3-rank train.sh job
+# (output OUT) resumed every rank from TIER/NAME and finished STEPS steps.
+check_resumed() {
+  local out=$1 tier=$2 name=$3 steps=$4 at=${3#step-}
+  check "the restart resumed from $name on the shared tier" contains "$out" "^preflight: resume from $name on the shared tier \($tier/$name\)$"
+  check "every rank resumed at that step" test "$(grep -c "^resumed from $tier/$name at step $at$" "$out")" = 3
+  check "every rank has the right result" test "$(grep -c "^result sum=$((steps * (steps + 1) / 2)) steps=$steps restart=1$" "$out")" = 3
+}
+
 finish() {
   resume_all
   if [ "$failures" -gt 0 ]; then echo "[$T] $failures check(s) failed"; exit 1; fi
