@@ -226,7 +226,17 @@ std::vector<std::string> CkptOutcomeLines(const CkptChildReport& r, const std::s
     out.push_back("checkpoint " + r.round.newest_durable + ": durable on " + r.tier + "; nothing newer to copy");
   if (r.round.bytes_not_durable > 0) {
     std::string newest = r.round.records.empty() ? std::string("newest") : r.round.records.front().name;
-    std::string why = r.round.timed_out ? "budget " + budget + " spent" : "the copy did not finish";
+    // The summary names the cause the newest record gives: a commit the tier
+    // refused (another run's checkpoint of that name) is not "a copy that did
+    // not finish".
+    std::string why = "the copy did not finish";
+    if (r.round.timed_out) {
+      why = "budget " + budget + " spent";
+    } else if (!r.round.records.empty()) {
+      const CkptRecord& front = r.round.records.front();
+      if (front.state == CkptState::kFailed && !front.error.empty()) why = front.error;
+      else if (front.state == CkptState::kPersisting) why = "the other nodes' parts did not arrive";
+    }
     out.push_back("checkpoint " + newest + ": not durable, " + why + "; " + std::to_string(r.round.bytes_not_durable) +
                   " bytes left on local disk (kept for the job's next run on this node)");
   } else if (r.round.records.empty() && r.round.newest_durable.empty() && r.round_error.empty()) {

@@ -247,6 +247,22 @@ TEST_F(NodeCkptTest, BudgetSpentNamesWhatDidNotFit) {
   for (const auto& l : CkptOutcomeLines(w, "", 120)) wl += l + "\n";
   EXPECT_NE(wl.find("checkpoint step_10: not needed, step_20 is durable"), std::string::npos) << wl;
   EXPECT_EQ(wl.find("waiting"), std::string::npos) << wl;
+  // The loser of two runs writing one name: its copy finished, the commit was
+  // refused; the summary says that, not "the copy did not finish".
+  CkptChildReport lost;
+  lost.had_plan = true;
+  CkptRecord l;
+  l.name = "step_20";
+  l.state = CkptState::kFailed;
+  l.error = "step_20 already exists on the tier with other contents";
+  lost.round.records = {l};
+  lost.round.bytes_not_durable = 8192;
+  std::string ll;
+  for (const auto& x : CkptOutcomeLines(lost, "", 120)) ll += x + "\n";
+  EXPECT_NE(ll.find("checkpoint step_20: not durable, step_20 already exists on the tier with other contents; 8192 "
+                    "bytes left"),
+            std::string::npos) << ll;
+  EXPECT_EQ(ll.find("did not finish"), std::string::npos) << ll;
   std::string killed = CkptOutcomeLines(r, "killed after the budget", 120).front();
   EXPECT_NE(killed.find("kept"), std::string::npos) << killed;
 }
