@@ -149,7 +149,10 @@ Tiers StartTiers(const Config& cfg, const RunPolicy& p, const EnvMap& env, RunSt
     }
   }
   if (t.on)
-    for (const auto& line : CleanEarlierRuns(plan)) std::fprintf(stderr, "%s\n", line.c_str());
+    for (const auto& line : CleanEarlierRuns(plan, [&cfg](const std::set<std::string>& jobs) {
+           return AskSlurmJobs(cfg, "", jobs, kCleanAskLimit);
+         }))
+      std::fprintf(stderr, "%s\n", line.c_str());
   CkptConventionSpec spec = t.on ? plan.ConventionFor(st.node) : CkptConventionSpec{p.convention, p.checkpoint_marker, true};
   // One node's local view says nothing about the other nodes' parts.
   const bool allow_local = !t.on || plan.nodes.size() == 1;

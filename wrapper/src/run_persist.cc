@@ -11,6 +11,7 @@
 #include <cstdio>
 
 #include "preflight/ckpt_retention.h"
+#include "preflight/ckpt_tier.h"
 #include "preflight/config_values.h"
 #include "preflight/clock.h"
 #include "preflight/fileutil.h"
@@ -170,11 +171,40 @@ bool EarlierRunOfJob(const std::string& run, const std::string& current) {
   return split(run, &j1, &r1) && split(current, &j2, &r2) && j1 == j2 && r1 < r2;
 }
 
-std::vector<std::string> CleanEarlierRuns(const CkptPlan& plan) {
-  CkptTierGcOptions o;  // keep 0: no retention, only the cleaning
-  const std::string current = plan.run;
-  o.run_dead = [current](const std::string& run) { return EarlierRunOfJob(run, current); };
+namespace {
+// "JOB" of a run id "JOB.R"; "" when it is none.
+std::string JobOfRun(const std::string& run) {
+  size_t dot = run.rfind('.');
+  return dot == std::string::npos || dot == 0 ? std::string() : run.substr(0, dot);
+}
+}  // namespace
+
+std::vector<std::string> CleanEarlierRuns(const CkptPlan& plan, const AskJobs& ask) {
   std::vector<std::string> lines;
+  const std::string current = plan.run;
+  const std::string current_job = JobOfRun(current);
+  // Other jobs owning partial folders: asked about, at most kCleanAskLimit
+  // (the rest wait for a later run).
+  std::set<std::string> others;
+  auto listed = ListCkptTier(plan.tier);
+  if (listed) {
+    for (const auto& e : *listed) {
+      if (e.kind != CkptTierKind::kPartial) continue;
+      std::string job = JobOfRun(e.run);
+      if (!job.empty() && job != current_job && others.size() < kCleanAskLimit) others.insert(job);
+    }
+  }
+  SlurmJobs slurm;  // not answered: no other job's folder goes
+  if (!others.empty() && ask) slurm = ask(others);
+  if (!others.empty() && ask && !slurm.answered)
+    lines.push_back("preflight: run: other jobs' unfinished copies on " + plan.tier +
+                    " kept: slurmctld could not be asked: " + slurm.error);
+  CkptTierGcOptions o;  // keep 0: no retention, only the cleaning
+  o.run_dead = [current, current_job, slurm](const std::string& run) {
+    if (EarlierRunOfJob(run, current)) return true;
+    std::string job = JobOfRun(run);
+    return !job.empty() && job != current_job && slurm.asked.count(job) > 0 && MayRemoveRecords(slurm, job);
+  };
   auto gc = CkptTierGc(plan.tier, o);
   if (!gc) {
     lines.push_back("preflight: run: cleaning the shared tier " + plan.tier + ": " + gc.status().message());
@@ -182,11 +212,11 @@ std::vector<std::string> CleanEarlierRuns(const CkptPlan& plan) {
   }
   if (!gc->stale.empty())
     lines.push_back("preflight: run: removed " + std::to_string(gc->stale.size()) + " unfinished cop" +
-                    (gc->stale.size() == 1 ? "y" : "ies") + " of earlier runs from " + plan.tier + " (" +
+                    (gc->stale.size() == 1 ? "y" : "ies") + " of ended runs from " + plan.tier + " (" +
                     Join(gc->stale, " ") + ")");
   if (!gc->committed.empty())
     lines.push_back("preflight: run: committed " + Join(gc->committed, " ") + " on " + plan.tier +
-                    " (complete, left uncommitted by an earlier run)");
+                    " (complete, left uncommitted by an ended run)");
   return lines;
 }
 

@@ -355,7 +355,7 @@ TEST(PersistEarlierRuns, TheNextRunRemovesItsEarlierRunsPartialCopies) {
   plan.run = "77.1";
   auto lines = CleanEarlierRuns(plan);
   ASSERT_EQ(lines.size(), 1u) << ::testing::PrintToString(lines);
-  EXPECT_NE(lines[0].find("removed 2 unfinished copies of earlier runs from " + tier), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("removed 2 unfinished copies of ended runs from " + tier), std::string::npos) << lines[0];
   struct stat st;
   EXPECT_NE(::stat((tier + "/.partial-77.0-step-20").c_str(), &st), 0);
   EXPECT_NE(::stat((tier + "/.partial-77.0-step-40").c_str(), &st), 0);
@@ -363,6 +363,52 @@ TEST(PersistEarlierRuns, TheNextRunRemovesItsEarlierRunsPartialCopies) {
   EXPECT_EQ(::stat((tier + "/.partial-76.0-step-20").c_str(), &st), 0) << "another job's";
   EXPECT_EQ(::stat((tier + "/step-10").c_str(), &st), 0);
   EXPECT_TRUE(CleanEarlierRuns(plan).empty()) << "nothing left to say";
+}
+
+// A chain's earlier job: no run of its own comes to clean its last run's
+// partial folders, so a later job does once slurmctld says that job ended
+// (or does not know it); a job it lists as alive, one it was not asked
+// about, and every one when it cannot be asked, are kept.
+TEST(PersistEarlierRuns, OtherJobsPartialCopiesGoOnlyWhenSlurmctldSaysTheyEnded) {
+  preflight_test::TempDir tmp;
+  const std::string tier = tmp.path() + "/tier";
+  for (const char* d : {"/.partial-70.2-step-20/sub", "/.partial-71.0-step-30", "/.partial-72.0-step-40",
+                        "/.partial-77.0-step-50", "/.partial-77.1-step-60"})
+    ASSERT_TRUE(MakeDirs(tier + d, 0700).ok());
+  CkptPlan plan;
+  plan.tier = tier;
+  plan.run = "77.1";
+  struct stat st;
+  auto there = [&](const char* d) { return ::stat((tier + d).c_str(), &st) == 0; };
+  // slurmctld unreachable: only this job's earlier run goes.
+  std::set<std::string> asked_with;
+  auto lines = CleanEarlierRuns(plan, [&](const std::set<std::string>& jobs) {
+    asked_with = jobs;
+    SlurmJobs s;
+    s.error = "no answer within 5000 ms";
+    return s;
+  });
+  EXPECT_EQ(asked_with, (std::set<std::string>{"70", "71", "72"})) << "this job is never asked about";
+  std::string all;
+  for (const auto& l : lines) all += l + "\n";
+  EXPECT_NE(all.find("other jobs' unfinished copies on " + tier + " kept: slurmctld could not be asked: no answer"),
+            std::string::npos) << all;
+  EXPECT_FALSE(there("/.partial-77.0-step-50"));
+  EXPECT_TRUE(there("/.partial-70.2-step-20") && there("/.partial-71.0-step-30") && there("/.partial-72.0-step-40"));
+  // 70 ended, 71 unknown (purged after MinJobAge), 72 still running.
+  lines = CleanEarlierRuns(plan, [&](const std::set<std::string>& jobs) {
+    SlurmJobs s;
+    s.answered = true;
+    for (const auto& j : jobs) AddAnswer(&s, j, j == "72" ? JobWhere::kElsewhere : JobWhere::kGone);
+    return s;
+  });
+  all.clear();
+  for (const auto& l : lines) all += l + "\n";
+  EXPECT_NE(all.find("removed 2 unfinished copies of ended runs"), std::string::npos) << all;
+  EXPECT_FALSE(there("/.partial-70.2-step-20"));
+  EXPECT_FALSE(there("/.partial-71.0-step-30"));
+  EXPECT_TRUE(there("/.partial-72.0-step-40")) << "a running job's copy";
+  EXPECT_TRUE(there("/.partial-77.1-step-60")) << "this run's own";
 }
 
 }  // namespace

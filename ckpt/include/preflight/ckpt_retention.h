@@ -1,7 +1,7 @@
 // Retention on both tiers and the cleaning of what dead copies left.
 //
 // Shared tier (CkptTierGc, run by the persister after each commit and by
-// `preflight state gc`): keep the newest `keep` durable checkpoints,
+// preflight-run at the start of each run: CleanEarlierRuns): keep the newest `keep` durable checkpoints,
 // counting only those that verify (CheckCkptDurable), and remove older
 // durable ones. So an older checkpoint goes only once `keep` newer ones are
 // durable, and the newest durable one, the last loadable, is never

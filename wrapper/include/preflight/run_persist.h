@@ -17,9 +17,11 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +32,7 @@
 #include "preflight/ckpt_resume.h"
 #include "preflight/config.h"
 #include "preflight/job.h"
+#include "preflight/job_liveness.h"
 #include "preflight/process.h"
 #include "preflight/run_policy.h"
 
@@ -50,11 +53,20 @@ Expected<CkptPlan> BuildCkptPlan(const Config& cfg, const RunPolicy& p, const En
 bool EarlierRunOfJob(const std::string& run, const std::string& current);
 
 // At the start of a run, on the batch node: the tier's hidden partial
-// folders of this job's earlier runs (a copy a preemption or a killed agent
-// cut short) are committed when complete, else removed (CkptTierGc, no
-// retention); other jobs' are left alone (they may be running). Returns
-// the lines saying what went, "" parts omitted.
-std::vector<std::string> CleanEarlierRuns(const CkptPlan& plan);
+// folders that no live run can still write are committed when complete,
+// else removed (CkptTierGc, no retention). Dead are this job's earlier runs
+// (a copy a preemption or a killed agent cut short; EarlierRunOfJob) and
+// other jobs' runs that slurmctld says have ended or does not know (the
+// partial folders of a chain's earlier job, whose last run no later run of
+// its own will clean): `ask` is handed at most kCleanAskLimit such job ids
+// and returns slurmctld's answer (AskSlurmJobs; job_liveness.h's rule,
+// MayRemoveRecords). A job it was not asked about, or every one when it
+// could not be asked, is kept; without `ask` only this job's earlier runs
+// go. Returns the lines saying what went and what was kept for lack of an
+// answer.
+inline constexpr size_t kCleanAskLimit = 16;
+using AskJobs = std::function<SlurmJobs(const std::set<std::string>& jobs)>;
+std::vector<std::string> CleanEarlierRuns(const CkptPlan& plan, const AskJobs& ask = {});
 
 // "preflight: checkpoint NAME on NODE: durable on TIER (N bytes in S s, R MB/s)",
 // "...: waiting for parts of n2,n3", "...: failed: why", "...: copying".
