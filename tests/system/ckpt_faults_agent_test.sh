@@ -107,24 +107,30 @@ check_resumed "$out" "$tier" "$newest" 1500
 check "job completed" test "$(job_field "$jid" JobState)" = COMPLETED
 
 # Every checkpoint visible on the tier: durable, three parts, whole, the user's.
-whole() {
-  local c k bad=0
-  for c in $(ls "$tier"); do
-    [ -f "$tier/$c/.preflight-durable" ] || { note "$c: visible, not durable"; bad=1; continue; }
-    for k in 0 1 2; do
-      [ -f "$tier/$c/rank-$k.state" ] || { note "$c: no rank-$k.state"; bad=1; }
-      [ "$(stat -c %s "$tier/$c/weights-rank-$k.state.bin" 2>/dev/null)" = $PAD ] || { note "$c: rank $k's weights not whole"; bad=1; }
-    done
-    [ -z "$(find "$tier/$c" ! -user "$TEST_USER" | head -1)" ] || { note "$c: holds files not the user's"; bad=1; }
-  done
-  return $bad
-}
-check "every checkpoint on the tier is durable, whole and the user's ($(ls "$tier" | wc -l) of them)" whole
+check "every checkpoint on the tier is durable, whole and the user's ($(ls "$tier" | wc -l) of them)" tier_whole "$tier" $PAD
 note "hidden entries left on the tier: $(ls -A "$tier" | grep '^\.' | tr '\n' ' ')"
 # The killed copies and the preemption left partial folders of run $jid.0;
 # the restart removed them (committing any that was complete) before resuming.
 check "the restart said it removed the first run's unfinished copies" \
-  contains "$out" "^preflight: run: removed [0-9]+ unfinished cop(y|ies) of earlier runs from $tier \(\.partial-$jid\.0-"
+  contains "$out" "^preflight: run: removed [0-9]+ unfinished cop(y|ies) of ended runs from $tier \(\.partial-$jid\.0-"
 check "no partial folder of the first run is left on the tier" test -z "$(ls -A "$tier" | grep "^\.partial-$jid\.0-")"
 check "the epilogs freed every local checkpoint folder" test -z "$(compgen -G "$C/nodes/n*/ckpt/$jid")"
+
+# 5. What a job's last run leaves (no run of its own follows): a later job
+# of the chain cleans it once slurmctld, asked as the user, says the job
+# ended; a running job's partial folder stays.
+live=$(as_user sbatch --parsable -N1 -o /dev/null --wrap "sleep 600")
+trap 'scancel "$live" 2>/dev/null || true' EXIT
+for _ in $(seq 1 600); do [ "$(squeue -h -j "$live" -o %t)" = R ] && break; sleep 0.1; done
+check "a second job of the user runs" test "$(squeue -h -j "$live" -o %t)" = R
+as_user mkdir -p "$tier/.partial-$jid.1-step-9999/n1" "$tier/.partial-$live.0-step-9999/n1"
+clean=$(as_user sbatch --parsable -N1 -o "$OUT/clean-%j.out" --wrap \
+  "$B/wrapper/preflight-run --config $C/etc/preflight.conf --persist-to $tier -- true")
+wait_job "$clean" 120
+cat "$OUT/clean-$clean.out"
+check "the next job removed the ended job's unfinished copy, asking slurmctld as the user" \
+  contains "$OUT/clean-$clean.out" "^preflight: run: removed [0-9]+ unfinished cop(y|ies) of ended runs from $tier \(.*\.partial-$jid\.1-step-9999"
+check "no partial folder of the ended job is left" test -z "$(ls -A "$tier" | grep "^\.partial-$jid\.")"
+check "the running job's partial folder is kept" test -d "$tier/.partial-$live.0-step-9999"
+scancel "$live"
 finish

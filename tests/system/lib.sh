@@ -189,6 +189,22 @@ check_resumed() {
   check "every rank has the right result" test "$(grep -c "^result sum=$((steps * (steps + 1) / 2)) steps=$steps restart=1$" "$out")" = 3
 }
 
+# tier_whole TIER PAD: every checkpoint visible on TIER is durable, holds
+# the three ranks' state and PAD-byte weights of a 3-node train.sh job, and
+# only files of the test user (each fault named).
+tier_whole() {
+  local tier=$1 pad=$2 c k bad=0
+  for c in $(ls "$tier"); do
+    [ -f "$tier/$c/.preflight-durable" ] || { note "$c: visible, not durable"; bad=1; continue; }
+    for k in 0 1 2; do
+      [ -f "$tier/$c/rank-$k.state" ] || { note "$c: no rank-$k.state"; bad=1; }
+      [ "$(stat -c %s "$tier/$c/weights-rank-$k.state.bin" 2>/dev/null)" = "$pad" ] || { note "$c: rank $k's weights not whole"; bad=1; }
+    done
+    [ -z "$(find "$tier/$c" ! -user "$TEST_USER" | head -1)" ] || { note "$c: holds files not the user's"; bad=1; }
+  done
+  return $bad
+}
+
 finish() {
   resume_all
   if [ "$failures" -gt 0 ]; then echo "[$T] $failures check(s) failed"; exit 1; fi
