@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <vector>
 
+#include "preflight/ckpt_tier.h"
 #include "preflight/fileutil.h"
 
 namespace preflight::ckpt_internal {
@@ -146,6 +147,16 @@ Expected<char> KindAt(int at, const std::string& rel, const std::string& shown) 
   if (S_ISREG(st.st_mode)) return 'f';
   if (S_ISLNK(st.st_mode)) return 'l';
   return 'o';
+}
+
+Status Discard(int tierfd, const std::string& tier, const std::string& entry) {
+  static std::atomic<uint64_t> seq{0};
+  std::string base = entry[0] == '.' ? entry.substr(1) : entry;
+  std::string trash = kCkptTrashPrefix + base + "." + std::to_string(::getpid()) + "." + std::to_string(seq++);
+  if (::renameat(tierfd, entry.c_str(), tierfd, trash.c_str()) != 0)
+    return Status::FromErrno(errno, "rename " + tier + "/" + entry + " to " + trash);
+  if (Status s = SyncFd(tierfd, tier); !s.ok()) return s;
+  return RemoveTreeAt(tierfd, trash, tier + "/" + trash);
 }
 
 }  // namespace preflight::ckpt_internal

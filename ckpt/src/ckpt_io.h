@@ -55,6 +55,11 @@ Expected<std::string> ReadSmallAt(int at, const std::string& rel, uint64_t max, 
 // Removes `name` in `dirfd` and everything below it, following no symlink;
 // a missing `name` is fine.
 Status RemoveTreeAt(int dirfd, const std::string& name, const std::string& shown);
+// Renames `entry` of the folder `tierfd` (shown as `tier`) to a fresh
+// .trash- name, fsyncs the folder, then removes it: a removal cut short
+// never leaves a folder under its name (a local one would keep its proof
+// file and look complete).
+Status Discard(int tierfd, const std::string& tier, const std::string& entry);
 
 // What lstat says `rel` under `at` is: 'd', 'f', 'l', 'o' (anything else)
 // or 0 when absent. Errors other than ENOENT/ENOTDIR are returned.

@@ -1,5 +1,6 @@
 #include "preflight/ckpt_job.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -8,11 +9,14 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <nlohmann/json.hpp>
 
+#include "ckpt_io.h"
 #include "ckpt_walk.h"
 #include "preflight/ckpt_manifest.h"
 #include "preflight/ckpt_retention.h"
+#include "preflight/ckpt_tier.h"
 #include "preflight/clock.h"
 #include "preflight/fileutil.h"
 #include "preflight/json.h"
@@ -250,6 +254,28 @@ Expected<CkptRoundResult> PersistRound(const std::string& local_dir, const CkptP
     }
   }
   return out;
+}
+
+Expected<std::vector<std::string>> RemoveOvertakenCopies(const std::string& local_dir, const CkptPlan& plan,
+                                                         const std::string& node) {
+  std::vector<std::string> removed;
+  Watermark mark = ReadWatermark(local_dir);
+  if (mark.name.empty()) return removed;
+  auto local = LocalCkpts(local_dir, plan.ConventionFor(node));
+  if (!local) return local.status();
+  std::map<std::string, double> older;  // complete here before the watermark
+  for (const auto& c : *local)
+    if (c.complete && c.time < mark.time && c.name != mark.name) older[c.name] = c.time;
+  auto entries = ListCkptTier(plan.tier);
+  if (!entries) return entries.status();
+  auto tfd = ckpt_internal::OpenDirAt(AT_FDCWD, plan.tier, "shared tier " + plan.tier);
+  if (!tfd) return tfd.status();
+  for (const auto& e : *entries) {
+    if (e.kind != CkptTierKind::kPartial || e.run != plan.run || !older.count(e.name)) continue;
+    if (Status s = ckpt_internal::Discard(tfd->get(), plan.tier, e.entry); !s.ok()) return s;
+    removed.push_back(e.entry);
+  }
+  return removed;
 }
 
 Status SetCkptIoClass(CkptIoClass c) {

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 
 #include "ckpt_io.h"
@@ -18,18 +17,7 @@ namespace {
 
 using ckpt_internal::Fd;
 
-// Renames `entry` to a fresh .trash- name, then removes it: a removal cut
-// short never leaves a folder under its name (a local one would keep its
-// proof file and look complete).
-Status Discard(int tierfd, const std::string& tier, const std::string& entry) {
-  static std::atomic<uint64_t> seq{0};
-  std::string base = entry[0] == '.' ? entry.substr(1) : entry;
-  std::string trash = kCkptTrashPrefix + base + "." + std::to_string(::getpid()) + "." + std::to_string(seq++);
-  if (::renameat(tierfd, entry.c_str(), tierfd, trash.c_str()) != 0)
-    return Status::FromErrno(errno, "rename " + tier + "/" + entry + " to " + trash);
-  if (Status s = ckpt_internal::SyncFd(tierfd, tier); !s.ok()) return s;
-  return ckpt_internal::RemoveTreeAt(tierfd, trash, tier + "/" + trash);
-}
+using ckpt_internal::Discard;
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 
 #include "ckpt_test_util.h"
 #include "preflight/ckpt_commit.h"
+#include "preflight/ckpt_tier.h"
 #include "preflight_test/temp_dir.h"
 
 namespace preflight {
@@ -141,6 +142,47 @@ TEST_F(CkptRoundTest, LocalRetentionRemovesOnlyWhatIsDurable) {
   auto next = PersistRound(Local("n1"), plan, "n1", CkptRoundOptions{});
   ASSERT_TRUE(next.ok());
   EXPECT_EQ(next->newest_durable, "step_4");
+}
+
+// n1 sent its part of step_10 and waited for n2's; n2 skipped step_10 for
+// step_20, which then committed. Nobody completes step_10's partial folder
+// (seen on the cluster: a finished 3-node run left 31, each one node's part
+// of a checkpoint): at the run's end it goes; a newer one an epilog may
+// still send, and another run's, stay.
+TEST_F(CkptRoundTest, CopiesOvertakenByANewerCommitGoAtTheRunsEnd) {
+  CkptPlan plan = Plan(tier_, {"n1", "n2"});
+  plan.keep_local = 1;
+  MakeCkpt(Local("n1"), "step_10", {{"r0.pt", "a10"}}, "COMPLETE", 1700000010);
+  auto r = PersistRound(Local("n1"), plan, "n1", CkptRoundOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->records.size(), 1u);
+  EXPECT_EQ(r->records[0].state, CkptState::kPersisting);
+  const std::string overtaken = tier_ + "/" + CkptPartialName(plan.run, "step_10");
+  ASSERT_TRUE(Exists(overtaken));
+  EXPECT_TRUE(RemoveOvertakenCopies(Local("n1"), plan, "n1")->empty()) << "nothing durable yet: nothing overtaken";
+
+  MakeCkpt(Local("n1"), "step_20", {{"r0.pt", "a20"}}, "COMPLETE", 1700000020);
+  MakeCkpt(Local("n2"), "step_20", {{"r1.pt", "b20"}}, "COMPLETE", 1700000021);
+  ASSERT_TRUE(PersistRound(Local("n2"), plan, "n2", CkptRoundOptions{}).ok());
+  auto r1 = PersistRound(Local("n1"), plan, "n1", CkptRoundOptions{});
+  ASSERT_TRUE(r1.ok());
+  EXPECT_EQ(r1->newest_durable, "step_20");
+  MakeCkpt(Local("n1"), "step_30", {{"r0.pt", "a30"}}, "COMPLETE", 1700000030);
+  ASSERT_TRUE(PersistRound(Local("n1"), plan, "n1", CkptRoundOptions{}).ok());  // step_30 waits for n2
+  const std::string newer = tier_ + "/" + CkptPartialName(plan.run, "step_30");
+  const std::string other = tier_ + "/" + CkptPartialName("40.0", "step_10");
+  ASSERT_TRUE(Exists(newer));
+  fs::create_directories(other + "/n1");
+
+  auto gone = RemoveOvertakenCopies(Local("n1"), plan, "n1");
+  ASSERT_TRUE(gone.ok()) << gone.status().ToString();
+  EXPECT_EQ(*gone, std::vector<std::string>{CkptPartialName(plan.run, "step_10")});
+  EXPECT_FALSE(Exists(overtaken));
+  EXPECT_TRUE(Exists(newer)) << "an epilog may still send n2's part";
+  EXPECT_TRUE(Exists(other)) << "another run's";
+  EXPECT_TRUE(CheckCkptDurable(tier_, "step_20", CkptVerifyOptions{}).ok());
+  for (const auto& e : fs::directory_iterator(tier_))
+    EXPECT_NE(e.path().filename().string().rfind(kCkptTrashPrefix, 0), 0u) << e.path();
 }
 
 TEST_F(CkptRoundTest, FailedPersistIsARecordNotAnError) {

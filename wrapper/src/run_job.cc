@@ -133,7 +133,25 @@ Status Requeue(const Config& cfg, const std::string& job, const std::vector<std:
 struct Tiers {
   bool on = false;  // a shared tier, persisted to by `agent`
   std::unique_ptr<PersistAgent> agent;
+  CkptPlan plan;
+  std::string local_dir, node;
 };
+
+// The command ended and will not be requeued: the agents stop (their last
+// round), then this run's copies that a newer commit overtook go
+// (RemoveOvertakenCopies), said in one line. After a requeue only the
+// agents stop: the grace time is short, and the next run cleans.
+void EndTiers(Tiers& t) {
+  if (t.agent) t.agent->Finish();
+  if (!t.on || t.local_dir.empty()) return;
+  auto gone = RemoveOvertakenCopies(t.local_dir, t.plan, t.node);
+  if (!gone)
+    Log(LogLevel::kError, "run", "removing overtaken copies from " + t.plan.tier, gone.status().message());
+  else if (!gone->empty())
+    std::fprintf(stderr, "preflight: run: removed %zu unfinished cop%s overtaken by a newer durable checkpoint from %s\n",
+                 gone->size(), gone->size() == 1 ? "y" : "ies", t.plan.tier.c_str());
+  t.on = false;
+}
 
 Tiers StartTiers(const Config& cfg, const RunPolicy& p, const EnvMap& env, RunState& st) {
   Tiers t;
@@ -164,6 +182,9 @@ Tiers StartTiers(const Config& cfg, const RunPolicy& p, const EnvMap& env, RunSt
     Log(LogLevel::kError, "run", "looking for a checkpoint to resume from", choice.status().message());
   }
   if (!t.on) return t;
+  t.plan = plan;
+  t.local_dir = p.checkpoint_dir;
+  t.node = st.node;
   auto argv = PersistAgentArgv(p.self_exe.empty() ? SelfExe() : p.self_exe, p.config_path, p.config_sets, p,
                                plan.nodes.size());
   auto agent = PersistAgent::Start(argv);
@@ -322,10 +343,10 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
       Log(LogLevel::kError, "run", "requeue of job " + st.job + " failed", s.message() + " (" + d.reason + ")");
     }
   } else if (d.kind == "done" || d.kind == "cancelled") {
-    if (tiers.agent) tiers.agent->Finish();
+    EndTiers(tiers);
     Log(LogLevel::kInfo, "run", "finished", d.reason);
   } else {
-    if (tiers.agent) tiers.agent->Finish();
+    EndTiers(tiers);
     Log(LogLevel::kError, "run", "not requeued", d.reason);
   }
   Publish(st, BuildReport(st, command, &*r, &d, requeued));

@@ -98,6 +98,18 @@ Expected<CkptRoundResult> PersistRound(const std::string& local_dir, const CkptP
 // IOPRIO_WHO_PROCESS of this thread): idle class, best-effort level 7, or
 // left as it is. Honoured by the BFQ and CFQ schedulers; mq-deadline and
 // none ignore it (then only ckpt_rate_cap bounds a persist's share).
+// At the end of a run, once its agents have stopped: this run's partial
+// folders on the tier of checkpoints that completed on `node` before the
+// newest one durable with its part (the watermark) are removed. Agents and
+// epilogs copy only checkpoints newer than that one, so nobody would ever
+// complete them: a copy a newer commit overtook (this node's part sent, the
+// others' skipped for the newer one), which would otherwise hold a part of
+// a checkpoint on the shared tier until the next run. Partial folders of
+// names this node does not hold complete, or holds as newer, are kept (an
+// epilog may still send them). Returns the entries removed.
+Expected<std::vector<std::string>> RemoveOvertakenCopies(const std::string& local_dir, const CkptPlan& plan,
+                                                         const std::string& node);
+
 Status SetCkptIoClass(CkptIoClass c);
 
 }  // namespace preflight
