@@ -97,6 +97,27 @@ control "eio write *.bin" "no such rule"
 control "eio read"
 out=$(cat "$mnt/f1" 2>&1)
 grep -q 'Input/output error' <<<"$out" || fail "eio read: the read did not fail: $out"
+# hold: a rename whose destination matches waits, in the kernel, until the
+# rule is gone. (The kernel holds the folder's lock meanwhile: another
+# rename or a lookup in that folder waits too, as on NFS.)
+echo held >"$mnt/h1"
+control "hold rename step-*"
+mv "$mnt/h1" "$mnt/step-1" &
+held=$!
+# in_rename PID: PID is inside rename(2), renameat(2) or renameat2(2)
+# (x86_64 numbers; /proc/PID/syscall's first field).
+in_rename() { case $(cut -d' ' -f1 "/proc/$1/syscall" 2>/dev/null) in 82 | 264 | 316) return 0 ;; esac; return 1; }
+if [ "$(uname -m)" = x86_64 ]; then
+  for ((i = 0; i < 600; i++)); do in_rename "$held" && break; sleep 0.1; done
+  in_rename "$held" || fail "hold rename step-*: mv is not waiting in rename(2) after 60 s"
+  sleep 1  # no progress to show: a second in which a 1 ms mount would have renamed it
+  in_rename "$held" || fail "hold rename step-*: the rename finished while the rule stood"
+fi
+[ -e "$src/h1" ] && [ ! -e "$src/step-1" ] || fail "hold rename step-*: renamed while held"
+control "off"
+for ((i = 0; i < 600; i++)); do kill -0 "$held" 2>/dev/null || break; sleep 0.1; done
+wait "$held" || fail "hold rename step-*: the rename failed once released"
+[ -f "$src/step-1" ] || fail "hold rename step-*: not renamed once released"
 rm -f "$ctl"
 [ "$(cat "$mnt/f1")" = 1 ] || fail "control file removed: reads still fail"
 

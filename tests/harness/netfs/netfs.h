@@ -43,7 +43,8 @@ void bw_take(size_t n);
 
 /* CONTROL_PATH: absolute, or NULL for no fault injection. */
 void fault_init(const char *control_path);
-/* 0, or the -errno the first rule matching OP and PATH (NULL: "") names. */
+/* 0, or the -errno the first rule matching OP and PATH (NULL: "") names;
+ * a "hold" rule first waits until it is gone (netfs_fault.c). */
 int fault_check(enum fault_op op, const char *path);
 
 extern const struct fuse_operations nf_ops;

@@ -8,7 +8,13 @@
  *                     OP: read, write, fsync, open, create, mkdir, unlink, rename
  *                     GLOB: fnmatch(3) (no FNM_PATHNAME) on the path below the
  *                     mount root, without its leading '/': "*.bin" matches in
- *                     every folder. No GLOB: every path.
+ *                     every folder. No GLOB: every path. A rename matches on
+ *                     its source or its destination.
+ *   hold OP [GLOB]    the operation waits (in its slot) until the rule is gone
+ *                     from the file, at most HOLD_MAX_S, then goes on: a test
+ *                     stops a writer at one exact step ("hold rename step-*":
+ *                     a checkpoint's commit, between its last part and the
+ *                     rename) and acts while it waits.
  *   off               clears the rules above it
  *
  * The first matching rule wins. An empty or missing file means no faults.
@@ -32,14 +38,17 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CTL_MAX_BYTES 4096
 #define CTL_MAX_RULES 32
 #define CTL_MAX_GLOB 255
+#define HOLD_MAX_S 600
+#define HOLD_POLL_NS 50000000L
 
 struct rule {
-	int err;
+	int err;  /* an errno, or HOLD */
 	enum fault_op op;
 	char glob[CTL_MAX_GLOB + 1]; /* "" for every path */
 };
@@ -61,7 +70,8 @@ static const char *const op_names[] = {
 static const struct {
 	const char *name;
 	int err;
-} errors[] = { { "eio", EIO }, { "enospc", ENOSPC }, { "edquot", EDQUOT }, { "erofs", EROFS } };
+} errors[] = { { "eio", EIO }, { "enospc", ENOSPC }, { "edquot", EDQUOT }, { "erofs", EROFS }, { "hold", -1 } };
+#define HOLD (-1)
 
 void fault_init(const char *control_path)
 {
@@ -96,7 +106,7 @@ static void parse_line(char *line, int lineno)
 		if (!strcmp(tok[1], op_names[i]))
 			r.op = (enum fault_op)i;
 	if (nt < 2 || nt > 3 || !r.err || r.op == FOP_NONE)
-		bad_line(lineno, "expected 'ERROR OP [GLOB]' or 'off' (ERROR: eio enospc edquot erofs; "
+		bad_line(lineno, "expected 'ERROR OP [GLOB]' or 'off' (ERROR: eio enospc edquot erofs hold; "
 				 "OP: read write fsync open create mkdir unlink rename)", shown);
 	else if (nt == 3 && strlen(tok[2]) > CTL_MAX_GLOB)
 		bad_line(lineno, "glob longer than 255 bytes", shown);
@@ -152,13 +162,9 @@ static void reload(void)
 	}
 }
 
-int fault_check(enum fault_op op, const char *path)
+/* The first rule matching (op, path): its err, or 0 (ctl.mu not held). */
+static int first_match(enum fault_op op, const char *rel)
 {
-	if (!ctl.path || op == FOP_NONE)
-		return 0;
-	const char *rel = path ? path : "";
-	while (*rel == '/')
-		rel++;
 	int err = 0;
 	pthread_mutex_lock(&ctl.mu);
 	reload();
@@ -166,5 +172,21 @@ int fault_check(enum fault_op op, const char *path)
 		if (ctl.rules[i].op == op && (!ctl.rules[i].glob[0] || !fnmatch(ctl.rules[i].glob, rel, 0)))
 			err = ctl.rules[i].err;
 	pthread_mutex_unlock(&ctl.mu);
-	return -err;
+	return err;
+}
+
+int fault_check(enum fault_op op, const char *path)
+{
+	if (!ctl.path || op == FOP_NONE)
+		return 0;
+	const char *rel = path ? path : "";
+	while (*rel == '/')
+		rel++;
+	int err = first_match(op, rel);
+	for (long waited = 0; err == HOLD && waited < HOLD_MAX_S * 1000000000L; waited += HOLD_POLL_NS) {
+		struct timespec ts = { 0, HOLD_POLL_NS };
+		nanosleep(&ts, NULL);
+		err = first_match(op, rel);
+	}
+	return err == HOLD ? 0 : -err;
 }

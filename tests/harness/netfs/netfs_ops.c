@@ -162,6 +162,8 @@ static int two_path_op(const char *from, const char *to, int flags)
 {
 	struct at a, b;
 	int sw, rc = op_begin(flags < 0 ? FOP_NONE : FOP_RENAME, from, 1, &sw);
+	if (!rc && flags >= 0)
+		rc = fault_check(FOP_RENAME, to); /* a rename matches on either name */
 	if (!rc && !(rc = at_open(&a, from))) {
 		if (!(rc = at_open(&b, to))) {
 			rc = flags < 0 ? sysrc(linkat(a.dir, a.name, b.dir, b.name, 0))
