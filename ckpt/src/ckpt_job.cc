@@ -1,6 +1,7 @@
 #include "preflight/ckpt_job.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -286,6 +287,14 @@ Status SetCkptIoClass(CkptIoClass c) {
   if (prio < 0) return Status::Ok();
   if (::syscall(SYS_ioprio_set, kWhoProcess, 0, prio) != 0)
     return Status::FromErrno(errno, std::string("ioprio_set ") + CkptIoClassName(c));
+  // The CPU too: hashing and copying yield to the training's own threads
+  // (its data loaders) on a busy node. Linux: the calling thread, and the
+  // threads it starts after. Only ever raised: a user cannot lower it back.
+  const int nice = c == CkptIoClass::kIdle ? kCkptIdleNice : kCkptLowNice;
+  errno = 0;
+  int now = ::getpriority(PRIO_PROCESS, 0);
+  if (errno == 0 && now < nice && ::setpriority(PRIO_PROCESS, 0, nice) != 0)
+    return Status::FromErrno(errno, "setpriority " + std::to_string(nice));
   return Status::Ok();
 }
 

@@ -1,8 +1,12 @@
 #include "preflight/ckpt_job.h"
 
+#include <sys/resource.h>
+
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <thread>
 
 #include "ckpt_test_util.h"
 #include "preflight/ckpt_commit.h"
@@ -183,6 +187,24 @@ TEST_F(CkptRoundTest, CopiesOvertakenByANewerCommitGoAtTheRunsEnd) {
   EXPECT_TRUE(CheckCkptDurable(tier_, "step_20", CkptVerifyOptions{}).ok());
   for (const auto& e : fs::directory_iterator(tier_))
     EXPECT_NE(e.path().filename().string().rfind(kCkptTrashPrefix, 0), 0u) << e.path();
+}
+
+// low: nice 10 for the thread and the threads it starts (the copy's);
+// normal leaves it; nice is never lowered back.
+TEST(CkptIoClassTest, LowAndIdleLowerTheCpuPriorityOfTheCopyThreads) {
+  EXPECT_EQ(preflight_test::InChild([] {
+              const int base = ::getpriority(PRIO_PROCESS, 0);  // the test may run niced already
+              const int low = std::max(base, kCkptLowNice), idle = std::max(base, kCkptIdleNice);
+              if (!SetCkptIoClass(CkptIoClass::kNormal).ok() || ::getpriority(PRIO_PROCESS, 0) != base) return 1;
+              if (!SetCkptIoClass(CkptIoClass::kLow).ok() || ::getpriority(PRIO_PROCESS, 0) != low) return 2;
+              int in_thread = -100;
+              std::thread([&] { in_thread = ::getpriority(PRIO_PROCESS, 0); }).join();
+              if (in_thread != low) return 3;
+              if (!SetCkptIoClass(CkptIoClass::kIdle).ok() || ::getpriority(PRIO_PROCESS, 0) != idle) return 4;
+              if (!SetCkptIoClass(CkptIoClass::kLow).ok() || ::getpriority(PRIO_PROCESS, 0) != idle) return 5;
+              return 0;
+            }),
+            0);
 }
 
 TEST_F(CkptRoundTest, FailedPersistIsARecordNotAnError) {

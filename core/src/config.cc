@@ -334,7 +334,7 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_PARSED(ckpt.epilog_budget_ms, ParseDurationMs, DurationText)},
       {"ckpt_interval", "duration", "How often preflight-run's agent on each node looks for a newly complete checkpoint",
        PF_PARSED(ckpt.interval_ms, ParseDurationMs, DurationText)},
-      {"ckpt_io_class", "string", "I/O priority of a persist: idle, low (best-effort 7) or normal",
+      {"ckpt_io_class", "string", "I/O and CPU priority of a persist: idle (idle class, nice 19), low (best-effort 7, nice 10) or normal",
        PF_PARSED(ckpt.io_class, ParseCkptIoClass, CkptIoClassText)},
       {"ckpt_rate_cap", "size", "Bytes per second one node's persist may write; 0: no cap",
        PF_PARSED(ckpt.rate_cap, ParseSize, SizeText)},

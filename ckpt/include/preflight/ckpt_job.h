@@ -110,6 +110,11 @@ Expected<CkptRoundResult> PersistRound(const std::string& local_dir, const CkptP
 Expected<std::vector<std::string>> RemoveOvertakenCopies(const std::string& local_dir, const CkptPlan& plan,
                                                          const std::string& node);
 
+// The calling thread's (and the threads it starts after) priority for a
+// persist: kIdle the idle I/O class and nice kCkptIdleNice; kLow best-effort
+// I/O level 7 and nice kCkptLowNice; kNormal unchanged. Nice is only raised.
+inline constexpr int kCkptLowNice = 10;
+inline constexpr int kCkptIdleNice = 19;
 Status SetCkptIoClass(CkptIoClass c);
 
 }  // namespace preflight
