@@ -1,8 +1,5 @@
-// preflight: the admin command (man preflight(8)).
-//   preflight config check|show|keys    validate, print, or list site config keys
-//   preflight options                   the job options the SPANK plugin adds
-//   preflight topo | cache | slurm      topology, staging cache, slurmctld records
-//   preflight version
+// preflight: the admin command (man preflight(8)): config, options, topo,
+// fleet, cache, state, reasons, slurm, accept, container, version.
 // Every subcommand is one row of kCommands below (its synopsis and what it
 // does are the help text, `preflight COMMAND --help` prints its own); each is
 // a thin shell over core/.

@@ -24,8 +24,8 @@ namespace preflight::collective {
 // --- allocation orchestration ------------------------------------------------------------
 namespace {
 
-// The job's environment for a user-run step: the batch environment minus
-// what would steer srun away from the layout given on its command line.
+// preflight-nccl's argv for one step: level, scope, and the caller's
+// --config and --set overrides, carried whole.
 std::vector<std::string> NcclArgs(const Config& cfg, const Allocation& a, Level level, const char* scope) {
   std::vector<std::string> v = {cfg.nccl.binary, "--level", LevelName(level), "--scope", scope};
   if (!a.config_path.empty()) { v.push_back("--config"); v.push_back(a.config_path); }

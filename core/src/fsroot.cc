@@ -72,9 +72,4 @@ Expected<std::vector<std::string>> FsRoot::ListDir(const std::string& path) cons
   return names;
 }
 
-bool FsRoot::Exists(const std::string& path) const {
-  struct stat st;
-  return fd_ >= 0 && ::fstatat(fd_, Rel(path).c_str(), &st, 0) == 0;
-}
-
 }  // namespace preflight

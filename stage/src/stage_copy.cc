@@ -53,16 +53,6 @@ StageFs& DefaultStageFs() {
   return fs;
 }
 
-const char* FaultSideName(FaultSide s) {
-  switch (s) {
-    case FaultSide::kNone: return "none";
-    case FaultSide::kSource: return "source";
-    case FaultSide::kDestSpace: return "space";
-    case FaultSide::kNode: return "node";
-  }
-  return "node";
-}
-
 bool SameManifest(const std::vector<std::string>& a_in, const std::vector<std::string>& b_in) {
   if (a_in.size() != b_in.size()) return false;
   if (a_in == b_in) return true;  // the usual case: same readdir order

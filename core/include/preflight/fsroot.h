@@ -24,7 +24,6 @@ class FsRoot {
   Expected<std::string> ReadFile(const std::string& path) const;
   // Entries of a directory, sorted, without "." and "..".
   Expected<std::vector<std::string>> ListDir(const std::string& path) const;
-  bool Exists(const std::string& path) const;
   // The host path, for APIs that need one (statvfs).
   std::string HostPath(const std::string& path) const;
 

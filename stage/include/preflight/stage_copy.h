@@ -81,7 +81,6 @@ enum class FaultSide {
   kDestSpace,  // the destination is full (ENOSPC/EDQUOT)
   kNode,       // the destination failed otherwise (EIO, EROFS, ...)
 };
-const char* FaultSideName(FaultSide s);
 
 struct CopyOptions {
   unsigned workers = 4;
