@@ -107,9 +107,10 @@ held=$!
 # in_rename PID: PID is inside rename(2), renameat(2) or renameat2(2)
 # (x86_64 numbers; /proc/PID/syscall's first field).
 in_rename() { case $(cut -d' ' -f1 "/proc/$1/syscall" 2>/dev/null) in 82 | 264 | 316) return 0 ;; esac; return 1; }
+for ((i = 0; i < 600; i++)); do grep -q "holding rename step-1 of pid $held " "$mnt.netfs.log" && break; sleep 0.1; done
+grep -q "holding rename step-1 of pid $held " "$mnt.netfs.log" || fail "hold rename step-*: the daemon did not say it holds mv's rename within 60 s"
 if [ "$(uname -m)" = x86_64 ]; then
-  for ((i = 0; i < 600; i++)); do in_rename "$held" && break; sleep 0.1; done
-  in_rename "$held" || fail "hold rename step-*: mv is not waiting in rename(2) after 60 s"
+  in_rename "$held" || fail "hold rename step-*: mv is not waiting in rename(2)"
   sleep 1  # no progress to show: a second in which a 1 ms mount would have renamed it
   in_rename "$held" || fail "hold rename step-*: the rename finished while the rule stood"
 fi
@@ -146,7 +147,7 @@ pid=$(cat "$mnt.netfs.pid")
 umount_netfs
 grep -q " $mnt " /proc/self/mounts && fail "still mounted after netfs.sh umount"
 kill -0 "$pid" 2>/dev/null && ! grep -q '^State:[[:space:]]*Z' "/proc/$pid/status" && fail "daemon $pid still running"
-grep -v "line ignored: 'no such rule'" "$mnt.netfs.log" | grep . && fail "unexpected lines in the daemon's log (above)"
+grep -v "line ignored: 'no such rule'\|: holding rename step-1 of pid " "$mnt.netfs.log" | grep . && fail "unexpected lines in the daemon's log (above)"
 mount_netfs --latency-us 0 --bandwidth 1M
 pid=$(cat "$mnt.netfs.pid")
 # the bandwidth cap: 1.5 MiB at 1 MiB/s, the bucket holding at most 50 ms of it.

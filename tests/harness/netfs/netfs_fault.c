@@ -11,7 +11,8 @@
  *                     every folder. No GLOB: every path. A rename matches on
  *                     its source or its destination.
  *   hold OP [GLOB]    the operation waits (in its slot) until the rule is gone
- *                     from the file, at most HOLD_MAX_S, then goes on: a test
+ *                     from the file, at most HOLD_MAX_S, then goes on, saying
+ *                     "holding OP PATH of pid PID ..." on stderr when it starts: a test
  *                     stops a writer at one exact step ("hold rename step-*":
  *                     a checkpoint's commit, between its last part and the
  *                     rename) and acts while it waits.
@@ -183,6 +184,13 @@ int fault_check(enum fault_op op, const char *path)
 	while (*rel == '/')
 		rel++;
 	int err = first_match(op, rel);
+	if (err == HOLD) {
+		/* One line a hold: the test waits for it, and for the caller's pid (a
+		 * thread id: kill(2) of it signals its whole process). */
+		fprintf(stderr, "preflight-netfs: holding %s %s of pid %d until the rule is gone\n", op_names[op], rel,
+			(int)fuse_get_context()->pid);
+		fflush(stderr);
+	}
 	for (long waited = 0; err == HOLD && waited < HOLD_MAX_S * 1000000000L; waited += HOLD_POLL_NS) {
 		struct timespec ts = { 0, HOLD_POLL_NS };
 		nanosleep(&ts, NULL);
