@@ -8,6 +8,8 @@
 #   - the tier full (ENOSPC on write) and failing (EIO on fsync): the tier
 #     is preflight-netfs (tests/harness/netfs, a FUSE network file system
 #     with scriptable faults: the harness's seam for a failing NFS);
+#   - the committing copy killed -9 between the last part and the commit
+#     (held in its rename by preflight-netfs);
 #   - a checkpoint holding a symlink out of the tree, or a fifo;
 #   - a checkpoint of 100k files;
 #   - the job's time limit (the epilogs persist, as after a scancel);
@@ -134,6 +136,52 @@ if [ -x "$PREFLIGHT_NETFS" ] && [ -c /dev/fuse ]; then
   ready_then_cancel "$jid"
   check "tier healthy again: step_20 durable" test -f "$tier/step_20/.preflight-durable"
   check "tier healthy again: everything visible verifies ($(visible "$tier"))" verify_tier "$tier"
+
+  # Between the last part and the commit: the committing copy (an epilog's,
+  # as the user) is held in its rename of .partial-JOB.0-step_20 to step_20
+  # (preflight-netfs "hold"), killed -9 there, and the rename released. The
+  # kill lands once the rename is done, before the marker. Whatever it left
+  # (step_20 renamed with its marker pending, or marked by another node's
+  # epilog that waited for the same rename), the next run of preflight-run
+  # on the tier finishes what is left, cleans the rest and resumes from it.
+  rm -rf "${nsrc:?}"/tier/* "$nsrc"/tier/.[!.]*
+  printf 'hold rename tier/step_*\n' >"$ctl.new" && mv "$ctl.new" "$ctl"
+  jid=$(submit "$tier" plain)
+  for _ in $(seq 1 1800); do [ "$(grep -c '^ready ' "$OUT/u/job-$jid.out" 2>/dev/null)" = 3 ] && break; sleep 0.1; done
+  scancel "$jid"
+  # The daemon says which caller it holds (a thread id: kill(2) of it ends
+  # its process).
+  for _ in $(seq 1 1800); do grep -q ': holding rename ' "$nmnt.netfs.log" && break; sleep 0.1; done
+  held=$(sed -n 's/.*: holding rename .* of pid \([0-9]*\) .*/\1/p' "$nmnt.netfs.log" | head -1)
+  check "commit cut: a node's finishing copy reaches the commit and waits in its rename" test -n "$held"
+  note "commit cut: held: $(grep ': holding ' "$nmnt.netfs.log" | head -3 | tr '\n' ';') $(ps -o pid=,user=,args= -p "${held:-0}")"
+  [ -n "$held" ] && kill -9 "$held"
+  rm -f "$ctl"
+  wait_job "$jid" 300 || true
+  for n in n1 n2 n3; do
+    for _ in $(seq 1 3000); do [ -f "$C/state/jobs/$jid/$n.ckpt.json" ] && break; sleep 0.1; done
+  done
+  note "commit cut: job $jid: tier $(ls -A "$tier" | tr '\n' ' '); step_20 holds $(ls -A "$tier/step_20" 2>/dev/null | tr '\n' ' ')"
+  check "commit cut: a node's record says its copy was killed" grep -q 'did not finish: killed by signal 9' "$C/state/jobs/$jid/"n[123].ckpt.json
+  # Another node's epilog, waiting for the same rename, may finish the
+  # commit (measured: it did); else step_20 waits renamed, marker pending.
+  if [ -e "$tier/step_20/.preflight-durable" ]; then
+    note "commit cut: another node's epilog finished the commit"
+    check "commit cut: the commit another node finished verifies" verify_tier "$tier"
+  else
+    check "commit cut: step_20 renamed with its manifest, its marker pending" test -f "$tier/step_20/.preflight-manifest"
+  fi
+  check "commit cut: no node drained" no_drain
+  as_user sbatch --parsable -N1 -o "$OUT/u/next-%j.out" --wrap \
+    "$B/wrapper/preflight-run --config $C/etc/preflight.conf --persist-to $tier -- true" >"$OUT/next.jid"
+  next=$(cat "$OUT/next.jid")
+  wait_job "$next" 120 || true
+  cat "$OUT/u/next-$next.out"
+  check "commit cut: the next run finished the commit: step_20 durable" test -f "$tier/step_20/.preflight-durable"
+  check "commit cut: everything visible verifies ($(visible "$tier"))" verify_tier "$tier"
+  check "commit cut: the next run resumes from step_20" contains "$OUT/u/next-$next.out" "^preflight: resume from step_20 on the shared tier"
+  check "commit cut: nothing hidden is left on the tier" test -z "$(ls -A "$tier" | grep '^\.')"
+  rm -rf "${C:?}"/nodes/n[123]/ckpt/"$jid"
   "$S/tests/harness/netfs.sh" umount "$nmnt" || fail "netfs unmount"
   trap - EXIT
 else
