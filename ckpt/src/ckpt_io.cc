@@ -159,4 +159,21 @@ Status Discard(int tierfd, const std::string& tier, const std::string& entry) {
   return RemoveTreeAt(tierfd, trash, tier + "/" + trash);
 }
 
+Expected<CkptManifest> HeaderAt(int at, const std::string& rel) {
+  constexpr size_t kHeaderBytes = 1u << 20;
+  int fd = ::openat(at, rel.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(errno, rel);
+  Fd f(fd);
+  std::string buf(kHeaderBytes, '\0');
+  size_t got = 0;
+  while (got < buf.size()) {
+    ssize_t n = ::read(fd, &buf[got], buf.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  buf.resize(got);
+  return ParseCkptManifestHeader(buf);
+}
+
 }  // namespace preflight::ckpt_internal

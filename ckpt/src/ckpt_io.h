@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "preflight/ckpt_manifest.h"
 #include "preflight/status.h"
 
 namespace preflight::ckpt_internal {
@@ -60,6 +61,10 @@ Status RemoveTreeAt(int dirfd, const std::string& name, const std::string& shown
 // never leaves a folder under its name (a local one would keep its proof
 // file and look complete).
 Status Discard(int tierfd, const std::string& tier, const std::string& entry);
+// The header of the manifest at `rel` under `at` (ParseCkptManifestHeader),
+// read from its start only (at most 1 MiB: a nodes line of kCkptMaxNodes
+// names fits).
+Expected<CkptManifest> HeaderAt(int at, const std::string& rel);
 
 // What lstat says `rel` under `at` is: 'd', 'f', 'l', 'o' (anything else)
 // or 0 when absent. Errors other than ENOENT/ENOTDIR are returned.

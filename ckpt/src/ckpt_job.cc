@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "ckpt_io.h"
@@ -260,17 +260,26 @@ Expected<CkptRoundResult> PersistRound(const std::string& local_dir, const CkptP
 Expected<std::vector<std::string>> RemoveOvertakenCopies(const std::string& local_dir, const CkptPlan& plan,
                                                          const std::string& node) {
   std::vector<std::string> removed;
-  Watermark mark = ReadWatermark(local_dir);
-  if (mark.name.empty()) return removed;
-  auto local = LocalCkpts(local_dir, plan.ConventionFor(node));
-  if (!local) return local.status();
-  std::map<std::string, double> older;  // complete here before the watermark
-  for (const auto& c : *local)
-    if (c.complete && c.time < mark.time && c.name != mark.name) older[c.name] = c.time;
   auto entries = ListCkptTier(plan.tier);
   if (!entries) return entries.status();
   auto tfd = ckpt_internal::OpenDirAt(AT_FDCWD, plan.tier, "shared tier " + plan.tier);
   if (!tfd) return tfd.status();
+  // The newest marked checkpoint on the tier, by its combined manifest's
+  // time (the latest of its parts' local completion times). This node's
+  // watermark may lag it: another node's agent made the last commit.
+  std::string newest;
+  double newest_time = 0;
+  for (const auto& e : *entries) {
+    if (e.kind != CkptTierKind::kMarked) continue;
+    auto h = ckpt_internal::HeaderAt(tfd->get(), e.entry + "/" + kCkptManifestFile);
+    if (h && h->time > newest_time) newest = e.name, newest_time = h->time;
+  }
+  if (newest.empty()) return removed;
+  auto local = LocalCkpts(local_dir, plan.ConventionFor(node));
+  if (!local) return local.status();
+  std::set<std::string> older;  // complete here before the newest durable one
+  for (const auto& c : *local)
+    if (c.complete && c.time < newest_time && c.name != newest) older.insert(c.name);
   for (const auto& e : *entries) {
     if (e.kind != CkptTierKind::kPartial || e.run != plan.run || !older.count(e.name)) continue;
     if (Status s = ckpt_internal::Discard(tfd->get(), plan.tier, e.entry); !s.ok()) return s;

@@ -18,24 +18,7 @@
 namespace preflight {
 namespace {
 
-constexpr size_t kHeaderBytes = 1u << 20;  // nodes line of kCkptMaxNodes names fits
-
-// The header of the manifest at `rel` under `at`, read from its start only.
-Expected<CkptManifest> HeaderAt(int at, const std::string& rel) {
-  int fd = ::openat(at, rel.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno(errno, rel);
-  ckpt_internal::Fd f(fd);
-  std::string buf(kHeaderBytes, '\0');
-  size_t got = 0;
-  while (got < buf.size()) {
-    ssize_t n = ::read(fd, &buf[got], buf.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  buf.resize(got);
-  return ParseCkptManifestHeader(buf);
-}
+using ckpt_internal::HeaderAt;
 
 std::vector<std::string> ListNames(int at, const std::string& rel) {
   std::vector<std::string> out;

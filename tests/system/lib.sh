@@ -76,22 +76,22 @@ job_field() {
   esac
   "$B/admin/preflight" slurm job "$1" 2>/dev/null | sed -n "s/.*\"$key\":\(\"\([^\"]*\)\"\|\([0-9]*\)\).*/\2\3/p"
 }
-# release_requeued JOBID: Slurm holds a requeued batch job ~120 s
+# release_requeued JOBID [SECONDS]: Slurm holds a requeued batch job ~120 s
 # (EligibleTime). Once it is pending again (not still completing), move its
-# start to now; bounded. The requeue revoked the first run's credential with
+# start to now; bounded (default 30 s). The requeue revoked the first run's credential with
 # a one-second timestamp: a restart on the same node within that second is
 # killed ("Job credential revoked", the job then fails or is held again),
 # so wait for the next second first; follow with release_and_wait.
 release_requeued() {
-  local j=$1
-  for _ in $(seq 1 300); do
+  local j=$1 limit=${2:-30}
+  for _ in $(seq 1 $((limit * 10))); do
     if [ "$(job_field "$j" JobState)" = PENDING ] && ! squeue -h -j "$j" -t CG -o %i | grep -q .; then
       sleep 1.1
       scontrol update jobid="$j" StartTime=now && return 0
     fi
     sleep 0.1
   done
-  echo "job $j never became pending again: $(squeue -h -j "$j" -o '%T %r')" >&2
+  echo "job $j never became pending again within ${limit}s: $(squeue -h -j "$j" -o '%T %r')" >&2
   return 1
 }
 # wait_restarted JOBID [TENTHS]: until Slurm has requeued the job once

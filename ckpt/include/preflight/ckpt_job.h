@@ -100,7 +100,7 @@ Expected<CkptRoundResult> PersistRound(const std::string& local_dir, const CkptP
 // none ignore it (then only ckpt_rate_cap bounds a persist's share).
 // At the end of a run, once its agents have stopped: this run's partial
 // folders on the tier of checkpoints that completed on `node` before the
-// newest one durable with its part (the watermark) are removed. Agents and
+// newest durable one on the tier (by its manifest's time) are removed. Agents and
 // epilogs copy only checkpoints newer than that one, so nobody would ever
 // complete them: a copy a newer commit overtook (this node's part sent, the
 // others' skipped for the newer one), which would otherwise hold a part of
