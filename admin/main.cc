@@ -71,6 +71,13 @@ void SlurmConfNotes(const Config& cfg) {
     std::printf("%s: PrologFlags=%s: without DeferBatch slurmctld starts the batch script as soon as the first "
                 "node's prolog completes, while the other nodes may still be checked; add DeferBatch\n",
                 path.c_str(), list.c_str());
+  auto text = ReadWholeFile(path);
+  long window = text ? BatchStartWindow(*text) : 20;
+  if (defer && !cfg.stage.dir.empty() && window * 1000L < static_cast<long>(cfg.stage.timeout_ms))
+    std::printf("%s: BatchStartTimeout: a stage prolog may run up to stage_timeout (%us), but slurmctld requeues a "
+                "job whose batch script has not started %lds after the job did, if its batch node registers "
+                "meanwhile (BatchStartTimeout + MessageTimeout); set BatchStartTimeout to at least %u\n",
+                path.c_str(), cfg.stage.timeout_ms / 1000, window, cfg.stage.timeout_ms / 1000);
   if (DrainHowFor(*flags) == DrainHow::kNow)
     std::printf("%s: PrologFlags=%s: RunInJob runs the prolog inside the job's extern step, so a failed prolog "
                 "drains its node itself, before it exits (no detached helper)\n", path.c_str(), list.c_str());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <sstream>
 
 #include "preflight/fileutil.h"
@@ -72,6 +73,16 @@ Expected<std::vector<std::string>> ReadPrologFlags(const std::string& path) {
 
 DrainHow DrainHowFor(const std::vector<std::string>& flags) {
   return std::find(flags.begin(), flags.end(), "runinjob") != flags.end() ? DrainHow::kNow : DrainHow::kDetached;
+}
+
+long BatchStartWindow(const std::string& text) {
+  auto seconds = [&](const char* key, long dflt) {
+    std::string v = SlurmConfValue(text, key);
+    char* end = nullptr;
+    long n = v.empty() ? dflt : std::strtol(v.c_str(), &end, 10);
+    return (v.empty() || (end && *end == '\0' && n >= 0)) ? n : dflt;
+  };
+  return seconds("BatchStartTimeout", 10) + std::min(seconds("MessageTimeout", 10), 10L);
 }
 
 }  // namespace preflight

@@ -119,6 +119,13 @@ TEST(Plugstack, PathFromSlurmConf) {
   EXPECT_EQ(SlurmConfValue("A=1 PlugStackConfig=/x B=2\n", "plugstackconfig"), "/x");
 }
 
+TEST(SlurmConf, BatchStartWindowIsBatchStartTimeoutPlusMessageTimeoutUpTo10) {
+  EXPECT_EQ(BatchStartWindow("ClusterName=x\n"), 20);
+  EXPECT_EQ(BatchStartWindow("BatchStartTimeout=300\nMessageTimeout=30\n"), 310);
+  EXPECT_EQ(BatchStartWindow("BatchStartTimeout=60 MessageTimeout=5\n"), 65);
+  EXPECT_EQ(BatchStartWindow("BatchStartTimeout=soon\n"), 20);
+}
+
 TEST(Plugstack, NotesForConfigCheck) {
   TempDir t("plugstack");
   Put(t / "slurm.conf", "ClusterName=c\nPlugStackConfig=" + (t / "etc/plugstack.conf") + "\n");

@@ -180,6 +180,12 @@ SlurmctldTimeout=30
 SlurmdTimeout=30
 InactiveLimit=0
 MinJobAge=300
+# A stage prolog may run past BatchStartTimeout + MessageTimeout (20 s by
+# default: a child falling back from a cut parent, fabric_test.sh part 5);
+# slurmctld then requeues the job as "missing from batch node" if that node
+# happens to register meanwhile (every ~200 s). Sites that stage set it to
+# stage_timeout: 'preflight config check' says so.
+BatchStartTimeout=300
 KillWait=5
 Waittime=0
 TmpFS=$dir/run/tmp/%n

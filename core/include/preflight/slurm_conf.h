@@ -26,6 +26,16 @@ std::vector<std::string> ParsePrologFlags(const std::string& slurm_conf_text);
 std::string SlurmConfValue(const std::string& slurm_conf_text, const std::string& key);
 Expected<std::vector<std::string>> ReadPrologFlags(const std::string& path);
 
+// slurmctld requeues a batch job whose script its batch node does not
+// report when that node registers (every ~200 s, or at a reconfigure) more
+// than BatchStartTimeout + min(MessageTimeout, 10) seconds after the job
+// started (job_mgr.c, _purge_missing_jobs: "Batch JobId=N missing from
+// batch node ... Requeuing job"). With DeferBatch the script does not run
+// while any node's prolog does, so a prolog that stages for longer than
+// that window may get its job requeued at random. The window in seconds
+// (defaults 10 and 10), from slurm.conf's text.
+long BatchStartWindow(const std::string& slurm_conf_text);
+
 // How a failed prolog names its drain reason.
 //  kDetached: a detached helper waits until Slurm has drained the node, then
 //             replaces "Prolog error" (the prolog never blocks on slurmctld).
