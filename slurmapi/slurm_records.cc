@@ -183,6 +183,7 @@ int Nodes(const std::string& list) {
     w.Field("name", Str(n.name));
     w.Field("state", compat::NodeStateName(n.node_state));
     w.Field("drain", (n.node_state & NODE_STATE_DRAIN) != 0);
+    w.Field("addr", Str(n.node_addr));  // NodeAddr: how RAS and peers name the node (preflight-run's hang attribution)
     // reason stays the last field: scripts (tests/system/lib.sh) cut it from the line's end.
     w.Field("reason_time", static_cast<int64_t>(n.reason_time));
     w.Field("reason", Str(n.reason));

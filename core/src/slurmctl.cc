@@ -146,6 +146,7 @@ Expected<std::vector<NodeState>> ParseNodeRecords(const std::string& output) {
     if (s.ok()) s = Get(e, "drain", &n.drain, "node record");
     if (s.ok()) s = Get(e, "reason", &n.reason, "node record");
     if (s.ok()) s = Get(e, "reason_time", &n.reason_time, "node record");  // absent from older `preflight slurm`
+    if (s.ok()) s = Get(e, "addr", &n.addr, "node record");                // ... as is NodeAddr
     if (s.ok() && (n.name.empty() || n.state.empty()))
       s = Status::InvalidArgument("node records: record " + std::to_string(index) + " has no name or state");
     if (!s.ok()) {

@@ -30,6 +30,7 @@ struct NodeState {
   bool drain = false;  // NODE_STATE_DRAIN: draining or drained
   bool drained() const { return drain; }
   long long reason_time = 0;  // when the reason was set (Unix seconds; 0: not known)
+  std::string addr;    // NodeAddr ("" when not known)
   bool ours() const;   // preflight wrote the reason (drain_reason.h, any version)
 };
 
