@@ -147,4 +147,25 @@ std::string FractionText(double v) {
   std::snprintf(b, sizeof b, "%g", v);
   return b;
 }
+Expected<std::string> ParseVersion(const std::string& s) {
+  bool ok = !s.empty() && s.size() <= 32 && s.front() != '.' && s.back() != '.' && s.find("..") == std::string::npos;
+  for (char c : s) ok = ok && (std::isdigit(static_cast<unsigned char>(c)) || c == '.');
+  if (!ok) return Status::InvalidArgument("bad version '" + s + "' (expected digits and dots, e.g. 2.27.3)");
+  return s;
+}
+
+Expected<std::pair<uint32_t, uint32_t>> ParsePortRange(const std::string& s) {
+  if (s == "none") return std::make_pair(0u, 0u);
+  size_t d = s.find('-');
+  auto lo = ParseCount(s.substr(0, d));
+  auto hi = d == std::string::npos ? lo : ParseCount(s.substr(d + 1));
+  if (!lo || !hi || *lo < 1 || *hi > 65535 || *lo > *hi)
+    return Status::InvalidArgument("bad port range '" + s + "' (expected LO-HI within 1-65535, or none)");
+  return std::make_pair(static_cast<uint32_t>(*lo), static_cast<uint32_t>(*hi));
+}
+
+std::string PortRangeText(const std::pair<uint32_t, uint32_t>& r) {
+  return r.first == 0 ? "none" : std::to_string(r.first) + "-" + std::to_string(r.second);
+}
+
 }  // namespace preflight

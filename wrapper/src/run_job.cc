@@ -7,12 +7,15 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "preflight/checkpoint.h"
+#include "preflight/clock.h"
 #include "preflight/fileutil.h"
 #include "preflight/gpu_util.h"
+#include "preflight/hang_probe.h"
 #include "preflight/log.h"
 #include "preflight/process.h"
 #include "preflight/regex.h"
@@ -39,6 +42,7 @@ struct RunState {
   uint64_t restarts = 0;
   double started = 0;
   std::vector<Alert> alerts;
+  std::optional<HangFinding> hang;  // the last hang attribution's finding
 };
 
 Report BuildReport(const RunState& st, const std::string& command, const SuperviseResult* r, const RunDecision* d,
@@ -56,6 +60,15 @@ Report BuildReport(const RunState& st, const std::string& command, const Supervi
     c.device = AlertKindName(a.kind);
     c.verdict = Verdict::kFail;
     c.message = a.detail;
+    rep.checks.push_back(c);
+  }
+  if (st.hang) {
+    CheckResult c;
+    c.check = "run.hang";
+    c.device = st.hang->nodes.empty() ? "none" : Join(st.hang->nodes, ",");
+    c.verdict = st.hang->nodes.empty() ? Verdict::kWarn : Verdict::kFail;
+    c.value = HangCauseName(st.hang->cause);
+    c.message = st.hang->line;
     rep.checks.push_back(c);
   }
   rep.notes.push_back({"command", command});
@@ -193,6 +206,50 @@ Tiers StartTiers(const Config& cfg, const RunPolicy& p, const EnvMap& env, RunSt
   return t;
 }
 
+// Hang attribution (hang_probe.h): only with a stall watch on, and
+// run_ras; null otherwise. The job's nodes' addresses are looked up once,
+// on the probe's thread, when a report names an address.
+std::unique_ptr<HangProbe> MakeHangProbe(const Config& cfg, const RunPolicy& p, const EnvMap& env) {
+  if (p.stall.output_s <= 0 && p.stall.heartbeat_s <= 0 && p.stall.gpu_s <= 0) return nullptr;
+  HangProbeOptions o;
+  o.enabled = p.ras;
+  o.min_nccl = p.ras_min_nccl;
+  o.polls = p.ras_polls;
+  o.interval_s = p.ras_interval_s;
+  o.query.uid = ::getuid();
+  std::string addr = EnvOr(env, "NCCL_RAS_ADDR");
+  if (!addr.empty()) {
+    auto ep = ParseRasAddr(addr);
+    if (!ep) {
+      Log(LogLevel::kError, "run", "hang attribution off", ep.status().message());
+      return nullptr;
+    }
+    o.query.ep = *ep;
+  }
+  std::string nodelist = EnvOr(env, "SLURM_JOB_NODELIST", EnvOr(env, "SLURM_NODELIST"));
+  auto nodes = ExpandHostlist(nodelist);
+  auto map = std::make_shared<std::optional<HostNodeMap>>();
+  const Config* c = &cfg;
+  std::vector<std::string> job_nodes = nodes ? *nodes : std::vector<std::string>{};
+  o.node_of = [map, c, job_nodes](const std::string& host) -> std::string {
+    if (!*map) *map = BuildHostNodeMap(*c, job_nodes);
+    auto it = (*map)->find(host);
+    return it == (*map)->end() ? "" : it->second;
+  };
+  return std::make_unique<HangProbe>(std::move(o));
+}
+
+// The probe's finding, once: said in the job output and published.
+void TakeHang(RunState& st, HangProbe* probe, const std::string& command) {
+  if (probe == nullptr) return;
+  auto f = probe->Take();
+  if (!f) return;
+  st.hang = *f;
+  std::fprintf(stderr, "preflight: run: hang: %s%s\n",
+               f->nodes.empty() ? "" : ("node(s) at fault: " + Join(f->nodes, ",") + ": ").c_str(), f->line.c_str());
+  Publish(st, BuildReport(st, command, nullptr, nullptr, false));
+}
+
 }  // namespace
 
 int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::vector<std::string>& argv) {
@@ -276,9 +333,19 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
   so.gpu = gpu;
   so.gpu_sample_s = p.gpu_sample_s;
   so.kill_on_stall = p.stall_restart;
+  std::unique_ptr<HangProbe> probe = MakeHangProbe(cfg, p, env);
+  if (probe) so.kill_held = [&] { return probe->Running(); };
   so.on_alert = [&](const Alert& a) {
     st.alerts.push_back(a);
     Log(LogLevel::kError, "run", std::string("ALERT ") + AlertKindName(a.kind), a.detail);
+    if (probe && a.kind != AlertKind::kNan) {
+      if (probe->Start()) {
+        std::fprintf(stderr, "preflight: run: hang: asking NCCL RAS at %s which node is behind\n",
+                     EnvOr(env, "NCCL_RAS_ADDR", "localhost:28028").c_str());
+      } else {
+        TakeHang(st, probe.get(), command);  // off, or too old an NCCL: the line says so
+      }
+    }
     Publish(st, BuildReport(st, command, nullptr, nullptr, false));
     if (!p.alert_hook.empty()) {
       Status h = SpawnDetached({"/bin/sh", "-c", p.alert_hook},
@@ -288,8 +355,11 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
       if (!h.ok()) Log(LogLevel::kError, "run", "alert hook", h.message());
     }
   };
-  if (!tiers.on) so.on_tick = [&] { Prune(p); };
-  else if (tiers.agent) so.on_tick = [&] { tiers.agent->Watch(); };
+  so.on_tick = [&] {
+    if (!tiers.on) Prune(p);
+    else if (tiers.agent) tiers.agent->Watch();
+    if (probe && !probe->Running()) TakeHang(st, probe.get(), command);
+  };
 
   auto r = RunSupervised(so);
   if (!r) {
@@ -297,7 +367,18 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
     return r.status().code() == Status::Code::kInvalidArgument ? 2 : 127;
   }
   if (!p.checkpoint_dir.empty() && !tiers.on) Prune(p);
+  if (probe) {  // an attribution still under way ends within its bound
+    for (double until = MonotonicSeconds() + probe->Bound(); probe->Running() && MonotonicSeconds() < until;)
+      ::usleep(100000);
+    if (!probe->Running()) TakeHang(st, probe.get(), command);
+  }
   RunDecision d = Decide(*r, p, counters, in_slurm);
+  if (st.hang && !st.hang->nodes.empty() && d.kind.compare(0, 6, "stall:") == 0) {
+    // The named nodes are excluded from the retry, as a node failure's are.
+    d.exclude_nodes = true;
+    d.matched_line = Join(st.hang->nodes, " ");
+    d.reason += "; hang attributed to " + Join(st.hang->nodes, ",");
+  }
   int exit_code = r->exit.exit_code;
   bool requeued = false;
   if (d.action == RunAction::kRequeue) {

@@ -38,6 +38,8 @@ const MirrorOption kMirrored[] = {
     {"gpu-idle-percent", "run_gpu_idle_percent", "N", "GPU utilisation at or below N% is idle"},
     {"stall-restart", "run_stall_restart", "yes|no", "on a stall or NaN, kill COMMAND and requeue"},
     {"alert-hook", "run_alert_hook", "CMD", "shell command run on each alert"},
+    {"ras", "run_ras", "yes|no", "on a stall, ask the job's NCCL RAS which node is behind"},
+    {"ras-min-nccl", "run_ras_min_nccl", "VERSION", "oldest NCCL whose RAS is asked"},
     {"keep-checkpoints", "run_keep_checkpoints", "K", "keep the newest K complete checkpoints (0: all)"},
     {"checkpoint-marker", "run_checkpoint_marker", "NAME", "file that marks a checkpoint directory complete"},
 };
@@ -188,6 +190,8 @@ Expected<RunPolicy> ResolveRunPolicy(const Config& site, const po::variables_map
   if (!w) return w.status();
   p.stall_restart = cfg.run.stall_restart;
   p.alert_hook = cfg.run.alert_hook;
+  p.ras = cfg.run.ras;
+  p.ras_min_nccl = cfg.run.ras_min_nccl;
   return p;
 }
 

@@ -170,7 +170,8 @@ Expected<SuperviseResult> RunSupervised(const SuperviseOptions& o) {
   for (auto& s : streams) ::fcntl(s.fd, F_SETFL, O_NONBLOCK);
   std::deque<std::string> tail;
 
-  bool exited = false, stopping = false, killed = false;
+  bool exited = false, stopping = false, killed = false, pending_kill = false;
+  double pending_since = 0;
   int status = 0;
   double exit_at = 0, term_at = 0, preempt_deadline = 0, next_tick = start + 1, next_gpu = start;
   long long heartbeat_mtime = o.heartbeat_file.empty() ? 0 : MtimeNs(o.heartbeat_file);
@@ -187,7 +188,12 @@ Expected<SuperviseResult> RunSupervised(const SuperviseOptions& o) {
     if (o.on_alert) o.on_alert(a);
     if (o.kill_on_stall && !exited && !stopping) {
       res.killed_for_alert = true;
-      stop(now);
+      if (o.kill_held && a.kind != AlertKind::kNan) {
+        if (!pending_kill) pending_since = now;
+        pending_kill = true;
+      } else {
+        stop(now);
+      }
     }
   };
   auto line = [&](std::string l, double now) {
@@ -300,6 +306,7 @@ Expected<SuperviseResult> RunSupervised(const SuperviseOptions& o) {
       if (u) watch.OnGpuSample(*u, now);
     }
     for (const auto& a : watch.Check(now)) alert(a, now);
+    if (pending_kill && !stopping && (!o.kill_held() || now - pending_since > o.kill_hold_max_s)) stop(now);
     if (res.preempted && !stopping && now >= preempt_deadline) {
       res.grace_expired = true;
       Log(LogLevel::kInfo, "run", "preemption", "grace period over: stopping the command (SIGTERM)");

@@ -34,6 +34,12 @@ Expected<std::vector<std::string>> ParseList(const std::string& s);
 // One of `allowed`; the error lists them.
 Expected<std::string> OneOf(const std::string& s, std::initializer_list<const char*> allowed);
 
+// A dotted release number: "2.27.3" (digits and single dots, at most 32 bytes).
+Expected<std::string> ParseVersion(const std::string& s);
+// A TCP port range "LO-HI" (1..65535, LO <= HI), or "none": {0, 0}.
+Expected<std::pair<uint32_t, uint32_t>> ParsePortRange(const std::string& s);
+std::string PortRangeText(const std::pair<uint32_t, uint32_t>& r);
+
 // The text a value has in the config (`preflight config show`).
 std::string SizeText(uint64_t v);
 std::string DurationText(uint32_t ms);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace preflight {
 
@@ -29,6 +30,12 @@ struct RunConfig {
   std::string alert_hook;               // command run on each alert
   uint64_t keep_checkpoints = 0;        // 0: keep all
   std::string checkpoint_marker = "COMPLETE";
+  // Hang attribution through NCCL RAS (wrapper/hang_probe.h).
+  bool ras = true;                      // the kill switch
+  std::string ras_min_nccl = "2.27.3";  // older releases crashed when asked (NVIDIA/nccl#1669, #1718)
+  // The plugin's per-job NCCL_RAS_ADDR port: lo + job id % (hi - lo + 1);
+  // {0, 0}: NCCL_RAS_ADDR left alone (every job on a node shares 28028).
+  std::pair<uint32_t, uint32_t> ras_ports{28100, 28999};
 };
 
 }  // namespace preflight

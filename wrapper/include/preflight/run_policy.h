@@ -49,6 +49,12 @@ struct RunPolicy {
   StallOptions stall;
   bool stall_restart = false;
   std::string alert_hook;
+  // Hang attribution (hang_probe.h): on a stall alert, ask NCCL RAS at
+  // $NCCL_RAS_ADDR (default localhost:28028) which node is behind.
+  bool ras = true;
+  std::string ras_min_nccl = "2.27.3";
+  double ras_interval_s = 5;   // between RAS reports (tests shorten it)
+  unsigned ras_polls = 3;
   // GPU samples for the stall watch. Null: RunJob opens NVML (nvml_library)
   // for the job's GPUs (SLURM_JOB_GPUS) when stall.gpu_s > 0. Not owned.
   GpuUtilSource* gpu = nullptr;

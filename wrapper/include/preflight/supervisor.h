@@ -46,6 +46,11 @@ struct SuperviseOptions {
   GpuUtilSource* gpu = nullptr;           // not owned; null: no GPU samples
   double gpu_sample_s = 5;
   bool kill_on_stall = false;             // any alert (stall or NaN) stops the child
+  // With kill_on_stall, a stall alert's stop waits while this returns true
+  // (hang attribution asking the job's NCCL, which needs it alive), at most
+  // kill_hold_max_s. A NaN alert never waits. Null: no wait.
+  std::function<bool()> kill_held;
+  double kill_hold_max_s = 120;
   std::function<void(const Alert&)> on_alert;  // called from the loop, may be null
   std::function<void()> on_tick;          // about once a second (checkpoint pruning)
   // The child's stdout and stderr pass through pipes so the watch sees every
