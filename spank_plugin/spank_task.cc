@@ -13,6 +13,7 @@ extern "C" {
 #include <optional>
 #include <vector>
 
+#include "preflight/config_values.h"
 #include "preflight/fileutil.h"
 #include "preflight/job.h"
 #include "preflight/log.h"
@@ -118,6 +119,20 @@ void CkptTaskInit(spank_t sp, const SiteConfig& site_config) {
   if (rc != ESPANK_SUCCESS) Log(LogLevel::kError, "task_init", "cannot set PREFLIGHT_CKPT_LOCAL", spank_strerror(rc));
 }
 
+// NCCL_RAS_ADDR: each job its own RAS client port on a node
+// (run_ras_ports), so preflight-run's hang attribution asks this job's
+// NCCL, not another job's (NCCL sets SO_REUSEPORT: two jobs of one user on
+// the default 28028 would share it). A value the user or the image set is
+// kept. Loopback only: RAS's report is the job's to read.
+void RasTaskInit(spank_t sp, const SiteConfig& site_config) {
+  const Expected<Config>& cfg = site_config();
+  if (!cfg || cfg->run.ras_ports.first == 0) return;
+  auto job = ParseCount(GetJobEnv(sp, "SLURM_JOB_ID"));
+  if (!job) return;
+  const auto [lo, hi] = cfg->run.ras_ports;
+  SetIfUnset(sp, "NCCL_RAS_ADDR", "127.0.0.1:" + std::to_string(lo + *job % (uint64_t{hi} - lo + 1)));
+}
+
 }  // namespace
 
 int TaskInit(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
@@ -132,6 +147,7 @@ int TaskInit(spank_t sp, const PluginArgs& args, const JobOptions& opts) {
   };
   if (StageTaskInit(sp, site_config, opts) != 0) return -1;
   CkptTaskInit(sp, site_config);
+  RasTaskInit(sp, site_config);
 
   uint32_t step = 0, task = 0;
   if (spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS) return 0;

@@ -25,6 +25,16 @@ soon_contains() {
   return 1
 }
 
+# poll SECONDS DESCRIPTION CMD...: until CMD succeeds, at most SECONDS;
+# false, saying DESCRIPTION, when the bound passes.
+poll() {
+  local limit=$1 what=$2 i
+  shift 2
+  for ((i = 0; i < limit * 10; i++)); do "$@" && return 0; sleep 0.1; done
+  note "not within ${limit}s: $what"
+  return 1
+}
+
 # job_gone JOBID: squeue answered and no longer lists the job (an squeue
 # that failed, e.g. a slurmctld busy past MessageTimeout, says nothing).
 job_gone() {
