@@ -68,6 +68,9 @@ Expected<NvmlApi> Open(const std::string& library) {
   Resolve(h, "nvmlDeviceGetPersistenceMode", a.DeviceGetPersistenceMode);
   Resolve(h, "nvmlDeviceGetComputeMode", a.DeviceGetComputeMode);
   Resolve(h, "nvmlDeviceGetUtilizationRates", a.DeviceGetUtilizationRates);
+  Resolve(h, "nvmlDeviceGetPowerUsage", a.DeviceGetPowerUsage);
+  Resolve(h, "nvmlDeviceGetEnforcedPowerLimit", a.DeviceGetEnforcedPowerLimit);
+  Resolve(h, "nvmlDeviceGetMemoryInfo", a.DeviceGetMemoryInfo);
   return a;
 }
 

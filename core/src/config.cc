@@ -286,6 +286,8 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_PARSED(run.ras_min_nccl, ParseVersion, StringText)},
       {"run_ras_ports", "string", "Per-job NCCL_RAS_ADDR port range the plugin picks from (none: NCCL's 28028)",
        PF_PARSED(run.ras_ports, ParsePortRange, PortRangeText)},
+      {"run_watch_gpus", "duration", "preflight-run: with a stall watch, sample every node's job GPUs this often (0: off)",
+       PF_PARSED(run.watch_gpus_ms, ParseDurationMs, DurationText)},
       {"nccl_backend", "string", "Collective check backend: auto (NCCL when the job has GPUs, else host), nccl, host",
        PF_PARSED(nccl.backend, ParseNcclBackend, StringText)},
       {"nccl_profile", "string", "Node profile for collective thresholds (see preflight-nccl(1)), or auto",

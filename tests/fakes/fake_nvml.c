@@ -28,6 +28,9 @@
  *   persistence GPU on|off
  *   compute_mode GPU N          nvmlComputeMode_t value
  *   util GPU PCT                GPU utilisation in percent (default 100: busy)
+ *   power GPU W                 board power draw in watts (default 500)
+ *   power_limit GPU W           enforced power limit in watts (default 700)
+ *   mem_used GPU MIB            memory used (default 40000 of 81559 MiB)
  *   driver VERSION              nvmlSystemGetDriverVersion (default 550.00.fake)
  *   vbios GPU VERSION           nvmlDeviceGetVbiosVersion (default 96.00.74.00.11)
  *   inforom GPU VERSION         nvmlDeviceGetInforomImageVersion (default G520.0200.00.05)
@@ -52,6 +55,7 @@ struct nvmlDevice_st {
   unsigned long long ecc_vol, ecc_agg, throttle;
   unsigned retired, temp, width, gen, nvlink_down_mask;
   unsigned util;
+  unsigned power_w, power_limit_w, mem_used_mib;
   char vbios[32];
   char inforom[32];
 };
@@ -77,6 +81,9 @@ static void reset(void) {
     g_dev[i].index = i;
     g_dev[i].temp = 38;
     g_dev[i].util = 100;
+    g_dev[i].power_w = 500;
+    g_dev[i].power_limit_w = 700;
+    g_dev[i].mem_used_mib = 40000;
     g_dev[i].width = 16;
     g_dev[i].gen = 5;
     g_dev[i].persistence = 1;
@@ -106,6 +113,9 @@ SETTER(f_rfail, d->remap_fail = 1)
 SETTER(f_rpend, d->remap_pending = 1)
 SETTER(f_temp, d->temp = (unsigned)strtoul(a, 0, 0))
 SETTER(f_util, d->util = (unsigned)strtoul(a, 0, 0))
+SETTER(f_power, d->power_w = (unsigned)strtoul(a, 0, 0))
+SETTER(f_power_limit, d->power_limit_w = (unsigned)strtoul(a, 0, 0))
+SETTER(f_mem_used, d->mem_used_mib = (unsigned)strtoul(a, 0, 0))
 SETTER(f_thr, d->throttle = strtoull(a, 0, 0))
 SETTER(f_width, d->width = (unsigned)strtoul(a, 0, 0))
 SETTER(f_gen, d->gen = (unsigned)strtoul(a, 0, 0))
@@ -127,7 +137,7 @@ static void parse_line(char* line) {
       {"retired_pages", f_ret}, {"pending_retirement", f_pend}, {"remap_failure", f_rfail},
       {"remap_pending", f_rpend}, {"temp", f_temp}, {"throttle", f_thr}, {"pcie_width", f_width},
       {"pcie_gen", f_gen}, {"nvlink_down", f_nvl}, {"no_nvlink", f_nonvl}, {"persistence", f_pers},
-      {"compute_mode", f_cm}, {"util", f_util}, {"vbios", f_vbios}, {"inforom", f_inforom}};
+      {"compute_mode", f_cm}, {"util", f_util}, {"power", f_power}, {"power_limit", f_power_limit}, {"mem_used", f_mem_used}, {"vbios", f_vbios}, {"inforom", f_inforom}};
   if (strcmp(k, "driver") == 0 && n >= 2) { snprintf(g_driver, sizeof g_driver, "%s", g); return; }
   if (strcmp(k, "gpus") == 0 && n >= 2) { g_count = (unsigned)atoi(g) > MAXG ? MAXG : (unsigned)atoi(g); return; }
   if (strcmp(k, "init_error") == 0 && n >= 2) { g_init_error = atoi(g); return; }
@@ -336,5 +346,22 @@ EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtili
   DEV_GUARD("nvmlDeviceGetUtilizationRates");
   u->gpu = device->util;
   u->memory = device->util;
+  return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int* mw) {
+  DEV_GUARD("nvmlDeviceGetPowerUsage");
+  *mw = device->power_w * 1000u;
+  return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int* mw) {
+  DEV_GUARD("nvmlDeviceGetEnforcedPowerLimit");
+  *mw = device->power_limit_w * 1000u;
+  return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* m) {
+  DEV_GUARD("nvmlDeviceGetMemoryInfo");
+  m->total = 81559ull << 20;
+  m->used = (unsigned long long)device->mem_used_mib << 20;
+  m->free = m->total > m->used ? m->total - m->used : 0;
   return NVML_SUCCESS;
 }

@@ -11,6 +11,9 @@
 #   2. a healthy report (equal counts): no one named, nothing excluded
 #   3. a listener on the job's port owned by another user (root): not asked
 #   4. NCCL_RAS_ADDR per job: 127.0.0.1, in run_ras_ports, a user's value kept
+#   5. the GPU watch on every node (issue 31, item 2; the fake NVML per node):
+#      no RAS, the second node's GPUs idle while the first's spin (busy at
+#      low power): the second node named and excluded from the restart
 . "$(dirname "$0")/lib.sh"
 run="$B/wrapper/preflight-run --config $C/etc/preflight.conf"
 app=$B/tests/pf_test_app
@@ -107,4 +110,35 @@ wait_job "$jid" 60
 out=$OUT/u/own-$jid.out
 check "own: the user's value reaches the batch script" contains "$out" '^addr=localhost:29999$'
 check "own: ... and the step's tasks" contains "$out" '^localhost:29999$'
+# --- 5. the GPU watch: an idle node among spinning ones -------------------
+# As root (it writes the nodes' fake NVML faults). No fake RAS: NCCL's
+# RAS is not reached, and the watch decides.
+cat >"$OUT/gpu.sh" <<SH
+#!/bin/bash
+if [ "\${SLURM_RESTART_COUNT:-0}" = 0 ]; then
+  first=\$(scontrol show hostnames "\$SLURM_JOB_NODELIST" | sed -n 1p)
+  second=\$(scontrol show hostnames "\$SLURM_JOB_NODELIST" | sed -n 2p)
+  echo "second node \$second"
+  for n in \$first \$second; do cp "$C/nodes/\$n/nvml.faults" "$OUT/faults.\$n" 2>/dev/null || : >"$OUT/faults.\$n"; done
+  printf 'gpus 2\nutil * 100\npower * 110\npower_limit * 700\n' >"$C/nodes/\$first/nvml.faults"
+  printf 'gpus 2\nutil * 0\npower * 70\npower_limit * 700\n' >"$C/nodes/\$second/nvml.faults"
+  exec $run --stall-output 4s --watch-gpus 1s --stall-restart yes --max-failure-restarts 1 --kill-wait 2s -- $app --steps 1000 --step-ms 10 --hang-at 3
+fi
+echo "restart \$SLURM_RESTART_COUNT on \$SLURM_JOB_NODELIST"
+SH
+chmod 0755 "$OUT/gpu.sh"
+jid=$(sbatch --parsable -N2 --open-mode=append -o "$OUT/gpu-%j.out" --wrap "$OUT/gpu.sh")
+wait_restarted "$jid" 1200 || true
+out=$OUT/gpu-$jid.out
+second=$(sed -n 's/^second node //p' "$out" | head -1)
+for f in "$OUT"/faults.n*; do [ -e "$f" ] && cp "$f" "$C/nodes/${f##*.}/nvml.faults"; done
+check "gpu: RAS not reached, then the GPU watch names the idle node" soon_contains "$out" \
+  "^preflight: run: hang: node\(s\) at fault: $second: NCCL RAS not reached: .*; GPU watch: GPUs idle on $second \(GPU 0 0% at 70 W of 700 W\) while n[0-9]+ spin at low power"
+check "gpu: requeued excluding it" soon_contains "$out" "; hang attributed to $second; excluding $second$"
+check "gpu: the watch lines are not in the job output" bash -c "! grep -q '^preflight-watch' '$out'"
+check "gpu: the named node is excluded from the requeued job" wait_excluded "$jid" "$second"
+release_requeued "$jid"
+release_and_wait "$jid"
+cat "$out"
+check "gpu: the restart completed without it" test "$(job_field "$jid" JobState)" = COMPLETED
 finish

@@ -29,18 +29,17 @@ class NvmlGpuUtil : public GpuUtilSource {
 
 }  // namespace
 
-Expected<std::unique_ptr<GpuUtilSource>> OpenNvmlGpuUtil(const std::string& library, const std::vector<int>& minors) {
+Expected<NvmlJobGpus> OpenNvmlJobGpus(const std::string& library, const std::vector<int>& minors) {
   auto api = LoadNvml(library);
   if (!api) return api.status();
   const NvmlApi* a = *api;
-  if (a->DeviceGetUtilizationRates == nullptr)
-    return Status::Unavailable(library + " lacks nvmlDeviceGetUtilizationRates");
   nvmlReturn_t r = a->Init();
   if (r != NVML_SUCCESS) return Status::Unavailable("nvmlInit_v2: " + a->Error(r));
   unsigned n = 0;
   r = a->DeviceGetCount(&n);
   if (r != NVML_SUCCESS) return Status::Unavailable("nvmlDeviceGetCount_v2: " + a->Error(r));
-  std::vector<nvmlDevice_t> devs;
+  NvmlJobGpus out;
+  out.api = a;
   for (unsigned i = 0; i < n; ++i) {
     nvmlDevice_t d;
     if (a->DeviceGetHandleByIndex(i, &d) != NVML_SUCCESS) continue;
@@ -49,10 +48,21 @@ Expected<std::unique_ptr<GpuUtilSource>> OpenNvmlGpuUtil(const std::string& libr
       if (a->DeviceGetMinorNumber == nullptr || a->DeviceGetMinorNumber(d, &minor) != NVML_SUCCESS) continue;
       if (std::find(minors.begin(), minors.end(), static_cast<int>(minor)) == minors.end()) continue;
     }
-    devs.push_back(d);
+    out.devs.push_back(d);
+    out.index.push_back(i);
   }
-  if (devs.empty()) return Status::Unavailable("none of the job's GPUs found through NVML");
-  return std::unique_ptr<GpuUtilSource>(new NvmlGpuUtil(a, std::move(devs)));
+  if (out.devs.empty()) return Status::Unavailable("none of the job's GPUs found through NVML");
+  return out;
+}
+
+Expected<std::unique_ptr<GpuUtilSource>> OpenNvmlGpuUtil(const std::string& library, const std::vector<int>& minors) {
+  auto api = LoadNvml(library);
+  if (!api) return api.status();
+  if ((*api)->DeviceGetUtilizationRates == nullptr)
+    return Status::Unavailable(library + " lacks nvmlDeviceGetUtilizationRates");
+  auto gpus = OpenNvmlJobGpus(library, minors);
+  if (!gpus) return gpus.status();
+  return std::unique_ptr<GpuUtilSource>(new NvmlGpuUtil(gpus->api, std::move(gpus->devs)));
 }
 
 }  // namespace preflight

@@ -16,6 +16,7 @@
 #include "preflight/fileutil.h"
 #include "preflight/gpu_util.h"
 #include "preflight/hang_probe.h"
+#include "preflight/node_watch.h"
 #include "preflight/log.h"
 #include "preflight/process.h"
 #include "preflight/regex.h"
@@ -166,7 +167,8 @@ void EndTiers(Tiers& t) {
   t.on = false;
 }
 
-Tiers StartTiers(const Config& cfg, const RunPolicy& p, const EnvMap& env, RunState& st) {
+Tiers StartTiers(const Config& cfg, const RunPolicy& p, const EnvMap& env, RunState& st,
+                 const std::function<bool(const std::string&)>& on_line) {
   Tiers t;
   CkptPlan plan;
   if (!p.persist_to.empty()) {
@@ -200,7 +202,7 @@ Tiers StartTiers(const Config& cfg, const RunPolicy& p, const EnvMap& env, RunSt
   t.node = st.node;
   auto argv = PersistAgentArgv(p.self_exe.empty() ? SelfExe() : p.self_exe, p.config_path, p.config_sets, p,
                                plan.nodes.size());
-  auto agent = PersistAgent::Start(argv);
+  auto agent = PersistAgent::Start(argv, on_line);
   if (agent) t.agent = std::move(*agent);
   else Log(LogLevel::kError, "run", "checkpoint agent not started", agent.status().message() + " (" + Join(argv, " ") + ")");
   return t;
@@ -240,10 +242,19 @@ std::unique_ptr<HangProbe> MakeHangProbe(const Config& cfg, const RunPolicy& p, 
 }
 
 // The probe's finding, once: said in the job output and published.
-void TakeHang(RunState& st, HangProbe* probe, const std::string& command) {
+void TakeHang(RunState& st, HangProbe* probe, const NodeWatch* watch, const std::string& command) {
   if (probe == nullptr) return;
   auto f = probe->Take();
   if (!f) return;
+  if (f->nodes.empty() && watch != nullptr && watch->AnyLine()) {
+    // RAS named no one (equal counts, not reached, off): the GPU watch.
+    HangFinding g = watch->Attribute(MonotonicSeconds());
+    f->line += "; " + g.line;
+    if (!g.nodes.empty()) {
+      f->nodes = g.nodes;
+      f->cause = g.cause;
+    }
+  }
   st.hang = *f;
   std::fprintf(stderr, "preflight: run: hang: %s%s\n",
                f->nodes.empty() ? "" : ("node(s) at fault: " + Join(f->nodes, ",") + ": ").c_str(), f->line.c_str());
@@ -264,6 +275,20 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
   const bool in_slurm = !st.job.empty();
   const std::string command = Join(argv, " ");
 
+  // The GPU watch on every node (node_watch.h): its lines arrive through
+  // the node agent's output; null when off.
+  std::shared_ptr<NodeWatch> nwatch;
+  const double watch_s = in_slurm ? AgentWatchSeconds(p) : 0;
+  std::vector<std::string> job_nodes;
+  if (auto n = ExpandHostlist(EnvOr(env, "SLURM_JOB_NODELIST", EnvOr(env, "SLURM_NODELIST")))) job_nodes = *n;
+  if (watch_s > 0 && !job_nodes.empty()) {
+    WatchThresholds t;
+    t.idle_percent = p.stall.gpu_idle_percent;
+    nwatch = std::make_shared<NodeWatch>(job_nodes, watch_s, t);
+  }
+  std::function<bool(const std::string&)> watch_line;
+  if (nwatch) watch_line = [w = nwatch](const std::string& l) { return w->OnLine(l, MonotonicSeconds()); };
+
   RunCounters counters;
   std::string counters_path;
   Tiers tiers;  // with a shared tier: local retention is the agent's, not Prune's
@@ -280,7 +305,7 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
       Log(LogLevel::kError, "run", "checkpoint dir",
           w.message() + ": the application's checkpoints cannot be saved there, and requeue counts are not kept");
     if (!p.persist_to.empty() || p.convention != CkptConvention::kMarker) {
-      tiers = StartTiers(cfg, p, env, st);
+      tiers = StartTiers(cfg, p, env, st, watch_line);
     } else {
       auto newest = NewestCompleteCheckpoint(p.checkpoint_dir, p.checkpoint_marker);
       if (newest) st.resume = *newest;
@@ -288,6 +313,13 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
       Prune(p);
     }
     counters_path = CountersPath(p.checkpoint_dir);
+  }
+  if (nwatch && !tiers.agent) {  // no shared tier: the node agent runs for the watch alone
+    auto argv = PersistAgentArgv(p.self_exe.empty() ? SelfExe() : p.self_exe, p.config_path, p.config_sets, p,
+                                 job_nodes.size());
+    auto agent = PersistAgent::Start(argv, watch_line);
+    if (agent) tiers.agent = std::move(*agent);
+    else Log(LogLevel::kError, "run", "GPU watch agent not started", agent.status().message());
   }
   counters = LoadCounters(counters_path, st.job, st.restarts);
   if (!p.checkpoint_request_file.empty() && ::unlink(p.checkpoint_request_file.c_str()) != 0 && errno != ENOENT)
@@ -343,7 +375,7 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
         std::fprintf(stderr, "preflight: run: hang: asking NCCL RAS at %s which node is behind\n",
                      EnvOr(env, "NCCL_RAS_ADDR", "localhost:28028").c_str());
       } else {
-        TakeHang(st, probe.get(), command);  // off, or too old an NCCL: the line says so
+        TakeHang(st, probe.get(), nwatch.get(), command);  // off, or too old an NCCL: the line says so
       }
     }
     Publish(st, BuildReport(st, command, nullptr, nullptr, false));
@@ -357,8 +389,8 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
   };
   so.on_tick = [&] {
     if (!tiers.on) Prune(p);
-    else if (tiers.agent) tiers.agent->Watch();
-    if (probe && !probe->Running()) TakeHang(st, probe.get(), command);
+    if (tiers.agent) tiers.agent->Watch();
+    if (probe && !probe->Running()) TakeHang(st, probe.get(), nwatch.get(), command);
   };
 
   auto r = RunSupervised(so);
@@ -370,7 +402,7 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
   if (probe) {  // an attribution still under way ends within its bound
     for (double until = MonotonicSeconds() + probe->Bound(); probe->Running() && MonotonicSeconds() < until;)
       ::usleep(100000);
-    if (!probe->Running()) TakeHang(st, probe.get(), command);
+    if (!probe->Running()) TakeHang(st, probe.get(), nwatch.get(), command);
   }
   RunDecision d = Decide(*r, p, counters, in_slurm);
   if (st.hang && !st.hang->nodes.empty() && d.kind.compare(0, 6, "stall:") == 0) {

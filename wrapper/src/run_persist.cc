@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 
 #include "preflight/ckpt_retention.h"
 #include "preflight/ckpt_tier.h"
@@ -16,6 +17,8 @@
 #include "preflight/clock.h"
 #include "preflight/fileutil.h"
 #include "preflight/hostlist.h"
+#include "preflight/job.h"
+#include "preflight/node_watch.h"
 #include "preflight/strings.h"
 #include "preflight/supervisor.h"
 
@@ -220,6 +223,11 @@ std::vector<std::string> CleanEarlierRuns(const CkptPlan& plan, const AskJobs& a
   return lines;
 }
 
+double AgentWatchSeconds(const RunPolicy& p) {
+  const bool stall = p.stall.output_s > 0 || p.stall.heartbeat_s > 0 || p.stall.gpu_s > 0;
+  return stall ? p.watch_gpus_s : 0;
+}
+
 std::vector<std::string> PersistAgentArgv(const std::string& self, const std::string& config,
                                           const std::vector<std::string>& sets, const RunPolicy& p, size_t nodes) {
   std::vector<std::string> a;
@@ -236,7 +244,9 @@ std::vector<std::string> PersistAgentArgv(const std::string& self, const std::st
   if (!config.empty()) a.insert(a.end(), {"--config", config});
   for (const auto& s : sets) a.insert(a.end(), {"--set", s});
   if (!p.checkpoint_dir_arg.empty()) a.insert(a.end(), {"--checkpoint-dir", p.checkpoint_dir_arg});
-  a.insert(a.end(), {"--persist-to", p.persist_to, "--checkpoint-convention", CkptConventionName(p.convention),
+  const double watch = AgentWatchSeconds(p);
+  a.insert(a.end(), {"--watch-gpus", std::to_string(static_cast<long>(watch * 1000)) + "ms"});
+  a.insert(a.end(), {"--persist-to", p.persist_to.empty() ? "none" : p.persist_to, "--checkpoint-convention", CkptConventionName(p.convention),
                      "--checkpoint-marker", p.checkpoint_marker, "--verify-resume", CkptVerifyName(p.verify_resume),
                      "--keep-checkpoints", std::to_string(p.keep_checkpoints)});
   return a;
@@ -253,27 +263,45 @@ Status PersistAgent::Spawn() {
   child_ = *c;
   ended_ = false;
   int fd = c->out;
-  copier_ = std::thread([fd] {
+  auto hook = on_line_;
+  copier_ = std::thread([fd, hook] {
+    // Line by line: the GPU watch's lines go to `hook` (node_watch.h), the
+    // rest to the job output unchanged.
     char buf[4096];
+    std::string partial;
+    auto emit = [&](const std::string& line) {
+      if (hook && hook(line)) return;
+      std::string l = line + "\n";
+      for (size_t off = 0; off < l.size();) {
+        ssize_t w = ::write(2, l.data() + off, l.size() - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        off += static_cast<size_t>(w);
+      }
+    };
     for (;;) {
       ssize_t n = ::read(fd, buf, sizeof buf);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
-      for (ssize_t off = 0; off < n;) {
-        ssize_t w = ::write(2, buf + off, static_cast<size_t>(n - off));
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) break;
-        off += w;
+      partial.append(buf, static_cast<size_t>(n));
+      size_t nl;
+      while ((nl = partial.find('\n')) != std::string::npos) {
+        emit(partial.substr(0, nl));
+        partial.erase(0, nl + 1);
       }
+      if (partial.size() > 65536) { emit(partial); partial.clear(); }
     }
+    if (!partial.empty()) emit(partial);
     ::close(fd);
   });
   return Status::Ok();
 }
 
-Expected<std::unique_ptr<PersistAgent>> PersistAgent::Start(const std::vector<std::string>& argv) {
+Expected<std::unique_ptr<PersistAgent>> PersistAgent::Start(const std::vector<std::string>& argv,
+                                                           std::function<bool(const std::string&)> on_line) {
   std::unique_ptr<PersistAgent> a(new PersistAgent());
   a->argv_ = argv;
+  a->on_line_ = std::move(on_line);
   Status s = a->Spawn();
   if (!s.ok()) return s;
   return a;
@@ -368,31 +396,52 @@ int RunPersistAgentTask(const Config& cfg, const RunPolicy& p, const EnvMap& env
   ::pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread: the loop's threads inherit it
   const std::string node = EnvOr(env, "SLURMD_NODENAME", ShortHostname());
   const std::string who = "preflight: checkpoint agent on " + node + ": ";
+  // The GPU watch (node_watch.h): one line per sample, read by the batch
+  // node's preflight-run; its own thread, whatever the persist does.
+  std::unique_ptr<GpuWatchLoop> watch;
+  if (p.watch_gpus_s > 0) {
+    std::vector<int> minors;
+    auto ids = ParseIdList(EnvOr(env, "SLURM_STEP_GPUS", EnvOr(env, "SLURM_JOB_GPUS")));
+    if (ids) minors = *ids;
+    // Test hook, as the GPU checks do: the fake NVML's per-node faults.
+    if (!cfg.nvml_fault_file.empty()) ::setenv("PREFLIGHT_FAKE_NVML_FAULTS", cfg.nvml_fault_file.c_str(), 1);
+    watch = std::make_unique<GpuWatchLoop>(cfg.nvml_library, minors, node, p.watch_gpus_s, Say);
+  }
+  std::unique_ptr<PersistLoop> loop;
+  std::thread t;
   if (p.persist_to.empty() || p.checkpoint_dir.empty()) {
-    Say(who + "no shared tier or no local checkpoint dir: nothing to do");
-    return 0;
-  }
-  auto plan = BuildCkptPlan(cfg, p, env);
-  if (!plan) {
-    Say(who + plan.status().message());
-    return 0;
-  }
-  for (const auto& d : {p.checkpoint_dir, p.persist_to}) {
-    Status s = MakeDirs(d, d == p.persist_to ? 0700 : 0755);
-    if (!s.ok()) {
-      Say(who + s.message());
+    if (!watch) {
+      Say(who + "no shared tier or no local checkpoint dir: nothing to do");
       return 0;
     }
+  } else if (auto plan = BuildCkptPlan(cfg, p, env); !plan) {
+    Say(who + plan.status().message());
+  } else {
+    bool made = true;
+    for (const auto& d : {p.checkpoint_dir, p.persist_to}) {
+      Status s = MakeDirs(d, d == p.persist_to ? 0700 : 0755);
+      if (!s.ok()) {
+        Say(who + s.message());
+        made = false;
+        break;
+      }
+    }
+    if (made) {
+      Status w = WriteCkptPlan(p.checkpoint_dir, *plan);
+      if (!w.ok()) Say(who + "plan for the epilog not written: " + w.message());
+      loop = std::make_unique<PersistLoop>(p.checkpoint_dir, *plan, node, cfg.ckpt.interval_ms / 1000.0,
+                                           cfg.ckpt.io_class, cfg.ckpt.rate_cap);
+      t = std::thread([&] { loop->Run(); });
+    }
   }
-  Status w = WriteCkptPlan(p.checkpoint_dir, *plan);
-  if (!w.ok()) Say(who + "plan for the epilog not written: " + w.message());
-  PersistLoop loop(p.checkpoint_dir, *plan, node, cfg.ckpt.interval_ms / 1000.0, cfg.ckpt.io_class,
-                   cfg.ckpt.rate_cap);
-  std::thread t([&] { loop.Run(); });
+  if (!loop && !watch) return 0;
   int sig = 0;
   while (::sigwait(&set, &sig) != 0) {}
-  loop.Stop();
-  t.join();
+  if (watch) watch->Stop();
+  if (loop) {
+    loop->Stop();
+    t.join();
+  }
   return 0;
 }
 

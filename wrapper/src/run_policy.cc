@@ -40,6 +40,7 @@ const MirrorOption kMirrored[] = {
     {"alert-hook", "run_alert_hook", "CMD", "shell command run on each alert"},
     {"ras", "run_ras", "yes|no", "on a stall, ask the job's NCCL RAS which node is behind"},
     {"ras-min-nccl", "run_ras_min_nccl", "VERSION", "oldest NCCL whose RAS is asked"},
+    {"watch-gpus", "run_watch_gpus", "DURATION", "with a stall watch, sample every node's GPUs this often (0: off)"},
     {"keep-checkpoints", "run_keep_checkpoints", "K", "keep the newest K complete checkpoints (0: all)"},
     {"checkpoint-marker", "run_checkpoint_marker", "NAME", "file that marks a checkpoint directory complete"},
 };
@@ -192,6 +193,7 @@ Expected<RunPolicy> ResolveRunPolicy(const Config& site, const po::variables_map
   p.alert_hook = cfg.run.alert_hook;
   p.ras = cfg.run.ras;
   p.ras_min_nccl = cfg.run.ras_min_nccl;
+  p.watch_gpus_s = cfg.run.watch_gpus_ms / 1000.0;
   return p;
 }
 

@@ -47,6 +47,9 @@ struct NvmlApi {
   nvmlReturn_t (*DeviceGetPersistenceMode)(nvmlDevice_t, nvmlEnableState_t*) = nullptr;
   nvmlReturn_t (*DeviceGetComputeMode)(nvmlDevice_t, nvmlComputeMode_t*) = nullptr;
   nvmlReturn_t (*DeviceGetUtilizationRates)(nvmlDevice_t, nvmlUtilization_t*) = nullptr;  // preflight-run
+  nvmlReturn_t (*DeviceGetPowerUsage)(nvmlDevice_t, unsigned int*) = nullptr;              // ... node GPU watch
+  nvmlReturn_t (*DeviceGetEnforcedPowerLimit)(nvmlDevice_t, unsigned int*) = nullptr;
+  nvmlReturn_t (*DeviceGetMemoryInfo)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
 
   std::string library;  // what was dlopen'ed
 

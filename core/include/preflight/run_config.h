@@ -36,6 +36,9 @@ struct RunConfig {
   // The plugin's per-job NCCL_RAS_ADDR port: lo + job id % (hi - lo + 1);
   // {0, 0}: NCCL_RAS_ADDR left alone (every job on a node shares 28028).
   std::pair<uint32_t, uint32_t> ras_ports{28100, 28999};
+  // The GPU watch on every node (wrapper/node_watch.h): sample interval
+  // while a stall watch is on; 0: off.
+  uint32_t watch_gpus_ms = 10000;
 };
 
 }  // namespace preflight

@@ -119,7 +119,10 @@ inline constexpr double kAgentRestartDelayS = 2;
 class PersistAgent {
  public:
   ~PersistAgent();
-  static Expected<std::unique_ptr<PersistAgent>> Start(const std::vector<std::string>& argv);
+  // on_line: each output line first (from the copier thread); true: taken
+  // (the GPU watch's lines), not copied to the job output.
+  static Expected<std::unique_ptr<PersistAgent>> Start(const std::vector<std::string>& argv,
+                                                       std::function<bool(const std::string&)> on_line = nullptr);
   // Non-blocking, about once a second while the command runs: reaps an
   // agent that ended and restarts it (above). Returns the line it said, "" if none.
   std::string Watch();
@@ -131,6 +134,7 @@ class PersistAgent {
   PersistAgent() = default;
   Status Spawn();
   std::vector<std::string> argv_;
+  std::function<bool(const std::string&)> on_line_;
   std::thread copier_;
   Child child_;
   bool finished_ = false;
@@ -143,6 +147,10 @@ class PersistAgent {
 // The agent's command line: `SELF --persist-agent [--config C] [--set K=V]...
 // [--checkpoint-dir AS_GIVEN] --persist-to TIER ...`, behind `srun --overlap
 // --nodes=N --ntasks=N --ntasks-per-node=1 ...` when nodes > 1.
+// The watch interval the agent gets (node_watch.h): run_watch_gpus while a
+// stall watch is on, else 0; always passed, so the agent never takes the
+// site default on its own.
+double AgentWatchSeconds(const RunPolicy& p);
 std::vector<std::string> PersistAgentArgv(const std::string& self, const std::string& config,
                                           const std::vector<std::string>& sets, const RunPolicy& p, size_t nodes);
 

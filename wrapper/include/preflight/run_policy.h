@@ -55,6 +55,8 @@ struct RunPolicy {
   std::string ras_min_nccl = "2.27.3";
   double ras_interval_s = 5;   // between RAS reports (tests shorten it)
   unsigned ras_polls = 3;
+  // The node agent's GPU watch (node_watch.h): seconds between samples, 0: off.
+  double watch_gpus_s = 10;
   // GPU samples for the stall watch. Null: RunJob opens NVML (nvml_library)
   // for the job's GPUs (SLURM_JOB_GPUS) when stall.gpu_s > 0. Not owned.
   GpuUtilSource* gpu = nullptr;
