@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -316,16 +317,25 @@ TEST(RasClient, AnotherUsersListenerIsNotAsked) {
       << r.status().message();
 }
 
-TEST(HangProbe, NamesTheDeadProcessesNode) {
-  FakeRas ras(FixturePath("dead_2.29.txt"), "normal");
+// One attribution to its end (bounded: 30 s), its finding.
+std::optional<HangFinding> Attribution(const HangProbeOptions& o) {
+  HangProbe p(o);
+  if (!p.Start()) return std::nullopt;
+  for (int i = 0; i < 3000 && p.Running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return p.Take();
+}
+
+HangProbeOptions ProbeOf(const FakeRas& ras) {
   HangProbeOptions o;
   o.query = ras.Query();
   o.interval_s = 0.1;
   o.node_of = NodeOf;
-  HangProbe p(o);
-  ASSERT_TRUE(p.Start());
-  for (int i = 0; i < 3000 && p.Running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  auto f = p.Take();
+  return o;
+}
+
+TEST(HangProbe, NamesTheDeadProcessesNode) {
+  FakeRas ras(FixturePath("dead_2.29.txt"), "normal");
+  auto f = Attribution(ProbeOf(ras));
   ASSERT_TRUE(f.has_value());
   EXPECT_EQ(f->cause, HangCause::kDead);
   EXPECT_EQ(f->nodes, std::vector<std::string>{"n2"});
@@ -333,20 +343,12 @@ TEST(HangProbe, NamesTheDeadProcessesNode) {
 
 TEST(HangProbe, MismatchOverPollsThenKillSwitchAndOldNccl) {
   FakeRas ras(FixturePath("mismatch_2.29.txt"), "normal");
-  HangProbeOptions o;
-  o.query = ras.Query();
-  o.interval_s = 0.1;
+  HangProbeOptions o = ProbeOf(ras);
   o.polls = 3;
-  o.node_of = NodeOf;
-  {
-    HangProbe p(o);
-    ASSERT_TRUE(p.Start());
-    for (int i = 0; i < 3000 && p.Running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    auto f = p.Take();
-    ASSERT_TRUE(f.has_value());
-    EXPECT_EQ(f->cause, HangCause::kBehind);
-    EXPECT_EQ(f->nodes, std::vector<std::string>{"n3"});
-  }
+  auto f = Attribution(o);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->cause, HangCause::kBehind);
+  EXPECT_EQ(f->nodes, std::vector<std::string>{"n3"});
   o.enabled = false;
   HangProbe off(o);
   EXPECT_FALSE(off.Start());
@@ -365,10 +367,7 @@ TEST(HangProbe, UnreachableRasNamesNoOne) {
   o.query.check_owner = false;
   o.query.connect_s = 1;
   o.node_of = NodeOf;
-  HangProbe p(o);
-  ASSERT_TRUE(p.Start());
-  for (int i = 0; i < 3000 && p.Running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  auto f = p.Take();
+  auto f = Attribution(o);
   ASSERT_TRUE(f.has_value());
   EXPECT_TRUE(f->nodes.empty());
   EXPECT_NE(f->line.find("NCCL RAS not reached"), std::string::npos) << f->line;
