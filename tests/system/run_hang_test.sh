@@ -65,8 +65,11 @@ check "dead: the result JSON has the finding" contains "$C/state/jobs/$jid/$node
 check "dead: ... naming the node" contains "$C/state/jobs/$jid/$node.run.json" "\"device\": \"$second\""
 check "dead: the metrics name the node" contains "$C/metrics/preflight_${node}_run.prom" \
   "preflight_check_ok\{.*check=\"run.hang\",device=\"$second\",verdict=\"fail\".*\} 0"
-release_requeued "$jid"
-release_and_wait "$jid"
+# The restart starts when Slurm's requeue hold ends (about 2 minutes): a
+# release right after the requeue met a Slurm 22.05 race on the batch node
+# (its REQUEST_LAUNCH_PROLOG never seen, "giving up after 20 sec"), which
+# drained it and left the restart without nodes (CI).
+wait_job "$jid" 400
 cat "$out"
 check "dead: the restart completed" test "$(job_field "$jid" JobState)" = COMPLETED
 check "dead: the restart ran without the named node" test -z "$(scontrol show hostnames "$(job_field "$jid" NodeList)" | grep -x "$second")"
@@ -81,7 +84,7 @@ wait_job "$jid" 120
 out=$OUT/u/healthy-$jid.out
 cat "$out"
 check "healthy: RAS answered, no node named" contains "$out" \
-  '^preflight: run: hang: NCCL RAS: every rank launched the same collectives .*no node named by RAS$'
+  '^preflight: run: hang: NCCL RAS: every rank launched the same collectives .*no node named by RAS; GPU watch: .*no node named$'
 check "healthy: not requeued, nothing excluded" test "$(job_field "$jid" Restarts)" = 0
 check "healthy: no node excluded" test -z "$(job_field "$jid" ExcNodeList | grep -v '(null)')"
 end_fake "$jid"
@@ -101,7 +104,7 @@ out=$OUT/u/foreign-$jid.out
 cat "$out"
 check "foreign: the job's address is the port run_ras_ports gives it" contains "$out" "^NCCL_RAS_ADDR=127\.0\.0\.1:$port$"
 check "foreign: root's listener is not asked" contains "$out" \
-  "^preflight: run: hang: NCCL RAS not reached: 127\.0\.0\.1:$port: its listening socket belongs to uid 0, not this job's user \(uid $(id -u "$TEST_USER")\): not asked; no node named$"
+  "^preflight: run: hang: NCCL RAS not reached: 127\.0\.0\.1:$port: its listening socket belongs to uid 0, not this job's user \(uid $(id -u "$TEST_USER")\): not asked; no node named; GPU watch: .*no node named$"
 check "foreign: nobody named" bash -c "! grep -q 'node(s) at fault' '$out'"
 
 # --- 4. a user's own NCCL_RAS_ADDR is kept -------------------------------
@@ -133,12 +136,15 @@ out=$OUT/gpu-$jid.out
 second=$(sed -n 's/^second node //p' "$out" | head -1)
 for f in "$OUT"/faults.n*; do [ -e "$f" ] && cp "$f" "$C/nodes/${f##*.}/nvml.faults"; done
 check "gpu: RAS not reached, then the GPU watch names the idle node" soon_contains "$out" \
-  "^preflight: run: hang: node\(s\) at fault: $second: NCCL RAS not reached: .*; GPU watch: GPUs idle on $second \(GPU 0 0% at 70 W of 700 W\) while n[0-9]+ spin at low power"
+  "^preflight: run: hang: node\(s\) at fault: $second: NCCL RAS not reached: .*; GPU watch: GPUs idle on $second \(GPU 0 0% at 70 W of 700 W\) while n[0-9]+ spins at low power in a collective it never reached"
 check "gpu: requeued excluding it" soon_contains "$out" "; hang attributed to $second; excluding $second$"
 check "gpu: the watch lines are not in the job output" bash -c "! grep -q '^preflight-watch' '$out'"
 check "gpu: the named node is excluded from the requeued job" wait_excluded "$jid" "$second"
-release_requeued "$jid"
-release_and_wait "$jid"
+# The restart starts when Slurm's requeue hold ends (about 2 minutes): a
+# release right after the requeue met a Slurm 22.05 race on the batch node
+# (its REQUEST_LAUNCH_PROLOG never seen, "giving up after 20 sec"), which
+# drained it and left the restart without nodes (CI).
+wait_job "$jid" 400
 cat "$out"
 check "gpu: the restart completed without it" test "$(job_field "$jid" JobState)" = COMPLETED
 finish

@@ -166,8 +166,8 @@ void GpuWatchLoop::Stop() {
   if (t_.joinable()) t_.join();
 }
 
-NodeWatch::NodeWatch(std::vector<std::string> nodes, double interval_s, WatchThresholds t)
-    : nodes_(std::move(nodes)), interval_s_(interval_s), t_(t) {}
+NodeWatch::NodeWatch(std::vector<std::string> nodes, double interval_s, WatchThresholds t, double start)
+    : nodes_(std::move(nodes)), interval_s_(interval_s), t_(t), start_(start) {}
 
 bool NodeWatch::OnLine(const std::string& line, double now) {
   if (line.compare(0, std::string(kWatchLinePrefix).size(), kWatchLinePrefix) != 0) return false;
@@ -205,7 +205,7 @@ HangFinding NodeWatch::Attribute(double now) const {
   for (const auto& node : nodes_) {
     auto it = state_.find(node);
     if (it == state_.end() || now - it->second.last > silent_after) {
-      if (it != state_.end() || now > silent_after) silent.push_back(node);
+      if (it != state_.end() || now - start_ > silent_after) silent.push_back(node);
       continue;
     }
     const NodeState& n = it->second;
@@ -226,7 +226,8 @@ HangFinding NodeWatch::Attribute(double now) const {
     for (const auto& d : idle) named.insert(d.substr(0, d.find(' ')));
     f.cause = f.cause == HangCause::kNoReport ? HangCause::kBehind : f.cause;
     f.line += std::string(f.line.empty() ? "GPU watch: " : "; ") + "GPUs idle on " + Join(idle, ", ") +
-              " while " + Join(spinning, ",") + " spin at low power in a collective it never reached";
+              " while " + Join(spinning, ",") + (spinning.size() == 1 ? " spins" : " spin") +
+              " at low power in a collective " + (idle.size() == 1 ? "it" : "they") + " never reached";
   }
   if (named.empty()) {
     f.cause = spinning.size() == nodes_.size() ? HangCause::kEqualCounts : HangCause::kNoReport;

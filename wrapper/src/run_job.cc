@@ -284,7 +284,7 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
   if (watch_s > 0 && !job_nodes.empty()) {
     WatchThresholds t;
     t.idle_percent = p.stall.gpu_idle_percent;
-    nwatch = std::make_shared<NodeWatch>(job_nodes, watch_s, t);
+    nwatch = std::make_shared<NodeWatch>(job_nodes, watch_s, t, MonotonicSeconds());
   }
   std::function<bool(const std::string&)> watch_line;
   if (nwatch) watch_line = [w = nwatch](const std::string& l) { return w->OnLine(l, MonotonicSeconds()); };

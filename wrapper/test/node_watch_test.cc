@@ -52,7 +52,7 @@ TEST(NodeWatch, Classify) {
 }
 
 TEST(NodeWatch, AnIdleNodeAmongSpinningOnesIsNamed) {
-  NodeWatch w({"n1", "n2", "n3"}, 1, WatchThresholds());
+  NodeWatch w({"n1", "n2", "n3"}, 1, WatchThresholds(), 0);
   for (double t : {1.0, 2.0}) {
     EXPECT_TRUE(w.OnLine(WatchLine("n1", Gpus(100, 110, 700)), t));
     EXPECT_TRUE(w.OnLine(WatchLine("n2", Gpus(0, 70, 700)), t));
@@ -61,11 +61,11 @@ TEST(NodeWatch, AnIdleNodeAmongSpinningOnesIsNamed) {
   EXPECT_FALSE(w.OnLine("step 12 loss 0.5", 2));
   HangFinding f = w.Attribute(2.5);
   EXPECT_EQ(f.nodes, std::vector<std::string>{"n2"});
-  EXPECT_NE(f.line.find("GPUs idle on n2 (GPU 0 0% at 70 W of 700 W) while n1,n3 spin"), std::string::npos) << f.line;
+  EXPECT_NE(f.line.find("GPUs idle on n2 (GPU 0 0% at 70 W of 700 W) while n1,n3 spin at low power in a collective it never reached"), std::string::npos) << f.line;
 }
 
 TEST(NodeWatch, EveryNodeSpinningNamesNoOne) {
-  NodeWatch w({"n1", "n2"}, 1, WatchThresholds());
+  NodeWatch w({"n1", "n2"}, 1, WatchThresholds(), 0);
   for (double t : {1.0, 2.0})
     for (const char* n : {"n1", "n2"}) w.OnLine(WatchLine(n, Gpus(100, 110, 700)), t);
   HangFinding f = w.Attribute(2.5);
@@ -75,7 +75,7 @@ TEST(NodeWatch, EveryNodeSpinningNamesNoOne) {
 }
 
 TEST(NodeWatch, ANodeThatFallsSilentIsNamed) {
-  NodeWatch w({"n1", "n2", "n3"}, 1, WatchThresholds());
+  NodeWatch w({"n1", "n2", "n3"}, 1, WatchThresholds(), 0);
   for (double t = 1; t <= 20; t += 1) {
     w.OnLine(WatchLine("n1", Gpus(100, 600, 700)), t);
     if (t < 5) w.OnLine(WatchLine("n2", Gpus(100, 600, 700)), t);  // n2's agent gone after 4 s
@@ -89,8 +89,16 @@ TEST(NodeWatch, ANodeThatFallsSilentIsNamed) {
   EXPECT_TRUE(w.OnLine("preflight-watch 1 n1 garbage", 21));
 }
 
+TEST(NodeWatch, ANodeNotHeardFromYetIsSilentOnlyAfterThreeIntervals) {
+  NodeWatch w({"n1", "n2"}, 10, WatchThresholds(), 1000);
+  w.OnLine(WatchLine("n1", Gpus(100, 600, 700)), 1001);
+  EXPECT_TRUE(w.Attribute(1005).nodes.empty());  // n2's agent may still be starting
+  for (double t = 1010; t <= 1040; t += 10) w.OnLine(WatchLine("n1", Gpus(100, 600, 700)), t);
+  EXPECT_EQ(w.Attribute(1040).nodes, std::vector<std::string>{"n2"});
+}
+
 TEST(NodeWatch, NvmlMissingOnANodeJudgesItNot) {
-  NodeWatch w({"n1", "n2"}, 1, WatchThresholds());
+  NodeWatch w({"n1", "n2"}, 1, WatchThresholds(), 0);
   for (double t : {1.0, 2.0}) {
     w.OnLine(WatchLine("n1", Gpus(100, 110, 700)), t);
     w.OnLine(WatchLineUnavailable("n2", "libnvidia-ml.so.1: cannot open shared object file"), t);

@@ -91,7 +91,9 @@ class GpuWatchLoop {
 // on the agent's output thread, the finding is asked on the main one).
 class NodeWatch {
  public:
-  NodeWatch(std::vector<std::string> nodes, double interval_s, WatchThresholds t);
+  // `start`: when the agents were started (monotonic seconds); a node never
+  // heard from counts as silent only 3 intervals after it.
+  NodeWatch(std::vector<std::string> nodes, double interval_s, WatchThresholds t, double start);
   // true when the line was a watch line (consumed).
   bool OnLine(const std::string& line, double now);
   // The finding at a stall, `now` monotonic seconds; kNoReport when no
@@ -110,6 +112,7 @@ class NodeWatch {
   std::vector<std::string> nodes_;
   double interval_s_;
   WatchThresholds t_;
+  double start_;
   std::map<std::string, NodeState> state_;
 };
 
