@@ -122,9 +122,11 @@ if [ "\${SLURM_RESTART_COUNT:-0}" = 0 ]; then
   first=\$(scontrol show hostnames "\$SLURM_JOB_NODELIST" | sed -n 1p)
   second=\$(scontrol show hostnames "\$SLURM_JOB_NODELIST" | sed -n 2p)
   echo "second node \$second"
-  for n in \$first \$second; do cp "$C/nodes/\$n/nvml.faults" "$OUT/faults.\$n" 2>/dev/null || : >"$OUT/faults.\$n"; done
-  printf 'gpus 2\nutil * 100\npower * 110\npower_limit * 700\n' >"$C/nodes/\$first/nvml.faults"
-  printf 'gpus 2\nutil * 0\npower * 70\npower_limit * 700\n' >"$C/nodes/\$second/nvml.faults"
+  # Appended, not replaced: the node's GPU count and health faults stay as
+  # the prolog and epilog checks know them (a changed count drains it).
+  for n in \$first \$second; do cp "$C/nodes/\$n/nvml.faults" "$OUT/faults.\$n" 2>/dev/null || : >"$OUT/faults.\$n.none"; done
+  printf 'util * 100\npower * 110\npower_limit * 700\n' >>"$C/nodes/\$first/nvml.faults"
+  printf 'util * 0\npower * 70\npower_limit * 700\n' >>"$C/nodes/\$second/nvml.faults"
   exec $run --stall-output 4s --watch-gpus 1s --stall-restart yes --max-failure-restarts 1 --kill-wait 2s -- $app --steps 1000 --step-ms 10 --hang-at 3
 fi
 echo "restart \$SLURM_RESTART_COUNT on \$SLURM_JOB_NODELIST"
@@ -134,7 +136,6 @@ jid=$(sbatch --parsable -N2 --open-mode=append -o "$OUT/gpu-%j.out" --wrap "$OUT
 wait_restarted "$jid" 1200 || true
 out=$OUT/gpu-$jid.out
 second=$(sed -n 's/^second node //p' "$out" | head -1)
-for f in "$OUT"/faults.n*; do [ -e "$f" ] && cp "$f" "$C/nodes/${f##*.}/nvml.faults"; done
 check "gpu: RAS not reached, then the GPU watch names the idle node" soon_contains "$out" \
   "^preflight: run: hang: node\(s\) at fault: $second: NCCL RAS not reached: .*; GPU watch: GPUs idle on $second \(GPU 0 0% at 70 W of 700 W\) while n[0-9]+ spins at low power in a collective it never reached"
 check "gpu: requeued excluding it" soon_contains "$out" "; hang attributed to $second; excluding $second$"
@@ -147,4 +148,11 @@ check "gpu: the named node is excluded from the requeued job" wait_excluded "$ji
 wait_job "$jid" 400
 cat "$out"
 check "gpu: the restart completed without it" test "$(job_field "$jid" JobState)" = COMPLETED
+for f in "$OUT"/faults.n*; do
+  case $f in
+    *.none) n=${f%.none}; rm -f "$C/nodes/${n##*.}/nvml.faults" ;;
+    *) cp "$f" "$C/nodes/${f##*.}/nvml.faults" ;;
+  esac
+done
+check "gpu: no node drained" bash -c "! sinfo -h -N -o '%T' | grep -q drain"
 finish
