@@ -108,7 +108,9 @@ check "foreign: root's listener is not asked" contains "$out" \
 check "foreign: nobody named" bash -c "! grep -q 'node(s) at fault' '$out'"
 
 # --- 4. a user's own NCCL_RAS_ADDR is kept -------------------------------
-jid=$(as_user sbatch --parsable -N1 -o "$OUT/u/own-%j.out" --export=ALL,NCCL_RAS_ADDR=localhost:29999 --wrap 'echo "addr=$NCCL_RAS_ADDR"; srun -N1 printenv NCCL_RAS_ADDR')
+# In sbatch's environment (--export=ALL, the default): Slurm 25.11 held a job
+# whose --export listed a variable ("user env retrieval failed").
+jid=$(as_user NCCL_RAS_ADDR=localhost:29999 sbatch --parsable -N1 -o "$OUT/u/own-%j.out" --wrap 'echo "addr=$NCCL_RAS_ADDR"; srun -N1 printenv NCCL_RAS_ADDR')
 wait_job "$jid" 60
 out=$OUT/u/own-$jid.out
 check "own: the user's value reaches the batch script" contains "$out" '^addr=localhost:29999$'
