@@ -54,6 +54,17 @@ std::optional<HangFinding> HangProbe::Take() {
 void HangProbe::Run() {
   std::vector<RasSnapshot> polls;
   std::string trouble, version = o_.nccl_version;
+  // The gate before the first query: the version the user's processes
+  // mapped (read here, on the probe's thread, only once a stall fired).
+  if (version.empty()) version = NcclVersionOfUser(FsRoot("/"), o_.query.uid);
+  if (!version.empty() && RasVersionLess(version, o_.min_nccl)) {
+    std::lock_guard<std::mutex> l(mu_);
+    done_ = HangFinding{HangCause::kNoReport, {},
+                        "NCCL RAS not asked: the job's NCCL " + version + " is older than run_ras_min_nccl " +
+                            o_.min_nccl + " (asking RAS crashed jobs of older releases)"};
+    running_ = false;
+    return;
+  }
   for (unsigned i = 0; i < o_.polls; ++i) {
     if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(o_.interval_s * 1000)));
     auto r = QueryRas(o_.query);

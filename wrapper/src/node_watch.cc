@@ -107,17 +107,6 @@ Expected<WatchSample> ParseWatchLine(const std::string& line) {
   return s;
 }
 
-const char* GpuStateName(GpuState s) {
-  switch (s) {
-    case GpuState::kUnknown: return "unknown";
-    case GpuState::kIdle: return "idle";
-    case GpuState::kSpinning: return "spinning (busy at low power)";
-    case GpuState::kBusy: return "busy";
-    case GpuState::kMixed: return "mixed";
-  }
-  return "?";
-}
-
 GpuState ClassifyNode(const std::vector<GpuReading>& gpus, const WatchThresholds& t) {
   if (gpus.empty()) return GpuState::kUnknown;
   std::optional<GpuState> all;

@@ -219,6 +219,7 @@ std::unique_ptr<HangProbe> MakeHangProbe(const Config& cfg, const RunPolicy& p, 
   o.polls = p.ras_polls;
   o.interval_s = p.ras_interval_s;
   o.query.uid = ::getuid();
+  o.nccl_version = EnvOr(env, "NCCL_VERSION");  // NGC images set it; else read from the mapped library
   std::string addr = EnvOr(env, "NCCL_RAS_ADDR");
   if (!addr.empty()) {
     auto ep = ParseRasAddr(addr);

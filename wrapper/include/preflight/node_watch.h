@@ -60,7 +60,6 @@ struct WatchSample {
 Expected<WatchSample> ParseWatchLine(const std::string& line);
 
 enum class GpuState { kUnknown, kIdle, kSpinning, kBusy, kMixed };
-const char* GpuStateName(GpuState s);  // "idle", "spinning (busy at low power)", ...
 struct WatchThresholds {
   unsigned idle_percent = 5;      // run_gpu_idle_percent
   unsigned busy_percent = 90;
