@@ -69,7 +69,7 @@ kill_agent() {
   note "kill -9 $1's agent ($p); tier: $(ls -A "$tier" | tr '\n' ' ')"
   kill -9 "$p"
   check "$1's agent killed: the step restarted ($2 of 3)" \
-    soon_contains "$out" "^preflight: run: checkpoint agent ended \(.*\); restarted \($2 of 3\)$" 90
+    soon_contains "$out" "^preflight: run: node agent ended \(.*\); restarted \($2 of 3\)$" 90
 }
 
 check "a copy starts (a partial folder on the tier)" wait_partial

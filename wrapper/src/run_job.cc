@@ -204,7 +204,7 @@ Tiers StartTiers(const Config& cfg, const RunPolicy& p, const EnvMap& env, RunSt
                                plan.nodes.size());
   auto agent = PersistAgent::Start(argv, on_line);
   if (agent) t.agent = std::move(*agent);
-  else Log(LogLevel::kError, "run", "checkpoint agent not started", agent.status().message() + " (" + Join(argv, " ") + ")");
+  else Log(LogLevel::kError, "run", "node agent not started", agent.status().message() + " (" + Join(argv, " ") + ")");
   return t;
 }
 

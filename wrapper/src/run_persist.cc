@@ -332,7 +332,7 @@ std::string PersistAgent::Watch() {
     end_ = HowEnded(status);
     if (restarts_ >= kAgentRestarts) {
       finished_ = true;
-      std::string line = "preflight: run: checkpoint agent ended (" + end_ + ") after " + std::to_string(restarts_) +
+      std::string line = "preflight: run: node agent ended (" + end_ + ") after " + std::to_string(restarts_) +
                          " restarts: not restarted again; the epilog makes the newest complete checkpoint durable";
       Say(line);
       return line;
@@ -343,7 +343,7 @@ std::string PersistAgent::Watch() {
   if (MonotonicSeconds() < restart_at_) return "";
   ++restarts_;
   Status s = Spawn();
-  std::string line = "preflight: run: checkpoint agent ended (" + end_ + "); " +
+  std::string line = "preflight: run: node agent ended (" + end_ + "); " +
                      (s.ok() ? "restarted (" + std::to_string(restarts_) + " of " + std::to_string(kAgentRestarts) + ")"
                              : "restart failed: " + s.message() + "; the epilog makes the newest complete checkpoint durable");
   if (!s.ok()) finished_ = true;
@@ -370,7 +370,7 @@ void PersistAgent::Finish(double bound_s) {
     }
     double now = MonotonicSeconds();
     if (stage == 0 && now > until) {
-      Say("preflight: run: checkpoint agent: not done after " + Fixed(bound_s, 0) + " s: stopped (the epilog carries on)");
+      Say("preflight: run: node agent: not done after " + Fixed(bound_s, 0) + " s: stopped (the epilog carries on)");
       ::kill(-child_.pid, SIGTERM);
       stage = 1;
     } else if (stage == 1 && now > until + 5) {

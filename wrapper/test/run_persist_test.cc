@@ -298,9 +298,9 @@ TEST(PersistAgentWatch, AKilledAgentIsRestartedThenLeftToTheEpilog) {
   });
   ASSERT_EQ(lines.size(), static_cast<size_t>(kAgentRestarts) + 1) << ::testing::PrintToString(lines);
   for (int i = 0; i < kAgentRestarts; ++i)
-    EXPECT_EQ(lines[i], "preflight: run: checkpoint agent ended (killed by signal 9 (SIGKILL)); restarted (" +
+    EXPECT_EQ(lines[i], "preflight: run: node agent ended (killed by signal 9 (SIGKILL)); restarted (" +
                             std::to_string(i + 1) + " of " + std::to_string(kAgentRestarts) + ")");
-  EXPECT_EQ(lines.back(), "preflight: run: checkpoint agent ended (killed by signal 9 (SIGKILL)) after 3 restarts: not "
+  EXPECT_EQ(lines.back(), "preflight: run: node agent ended (killed by signal 9 (SIGKILL)) after 3 restarts: not "
                           "restarted again; the epilog makes the newest complete checkpoint durable");
   auto starts = ReadWholeFile(count);
   ASSERT_TRUE(starts.ok());
@@ -320,7 +320,7 @@ TEST(PersistAgentWatch, ACleanEndIsNotRestartedAFailureIs) {
   ASSERT_TRUE(bad.ok());
   auto lines = WatchLines(**bad, [](const std::vector<std::string>& l) { return !l.empty(); });
   ASSERT_FALSE(lines.empty());
-  EXPECT_EQ(lines[0], "preflight: run: checkpoint agent ended (exit status 3); restarted (1 of 3)");
+  EXPECT_EQ(lines[0], "preflight: run: node agent ended (exit status 3); restarted (1 of 3)");
   (*bad)->Finish(5);
 }
 
