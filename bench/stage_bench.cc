@@ -18,6 +18,15 @@
 //   stage_bench [--dir D] [--files N] [--file-size B] [--large N] [--large-size B]
 //               [--reps R] [--workers W] [--tmpfs-size S] [--verify files|dirs] [--each 1]
 //               [--peers 1,3,8 [--peer-files N] [--peer-file-size B]]
+//               [--netfs-us L [--netfs-inflight N] [--remote-workers W]]
+//
+// --netfs-us: the source is served through preflight-netfs (the test
+// harness's emulated network file system: L microseconds per operation,
+// at most N in flight, default 64, no caching), as NFS or Lustre would
+// serve it. Adds `fpsync -n 8` (Debian's fpart package, when installed)
+// and the floor: files x operations per file x latency / in-flight. The
+// engine then keeps --remote-workers (stage_remote_workers, default 32)
+// operations in flight.
 //
 // --peers: peer fan-out (stage_peer.h) on emulated nodes in this process
 // (a cache folder each, TCP on 127.0.0.1, a private munged): bytes read
@@ -75,6 +84,8 @@ struct Args {
   std::string tmpfs_size = "12G";
   std::string peers;  // "1,3,8": the peer fan-out bench
   uint64_t peer_files = 64, peer_file_size = 4 << 20;
+  int netfs_us = -1;  // >= 0: the source through preflight-netfs
+  unsigned netfs_inflight = 64, remote_workers = 32;
 };
 
 bool Fill(const std::string& path, uint64_t size, uint64_t seed) {
@@ -206,15 +217,42 @@ void Prefault(const std::string& dir, uint64_t bytes) {
   ::unlink(p.c_str());
 }
 
-struct Result { double cp, rsync, cold, warm, floor, sys_floor; };
+struct Result { double cp, rsync, cold, warm, floor, sys_floor, fpsync; };
+
+bool HaveFpsync() { return ::access("/usr/bin/fpsync", X_OK) == 0; }
+
+// Mounts `src` at `mnt` through preflight-netfs; unmounted by Unmount()
+// at exit (a lazy unmount; the daemon ends with it).
+std::vector<std::string> g_netfs;
+void UnmountNetfs() {
+  for (const auto& m : g_netfs)
+    RunCommand({PF_SOURCE_DIR "/tests/harness/netfs.sh", "umount", m}, {"PREFLIGHT_NETFS=" PF_NETFS_BIN}, 60000);
+}
+std::string MountNetfs(const Args& a, const std::string& src) {
+  std::string mnt = src + ".net";
+  MakeDirs(mnt, 0755);
+  auto r = RunCommand({PF_SOURCE_DIR "/tests/harness/netfs.sh", "mount", src, mnt, "--allow-other", "--latency-us",
+                       std::to_string(a.netfs_us), "--max-inflight", std::to_string(a.netfs_inflight)},
+                      {"PREFLIGHT_NETFS=" PF_NETFS_BIN}, 60000);
+  if (!r || r->exit_code != 0) {
+    std::fprintf(stderr, "stage_bench: mounting %s through preflight-netfs: %s\n", src.c_str(),
+                 r ? r->output.c_str() : r.status().message().c_str());
+    std::exit(1);
+  }
+  if (g_netfs.empty()) std::atexit(UnmountNetfs);
+  g_netfs.push_back(mnt);
+  return mnt;
+}
 
 Result Run(const Args& a, const std::string& src, uint64_t bytes, bool with_rsync, const char* cp_cmd) {
   StageIdentity who = Reader();
   StageCacheOptions o;
   o.dir = a.dir + "/cache";
   o.workers = CopyWorkers(a);
+  o.remote_workers = a.remote_workers;
   o.verify_dirs_only = a.verify_dirs;
-  std::vector<double> cp, rs, cold, warm, floor_t, sys_t;
+  std::vector<double> cp, rs, cold, warm, floor_t, sys_t, fp;
+  const bool with_fpsync = with_rsync && a.netfs_us >= 0 && HaveFpsync();
   // The floor of a warm check: every entry statted once as the reader.
   std::string as_user = who.drop ? "setpriv --reuid=" + std::to_string(who.uid) + " --regid=" + std::to_string(who.gid) +
                                        " --init-groups "
@@ -237,6 +275,11 @@ Result Run(const Args& a, const std::string& src, uint64_t bytes, bool with_rsyn
       Prefault(a.dir, bytes);
       rs.push_back(Shell("rsync -a '" + src + "/' '" + a.dir + "/rsync/'"));
       Clean(a.dir + "/rsync");
+      if (!with_fpsync) return;
+      Clean(a.dir + "/fpsync");
+      MakeDirs(a.dir + "/fpsync", 0755);
+      fp.push_back(Shell("fpsync -n 8 -t '" + a.dir + "/fpsync.tmp' '" + src + "/' '" + a.dir + "/fpsync/' >/dev/null"));
+      Clean(a.dir + "/fpsync");
     };
     auto run_pf = [&] {
       Clean(o.dir);
@@ -262,7 +305,8 @@ Result Run(const Args& a, const std::string& src, uint64_t bytes, bool with_rsyn
                   warm.back(), cp_cmd, cp.back(), rsync_text, sys_t.back());
     }
   }
-  return {Median(cp), with_rsync ? Median(rs) : 0, Median(cold), Median(warm), Median(floor_t), Median(sys_t)};
+  return {Median(cp), with_rsync ? Median(rs) : 0, Median(cold), Median(warm), Median(floor_t), Median(sys_t),
+          with_fpsync ? Median(fp) : 0};
 }
 
 const char* GoalText(bool ok) { return ok ? "OK" : "BELOW GOAL"; }
@@ -390,6 +434,9 @@ int main(int argc, char** argv) {
     else if (k == "--verify") a.verify_dirs = v == "dirs";
     else if (k == "--each") a.each = v == "1";
     else if (k == "--peers") a.peers = v;
+    else if (k == "--netfs-us") a.netfs_us = std::atoi(v.c_str());
+    else if (k == "--netfs-inflight") a.netfs_inflight = static_cast<unsigned>(std::atoi(v.c_str()));
+    else if (k == "--remote-workers") a.remote_workers = static_cast<unsigned>(std::atoi(v.c_str()));
     else if (k == "--peer-files") a.peer_files = std::strtoull(v.c_str(), nullptr, 10);
     else if (k == "--peer-file-size") a.peer_file_size = *ParseSize(v);
     else { std::fprintf(stderr, "stage_bench: unknown option %s\n", k.c_str()); return 2; }
@@ -419,7 +466,30 @@ int main(int argc, char** argv) {
     if (i % 1000 == 0) MakeDirs(d, 0755);
     if (!Fill(d + "/f" + std::to_string(i), a.file_size, i)) { std::perror("stage_bench: fill"); return 1; }
   }
-  Result s = Run(a, small, a.files * a.file_size, true, "cp -a");
+  std::string small_src = a.netfs_us >= 0 ? MountNetfs(a, small) : small;
+  if (a.netfs_us >= 0)
+    std::printf("\nsource through preflight-netfs: %d us per operation, at most %u in flight; stage_remote_workers %u\n",
+                a.netfs_us, a.netfs_inflight, a.remote_workers);
+  Result s = Run(a, small_src, a.files * a.file_size, true, "cp -a");
+  if (a.netfs_us >= 0) {
+    // The floor of any copy: per file a lookup, an open, a getattr and a
+    // read (4 operations), every one a round trip, at most N at once.
+    double floor = a.files * 4.0 * a.netfs_us * 1e-6 / a.netfs_inflight;
+    std::printf("\n%llu files x %llu B from the network source (cold): preflight %.3f s   cp -a %.3f s   rsync -a %.3f s",
+                static_cast<unsigned long long>(a.files), static_cast<unsigned long long>(a.file_size), s.cold, s.cp,
+                s.rsync);
+    if (s.fpsync > 0) std::printf("   fpsync -n 8 %.3f s", s.fpsync);
+    std::printf("\n  floor (files x 4 ops x latency / in-flight) %.3f s;  preflight / floor = %.1fx\n", floor,
+                s.cold / floor);
+    std::printf("  cp -a / preflight    = %.2fx  (goal >= 20x)   %s\n", s.cp / s.cold, GoalText(s.cp / s.cold >= 20));
+    if (s.fpsync > 0)
+      std::printf("  fpsync / preflight   = %.2fx  (goal >= 2x)    %s\n", s.fpsync / s.cold, GoalText(s.fpsync / s.cold >= 2));
+    std::printf("  rsync -a / preflight = %.2fx\n", s.rsync / s.cold);
+    std::printf("  warm (cache hit) %.3f s  (goal at 100k files: <= 10 s, here %.2f s per 100k)\n", s.warm,
+                s.warm * 100000.0 / a.files);
+    Clean(small);
+    return 0;
+  }
   Clean(small);
   std::printf("\n%llu files x %llu B (cold):  preflight %.3f s   cp -a %.3f s   rsync -a %.3f s\n",
               static_cast<unsigned long long>(a.files), static_cast<unsigned long long>(a.file_size), s.cold, s.cp, s.rsync);

@@ -320,8 +320,12 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_ABSPATH(stage.dir)},
       {"stage_cache_quota", "size", "Dataset cache size kept after each job (LRU, in-use never evicted); 0: no limit",
        PF_PARSED(stage.cache_quota, ParseSize, SizeText)},
-      {"stage_workers", "count", "Copy threads per staged dataset; 0: one per CPU (at least 2)",
+      {"stage_workers", "count", "Copy threads per staged dataset on a local source; 0: one per CPU (2 to 64)",
        PF_PARSED(stage.workers, (CountIn<0, 1024>), CountText)},
+      {"stage_remote_workers", "count",
+       "Operations in flight per staged dataset on a network or FUSE source (nfs, lustre, gpfs, fuse, ...): "
+       "walk, copy and warm check",
+       PF_PARSED(stage.remote_workers, (CountIn<1, 256>), CountText)},
       {"stage_timeout", "duration", "Upper bound for staging all of a job's datasets on a node",
        PF_PARSED(stage.timeout_ms, ParseDurationMs, DurationText)},
       {"stage_verify", "string", "Cache reuse check: files (every entry's type, mode, size, inode, mtime, ctime and the user's read access) or dirs (directories only)",

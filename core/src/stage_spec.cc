@@ -139,6 +139,26 @@ bool OnPseudoFilesystem(int fd, std::string* what) {
   return false;
 }
 
+bool OnNetworkFilesystem(int fd, std::string* what) {
+  struct statfs sf;
+  if (::fstatfs(fd, &sf) != 0) return false;
+  struct Fs { unsigned long magic; const char* name; };
+  // Magic numbers: linux/magic.h where the kernel has the file system,
+  // else the file system's own headers (lustre, gpfs, beegfs, panfs).
+  static const Fs kNetwork[] = {
+      {0x6969, "nfs"},          {0x0BD00BD0, "lustre"}, {0x47504653, "gpfs"},     {0x65735546, "fuse"},
+      {0xFF534D42, "cifs"},     {0xFE534D42, "smb2"},   {0x517B, "smb"},          {0x00C36400, "ceph"},
+      {0x19830326, "beegfs"},   {0x01021997, "9p"},     {0x5346414F, "afs"},      {0x6B414653, "afs"},
+      {0x20030528, "orangefs"}, {0xAAD7AAEA, "panfs"},  {0x73757245, "coda"},
+  };
+  for (const auto& f : kNetwork)
+    if (static_cast<unsigned long>(sf.f_type) == f.magic) {
+      if (what) *what = f.name;
+      return true;
+    }
+  return false;
+}
+
 std::string StageSpecText(const std::vector<StageSource>& sources) {
   std::string t;
   for (const auto& s : sources) {

@@ -22,6 +22,7 @@
 #include "preflight/json.h"
 #include "preflight/report.h"
 #include "preflight/stage_manifest.h"
+#include "preflight/stage_warm.h"
 #include "preflight/strings.h"
 
 namespace preflight {
@@ -150,6 +151,9 @@ Status CopySourceInto(const std::string& source, const CopyOptions& co, int dst_
   Status s = CopyTree(source, dst_dir_fd, "data", co, &out->stats, &out->manifest, side, &light, &check);
   if (!s.ok()) return s;
   out->source_bytes = out->stats.bytes;
+  if (!out->stats.source_fs.empty() && out->note.empty())
+    out->note = "read from a " + out->stats.source_fs + " file system, " + std::to_string(out->stats.in_flight) +
+                " operations in flight";
   std::string dirs;  // the light check's list: "d MODE CTIME PATH" -> PATH
   for (const auto& l : light)
     if (l[0] == 'd') dirs += (dirs.empty() ? "" : "\n") + l.substr(l.find(' ', l.find(' ', 2) + 1) + 1);
@@ -186,6 +190,7 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
 
   CopyOptions co;
   co.workers = o.workers;
+  co.remote_workers = o.remote_workers;
   co.deadline = o.deadline;
   co.fs = o.fs;
   co.who = who;
@@ -214,9 +219,10 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
     std::string stored = info[light ? "digest_light" : "digest"];
     if (check) {
       // The per-directory check (stage_manifest.h): one listing and one
-      // statx per entry as the reader, directories in parallel.
+      // statx per entry as the reader, directories and large directories'
+      // entries in parallel.
       WarmCheckResult wr;
-      s = CheckUnchanged(source, *check, who, o.workers, o.deadline, &wr, side);
+      s = CheckUnchanged(source, *check, who, o.workers, o.remote_workers, o.deadline, &wr, side);
       if (!s.ok()) return s;
       same = wr.same;
     } else if (!stored.empty()) {

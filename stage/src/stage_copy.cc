@@ -145,7 +145,7 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
   double t0 = MonotonicSeconds();
   RaiseFdLimit();
   Child c;
-  Status s = StartChild(src, o.who, WalkMode::kCopy, &c);
+  Status s = StartChild(src, o.who, WalkMode::kCopy, &c, false, nullptr, o.remote_workers);
   if (!s.ok()) { *side = FaultSide::kNode; return s; }
 
   CopyPool pool(o, fs, check);
@@ -164,6 +164,7 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
     return room;
   };
   bool aborted = false;  // a worker failed first; its status is the one to report
+  std::string src_root;  // the resolved source, for the source's errors
   s = Receive(&c, o.deadline, src, side, [&](Record& r) -> Status {
     if (pool.failed()) {
       if (r.fd >= 0) ::close(r.fd);
@@ -171,14 +172,21 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
       return Status::Failed("aborted");
     }
     if (r.kind == kRoot) {
+      // On a network source the copies wait on round trips: more in flight.
+      if (r.remote) {
+        stats->source_fs = r.link.empty() ? "network" : r.link;
+        stats->in_flight = std::max({1u, o.workers, o.remote_workers});
+        if (o.remote_workers > std::max(1u, o.workers)) pool.Start(o.remote_workers - std::max(1u, o.workers));
+      }
       manifest->push_back(std::string("root ") + r.type + " " + r.path);
+      src_root = r.path;
       if (light && r.type == 'd') light->push_back(LightLine(r));
       Status sp = over_space(r);
       if (!sp.ok()) return sp;
       if (r.type == 'f') {
         ++expect_files;
-        Task t{r.fd, dst_dir_fd, dst_name, dst_name, r.size, r.mode, r.mtime_sec, r.mtime_nsec};
-        t.ino = r.ino;
+        Task t{r.fd, dst_dir_fd, dst_name, dst_name, r.size, r.mode, r.mtime_sec, r.mtime_nsec, 0, 0, UINT32_MAX, r.ino,
+               r.path};
         pool.Push(std::move(t));
         return Status::Ok();
       }
@@ -210,7 +218,8 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
       ++stats->symlinks;
     } else {
       ++expect_files;
-      pool.Push({r.fd, droot, r.path, shown, r.size, r.mode, r.mtime_sec, r.mtime_nsec, r.ctime_sec, r.ctime_nsec, ci, r.ino});
+      pool.Push({r.fd, droot, r.path, shown, r.size, r.mode, r.mtime_sec, r.mtime_nsec, r.ctime_sec, r.ctime_nsec, ci, r.ino,
+                 src_root + "/" + r.path});
     }
     return Status::Ok();
   });

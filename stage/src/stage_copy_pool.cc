@@ -133,7 +133,7 @@ void CopyPool::Loop() {
 
 void CopyPool::CopyOne(const Task& t, std::vector<char>& buf) {
   if (o_.deadline > 0 && MonotonicSeconds() > o_.deadline) {
-    Fail(Status::Timeout("staging: timed out copying " + t.shown), FaultSide::kSource);
+    Fail(Status::Timeout("staging: timed out copying " + t.source()), FaultSide::kSource);
     return;
   }
   mode_t mode = (t.mode & 0111) ? 0755 : 0644;
@@ -150,7 +150,7 @@ void CopyPool::CopyOne(const Task& t, std::vector<char>& buf) {
     off_t in_off = 0;
     while (done < t.size) {
       if (o_.deadline > 0 && MonotonicSeconds() > o_.deadline) {
-        Fail(Status::Timeout("staging: timed out copying " + t.shown), FaultSide::kSource);
+        Fail(Status::Timeout("staging: timed out copying " + t.source()), FaultSide::kSource);
         ok = false;
         break;
       }
@@ -169,7 +169,7 @@ void CopyPool::CopyOne(const Task& t, std::vector<char>& buf) {
     ssize_t n = fs_.Pread(t.src, buf.data(), std::min<uint64_t>(buf.size(), t.size - done), static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      Fail(Status::FromErrno(errno, "read " + t.shown), FaultSide::kSource);
+      Fail(Status::FromErrno(errno, "read " + t.source()), FaultSide::kSource);
       ok = false;
       break;
     }
@@ -189,7 +189,7 @@ void CopyPool::CopyOne(const Task& t, std::vector<char>& buf) {
     if (!ok) break;
     done += static_cast<uint64_t>(n);
     if (o_.deadline > 0 && done < t.size && MonotonicSeconds() > o_.deadline) {
-      Fail(Status::Timeout("staging: timed out copying " + t.shown), FaultSide::kSource);
+      Fail(Status::Timeout("staging: timed out copying " + t.source()), FaultSide::kSource);
       ok = false;
     }
   }
@@ -198,10 +198,10 @@ void CopyPool::CopyOne(const Task& t, std::vector<char>& buf) {
     // not changed since the walker opened it.
     struct stat st;
     if (::fstat(t.src, &st) != 0) {
-      Fail(Status::FromErrno(errno, "stat " + t.shown), FaultSide::kSource);
+      Fail(Status::FromErrno(errno, "stat " + t.source()), FaultSide::kSource);
       ok = false;
     } else if (std::string change = DescribeChange(t, st, done, check_ != nullptr); !change.empty()) {
-      Fail(Status::IOError(t.shown + ": changed while being copied (" + change + "); stage it again once it is stable"),
+      Fail(Status::IOError(t.source() + ": changed while being copied (" + change + "); stage it again once it is stable"),
            FaultSide::kSource);
       ok = false;
     }

@@ -41,6 +41,8 @@ struct Task {
   uint32_t ctime_nsec = 0;
   uint32_t check_index = UINT32_MAX;  // in CopyOptions' check builder
   uint64_t ino = 0;                   // as the walker saw it; 0: not compared
+  std::string from;                   // the source path, for its errors; "": `shown`
+  const std::string& source() const { return from.empty() ? shown : from; }
 };
 
 // What differs between the source file as the walker opened it (`t`) and

@@ -63,6 +63,7 @@ StageCacheOptions CacheOptionsFor(const Config& cfg) {
   o.quota = cfg.stage.cache_quota == 0 ? UINT64_MAX : cfg.stage.cache_quota;  // config 0: no limit
   unsigned n = cfg.stage.workers ? static_cast<unsigned>(cfg.stage.workers) : std::thread::hardware_concurrency();
   o.workers = std::max(2u, std::min(n, 64u));
+  o.remote_workers = static_cast<unsigned>(cfg.stage.remote_workers);
   o.verify_dirs_only = cfg.stage.verify == StageVerify::kDirs;
   return o;
 }

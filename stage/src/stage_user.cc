@@ -116,6 +116,19 @@ std::string BecomeStageUser(int fd, const StageIdentity& who, int* err) {
   return "";
 }
 
+bool KillChild(pid_t pid, double bound_s) {
+  if (pid <= 0) return true;
+  ::kill(pid, SIGKILL);
+  int st;
+  for (double waited = 0; waited < bound_s; waited += 0.01) {
+    pid_t r = ::waitpid(pid, &st, WNOHANG);
+    if (r == pid || (r < 0 && errno != EINTR)) return true;
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    ::nanosleep(&ts, nullptr);
+  }
+  return false;
+}
+
 Status StageChildEnd(pid_t* pid, const char* what, const std::string& src, FaultSide* side) {
   int st = 0;
   pid_t r = 0;

@@ -39,4 +39,13 @@ std::string BecomeStageUser(int fd, const StageIdentity& who, int* err = nullptr
 // The child is reaped either way; *pid becomes -1.
 Status StageChildEnd(pid_t* pid, const char* what, const std::string& src, FaultSide* side);
 
+// Ends a stage child that is no longer wanted (a timeout, a failure on the
+// root side): SIGKILL, then reaps it, waiting at most `bound_s`. A child
+// stuck in a network file system's request (a hard NFS mount or a FUSE
+// server that stopped answering) cannot die before the server answers;
+// it is then left behind, its parent's end of every pipe closed, so the
+// prolog still ends within stage_timeout plus `bound_s` and says the
+// source timed out. False when it was left.
+bool KillChild(pid_t pid, double bound_s = 5);
+
 }  // namespace preflight::stage_internal

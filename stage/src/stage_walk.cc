@@ -34,6 +34,8 @@
 #include "preflight/stage_spec.h"
 #include "stage_user_child.h"
 #include "stage_walk.h"
+#include "stage_walk_open.h"
+#include "stage_walk_send.h"
 
 namespace preflight {
 
@@ -66,77 +68,10 @@ std::string ManifestLine(const Record& r) {
 namespace {
 
 // ---- the child: runs as the job user --------------------------------------
-class Sender {
- public:
-  explicit Sender(int sock) : sock_(sock) { buf_.reserve(kMsgBytes); }
-  bool Add(Kind kind, char type, const struct stat* st, const std::string& path, const std::string& link, int fd,
-           int err = 0) {
-    size_t need = sizeof(Wire) + path.size() + link.size();
-    if (path.size() > 65535 || link.size() > 65535) return false;
-    if (buf_.size() + need > kMsgBytes || fds_.size() >= kMaxFdsPerMsg)
-      if (!Flush()) return false;
-    Wire w{};
-    w.kind = kind;
-    w.type = type;
-    w.path_len = static_cast<uint16_t>(path.size());
-    w.link_len = static_cast<uint16_t>(link.size());
-    w.has_fd = fd >= 0;
-    w.err = static_cast<uint32_t>(err);
-    if (st) {
-      w.mode = st->st_mode;
-      w.size = static_cast<uint64_t>(st->st_size);
-      w.mtime_sec = st->st_mtim.tv_sec;
-      w.mtime_nsec = static_cast<uint32_t>(st->st_mtim.tv_nsec);
-      w.ctime_sec = st->st_ctim.tv_sec;
-      w.ctime_nsec = static_cast<uint32_t>(st->st_ctim.tv_nsec);
-      w.ino = st->st_ino;
-    }
-    const char* p = reinterpret_cast<const char*>(&w);
-    buf_.insert(buf_.end(), p, p + sizeof w);
-    buf_.insert(buf_.end(), path.begin(), path.end());
-    buf_.insert(buf_.end(), link.begin(), link.end());
-    if (fd >= 0) fds_.push_back(fd);
-    // Small early batches get the parent's workers going while we walk on.
-    if (++count_ < 256 && fds_.size() >= 8) return Flush();
-    return true;
-  }
-  bool Flush() {
-    if (buf_.empty()) return true;
-    struct iovec iov = {buf_.data(), buf_.size()};
-    struct msghdr msg {};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    std::vector<char> ctl;
-    if (!fds_.empty()) {
-      ctl.assign(CMSG_SPACE(sizeof(int) * fds_.size()), 0);
-      msg.msg_control = ctl.data();
-      msg.msg_controllen = ctl.size();
-      struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int) * fds_.size());
-      std::memcpy(CMSG_DATA(c), fds_.data(), sizeof(int) * fds_.size());
-    }
-    ssize_t n;
-    do n = ::sendmsg(sock_, &msg, MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR);
-    for (int fd : fds_) ::close(fd);
-    fds_.clear();
-    buf_.clear();
-    return n >= 0;
-  }
-
- private:
-  int sock_;
-  std::vector<char> buf_;
-  std::vector<int> fds_;
-  size_t count_ = 0;
-};
-
 
 struct Walker {
-  Sender* out;
-  WalkMode mode;
+  Sender* out = nullptr;
+  WalkMode mode = WalkMode::kCopy;
   std::string root;  // resolved source path
   std::string error;
   // Scans for the cache's check digest here and send only the digest: no
@@ -146,9 +81,17 @@ struct Walker {
   ManifestDigest digest;
   const std::vector<std::string>* light_dirs = nullptr;  // kLight: the directories to stat
   int error_errno = 0;  // with `error`: the failed call's errno (0: a refusal)
+  // A copy walk of a network source: files opened on these threads
+  // (stage_walk_open.h); nullptr: in the walk itself.
+  unsigned remote_openers = 0;
+  Openers* openers = nullptr;
+  std::mutex emit_mu;  // the walk and the openers share `out`
 
   bool Emit(Kind kind, char type, const struct stat* st, const std::string& path, const std::string& link, int fd) {
-    if (!local_digest) return out->Add(kind, type, st, path, link, fd);
+    if (!local_digest) {
+      std::lock_guard<std::mutex> l(emit_mu);
+      return out->Add(kind, type, st, path, link, fd);
+    }
     if (kind == kRoot && mode != WalkMode::kLight) {
       digest.Add(std::string("root ") + type + " " + path);
       return true;
@@ -212,7 +155,8 @@ struct Walker {
     return false;
   }
 
-  bool Walk(int dirfd, const std::string& rel) {
+  // `hold`: owns dirfd when openers may still use it after this returns.
+  bool Walk(int dirfd, const std::string& rel, const std::shared_ptr<DirFd>& hold) {
     int dup_fd = ::dup(dirfd);
     if (dup_fd < 0) return Fail(root + "/" + rel, errno);
     DIR* d = ::fdopendir(dup_fd);
@@ -222,6 +166,7 @@ struct Walker {
     }
     bool ok = true;
     for (;;) {
+      if (openers && openers->failed()) { ok = false; break; }
       errno = 0;
       struct dirent* e = ::readdir(d);
       if (!e) {
@@ -251,12 +196,18 @@ struct Walker {
         int sub = ::openat(dirfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (sub < 0 || ::fstat(sub, &st) != 0) { ok = Fail(root + "/" + path, errno); if (sub >= 0) ::close(sub); break; }
         if (!Emit(kEntry, 'd', &st, path, "", -1)) { ok = Fail("sending to the stager", errno); ::close(sub); break; }
-        ok = Walk(sub, path);
-        ::close(sub);
+        if (openers) {
+          ok = Walk(sub, path, std::make_shared<DirFd>(sub));
+        } else {
+          ok = Walk(sub, path, nullptr);
+          ::close(sub);
+        }
         if (!ok) break;
       } else if (t == DT_REG) {
         if (mode == WalkMode::kLight) {
           if (!Emit(kEntry, 'f', nullptr, path, "", -1)) { ok = Fail("sending to the stager", errno); break; }
+        } else if (mode == WalkMode::kCopy && openers) {
+          if (!openers->Open(hold, n, path)) { ok = false; break; }
         } else if (mode == WalkMode::kCopy) {
           int fd = ::openat(dirfd, n, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
           if (fd < 0 || ::fstat(fd, &st) != 0) { ok = Fail(root + "/" + path, errno); if (fd >= 0) ::close(fd); break; }
@@ -313,10 +264,29 @@ struct Walker {
       return true;
     }
     if (S_ISDIR(st.st_mode)) {
-      if (!Emit(kRoot, 'd', &st, root, "", -1)) { ::close(fd); return Fail("sending to the stager", errno); }
-      bool ok = Walk(fd, "");
-      ::close(fd);
-      return ok;
+      std::string net;
+      bool remote = OnNetworkFilesystem(fd, &net);
+      out->SetRemote(remote);
+      // The root's link field names a network file system (Record::link).
+      if (!Emit(kRoot, 'd', &st, root, remote ? net : "", -1)) { ::close(fd); return Fail("sending to the stager", errno); }
+      if (mode != WalkMode::kCopy || !remote || remote_openers < 2) {
+        bool ok = Walk(fd, "", nullptr);
+        ::close(fd);
+        return ok;
+      }
+      Openers pool(remote_openers, root, [this](const struct stat& fst, const std::string& p, int ffd) {
+        return Emit(kEntry, 'f', &fst, p, "", ffd);
+      });
+      openers = &pool;
+      bool ok = Walk(fd, "", std::make_shared<DirFd>(fd));
+      if (!ok && !error.empty()) pool.Stop();  // the walk's own refusal: the queued files are moot
+      bool opened = pool.Finish();
+      openers = nullptr;
+      if (!opened && error.empty()) {
+        error = pool.error();
+        error_errno = pool.error_errno();
+      }
+      return ok && opened;
     }
     if (!S_ISREG(st.st_mode)) {
       ::close(fd);
@@ -334,12 +304,17 @@ struct Walker {
 };
 
 [[noreturn]] void ChildMain(int sock, const std::string& src, const StageIdentity& who, WalkMode mode,
-                            bool local_digest, const std::vector<std::string>* light_dirs) {
+                            bool local_digest, const std::vector<std::string>* light_dirs, unsigned remote_openers) {
   int err = 0;
   std::string error = BecomeStageUser(sock, who, &err);
   Sender out(3);
   if (error.empty()) {
-    Walker w{&out, mode, "", "", local_digest, {}, light_dirs};
+    Walker w;
+    w.out = &out;
+    w.mode = mode;
+    w.local_digest = local_digest;
+    w.light_dirs = light_dirs;
+    w.remote_openers = remote_openers;
     if (w.Run(src)) {
       out.Add(kEnd, 0, nullptr, local_digest ? w.digest.str() : "", "", -1);
       out.Flush();
@@ -356,7 +331,7 @@ struct Walker {
 }  // namespace
 
 Status StartChild(const std::string& src, const StageIdentity& who, WalkMode mode, Child* c,
-                  bool local_digest, const std::vector<std::string>* light_dirs) {
+                  bool local_digest, const std::vector<std::string>* light_dirs, unsigned remote_openers) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return Status::FromErrno(errno, "socketpair");
   pid_t pid = ::fork();
@@ -368,7 +343,7 @@ Status StartChild(const std::string& src, const StageIdentity& who, WalkMode mod
   }
   if (pid == 0) {
     ::close(sv[0]);
-    ChildMain(sv[1], src, who, mode, local_digest, light_dirs);
+    ChildMain(sv[1], src, who, mode, local_digest, light_dirs, remote_openers);
   }
   ::close(sv[1]);
   c->pid = pid;
@@ -378,9 +353,12 @@ Status StartChild(const std::string& src, const StageIdentity& who, WalkMode mod
 
 void StopChild(Child* c, bool kill) {
   if (c->pid > 0) {
-    if (kill) ::kill(c->pid, SIGKILL);
-    int st;
-    while (::waitpid(c->pid, &st, 0) < 0 && errno == EINTR) {}
+    if (kill) {
+      KillChild(c->pid);  // bounded: a walker stuck in a dead server is left
+    } else {
+      int st;
+      while (::waitpid(c->pid, &st, 0) < 0 && errno == EINTR) {}
+    }
     c->pid = -1;
   }
   if (c->sock >= 0) ::close(c->sock);
@@ -444,6 +422,7 @@ Status Receive(Child* c, double deadline, const std::string& src, FaultSide* sid
       r.ctime_sec = w.ctime_sec;
       r.ctime_nsec = w.ctime_nsec;
       r.ino = w.ino;
+      r.remote = w.remote != 0;
       r.err = static_cast<int>(w.err);
       r.path.assign(buf.data() + off, w.path_len);
       off += w.path_len;

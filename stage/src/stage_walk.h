@@ -24,7 +24,7 @@ struct Wire {
   uint16_t path_len;
   uint16_t link_len;
   uint8_t has_fd;
-  uint8_t pad;
+  uint8_t remote;  // kRoot: the source is on a network file system
   uint32_t mode;
   uint32_t mtime_nsec;
   uint64_t size;
@@ -48,6 +48,7 @@ struct Record {
   int64_t ctime_sec = 0;
   uint32_t ctime_nsec = 0;
   uint64_t ino = 0;
+  bool remote = false;  // kRoot: Wire::remote; then `link` names the file system
   int err = 0;  // kError: Wire::err
   std::string path;
   std::string link;
@@ -67,10 +68,14 @@ struct Child {
 };
 
 // Forks the walker for `src` as `who` (copy: with descriptors; scan: a
-// manifest; light: directories only).
+// manifest; light: directories only). A copy walk of a directory on a
+// network file system opens its files on `remote_openers` threads
+// (stage_walk_open.h; below 2: in the walk).
 Status StartChild(const std::string& src, const StageIdentity& who, WalkMode mode, Child* c,
-                  bool local_digest = false, const std::vector<std::string>* light_dirs = nullptr);
-// Reaps the walker (SIGKILL first when `kill`) and closes the socket.
+                  bool local_digest = false, const std::vector<std::string>* light_dirs = nullptr,
+                  unsigned remote_openers = 0);
+// Reaps the walker and closes the socket; with `kill`, SIGKILL first and
+// at most 5 s of waiting (KillChild: a walker stuck in a dead server is left).
 void StopChild(Child* c, bool kill);
 
 // Receives batches; calls on_record for each (it takes ownership of the

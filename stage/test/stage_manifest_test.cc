@@ -21,6 +21,7 @@
 #include "preflight/fileutil.h"
 #include "preflight/stage_copy.h"
 #include "preflight/stage_manifest.h"
+#include "preflight/stage_warm.h"
 
 namespace preflight {
 namespace {
@@ -68,10 +69,49 @@ WarmCheckResult Check(const std::string& src, const CheckManifest& m, const Stag
                       Status* status = nullptr) {
   WarmCheckResult r;
   FaultSide side;
-  Status s = CheckUnchanged(src, m, who, 2, 0, &r, &side);
+  Status s = CheckUnchanged(src, m, who, 2, 0, 0, &r, &side);
   if (status) *status = s;
   else EXPECT_TRUE(s.ok()) << s.message();
   return r;
+}
+
+// A directory of more than 64 entries is checked in chunks of 64 by every
+// free thread: each chunk's change is still seen, whichever thread has it,
+// and an unchanged one still counts every entry once.
+TEST(WarmCheck, ALargeDirectoryIsSplitIntoChunksAndEveryChunkIsChecked) {
+  TempDir t;
+  std::string src = t.path() + "/src";
+  MakeDirs(src + "/big");
+  const int kFiles = 1000;
+  for (int i = 0; i < kFiles; ++i) Write(src + "/big/f" + std::to_string(i), std::to_string(i));
+  auto m = Build(src, t.path() + "/dst");
+  ASSERT_TRUE(m);
+  for (unsigned threads : {1u, 4u, 16u}) {
+    WarmCheckResult r;
+    FaultSide side;
+    Status s = CheckUnchanged(src, *m, {}, threads, 0, 0, &r, &side);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_TRUE(r.same) << threads << " threads: " << r.why;
+    EXPECT_EQ(r.entries, kFiles + 1u) << threads << " threads";
+  }
+  // One change in the first, a middle and the last chunk, each alone.
+  for (int victim : {3, 517, kFiles - 1}) {
+    std::string f = src + "/big/f" + std::to_string(victim);
+    Write(f, "changed " + std::to_string(victim));
+    WarmCheckResult r;
+    FaultSide side;
+    Status s = CheckUnchanged(src, *m, {}, 8, 0, 0, &r, &side);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_FALSE(r.same) << "f" << victim;
+    EXPECT_NE(r.why.find("/big/f" + std::to_string(victim) + ": changed"), std::string::npos) << r.why;
+    m = Build(src, t.path() + "/dst");  // that change is the new state
+    ASSERT_TRUE(m);
+  }
+  // A remote-thread count does not apply on a local source: same verdict.
+  WarmCheckResult r;
+  FaultSide side;
+  ASSERT_TRUE(CheckUnchanged(src, *m, {}, 2, 64, 0, &r, &side).ok());
+  EXPECT_TRUE(r.same) << r.why;
 }
 
 TEST(WarmCheck, UnchangedTreeIsTheSameWithOneStatPerEntry) {
@@ -176,7 +216,7 @@ TEST(WarmCheck, AReaderThatCannotDropIsTheNodesFaultNamed) {
     if (::setgid(who.gid) != 0 || ::setuid(who.uid) != 0) ::_exit(2);
     WarmCheckResult r;
     FaultSide side;
-    Status s = CheckUnchanged(src, *m, who, 2, 0, &r, &side);
+    Status s = CheckUnchanged(src, *m, who, 2, 0, 0, &r, &side);
     bool warm_ok = !s.ok() && side == FaultSide::kNode && !r.same &&
                    s.message().find("cannot read as user " + std::to_string(who.uid) + ": setgroups") == 0;
     int fd = ::open((t.path() + "/out").c_str(), O_RDONLY | O_DIRECTORY);

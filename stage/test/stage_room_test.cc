@@ -199,7 +199,7 @@ TEST(StageRoom, AChangedSourceSaysWhatChanged) {
   ::close(dfd);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(side, FaultSide::kSource);
-  EXPECT_NE(s.message().find("data/f: changed while being copied (mtime "), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(t.path() + "/src/f: changed while being copied (mtime "), std::string::npos) << s.message();
   EXPECT_NE(s.message().find(".000000005 "), std::string::npos) << s.message();  // the new mtime, to the nanosecond
   EXPECT_EQ(s.message().find("size"), std::string::npos) << s.message();           // the size did not change
 }

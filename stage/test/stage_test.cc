@@ -350,7 +350,7 @@ TEST(CopyTree, SourceEioMidFileIsASourceFault) {
   Status s = CopyExpectingFailure(t.path() + "/src", t.path() + "/dst", &fs, &side);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(side, FaultSide::kSource);
-  EXPECT_NE(s.message().find("read data/big: Input/output error"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("read " + t.path() + "/src/big: Input/output error"), std::string::npos) << s.message();  // the source path
   EXPECT_EQ(fs.preads.load(), 3);
 }
 

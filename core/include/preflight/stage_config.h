@@ -32,7 +32,8 @@ struct StageConfig {
   // empty disables staging. Quota 0: no limit. Workers 0: one per CPU.
   std::string dir;
   uint64_t cache_quota = 0;
-  uint64_t workers = 0;
+  uint64_t workers = 0;         // stage_workers: threads for a local source; 0: one per CPU
+  uint64_t remote_workers = 32; // stage_remote_workers: operations in flight for a network/FUSE source
   uint32_t timeout_ms = 3600000;
   // Cache reuse check: "files" (stat + access of every file as the job
   // user) or "dirs" (directories only, for the uid that built the copy).

@@ -65,6 +65,14 @@ std::string StageVarName(const std::string& name);
 // name when true.
 bool OnPseudoFilesystem(int fd, std::string* what);
 
+// Whether the file system holding `fd` is reached over a network or
+// through FUSE (nfs, lustre, gpfs, fuse, cifs/smb, ceph, beegfs, 9p, afs,
+// orangefs, panfs, coda): every lookup, stat, open and read there is a
+// round trip, so the stage copy engine and its warm check keep many
+// operations in flight (stage_remote_workers) instead of one per CPU.
+// Sets *what to its name when true.
+bool OnNetworkFilesystem(int fd, std::string* what);
+
 // True if `path` has an empty-safe `..` component.
 bool HasDotDot(const std::string& path);
 

@@ -84,6 +84,10 @@ enum class FaultSide {
 
 struct CopyOptions {
   unsigned workers = 4;
+  // A source on a network or FUSE file system (OnNetworkFilesystem): the
+  // operations in flight instead, for the walk's opens, the copies and the
+  // warm check; 0: `workers`. Latency, not CPUs, bounds such a copy.
+  unsigned remote_workers = 0;
   double deadline = 0;     // MonotonicSeconds() after which to give up; 0: none
   StageFs* fs = nullptr;   // nullptr: DefaultStageFs()
   StageIdentity who;
@@ -127,6 +131,10 @@ struct CopyStats {
   uint64_t dirs = 0;
   uint64_t symlinks = 0;
   double seconds = 0;
+  // A network or FUSE source (OnNetworkFilesystem): its type ("nfs",
+  // "fuse", ...) and the operations kept in flight; "" and 0 otherwise.
+  std::string source_fs;
+  unsigned in_flight = 0;
 };
 
 // The manifest: one line per entry, first "root <d|f> <resolved source>",

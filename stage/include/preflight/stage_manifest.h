@@ -107,19 +107,4 @@ class CheckManifest {
   std::string real_;
 };
 
-struct WarmCheckResult {
-  bool same = false;        // serve the cached copy
-  std::string why;          // when !same: the first difference seen
-  uint64_t entries = 0;     // entries statted
-  uint64_t by_mode = 0;     // files whose readability came from the mode bits
-  uint64_t by_access = 0;   // files checked with faccessat (ACL, uid 0, other fs)
-};
-
-// The warm check of `src` against `m`, as `who`, with up to `threads`
-// directories at once. A difference is not an error (same=false); an
-// unreadable file or directory is (Permission, side kSource), as is a
-// timeout (deadline: MonotonicSeconds()).
-Status CheckUnchanged(const std::string& src, const CheckManifest& m, const StageIdentity& who, unsigned threads,
-                      double deadline, WarmCheckResult* out, FaultSide* side);
-
 }  // namespace preflight

@@ -1,0 +1,89 @@
+// The walker's openers (stage_walk_open.h).
+#include "stage_walk_open.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+namespace preflight::stage_internal {
+
+DirFd::~DirFd() {
+  if (fd >= 0) ::close(fd);
+}
+
+Openers::Openers(unsigned threads, std::string root, Emit emit) : root_(std::move(root)), emit_(std::move(emit)) {
+  for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
+}
+
+Openers::~Openers() { Finish(); }
+
+bool Openers::Open(std::shared_ptr<DirFd> dir, std::string name, std::string path) {
+  std::unique_lock<std::mutex> l(mu_);
+  not_full_.wait(l, [&] { return q_.size() < kMaxQueued || failed(); });
+  if (failed()) return false;
+  q_.push_back({std::move(dir), std::move(name), std::move(path)});
+  not_empty_.notify_one();
+  return true;
+}
+
+bool Openers::Finish() {
+  {
+    std::unique_lock<std::mutex> l(mu_);
+    idle_.wait(l, [&] { return (q_.empty() && busy_ == 0) || failed(); });
+    done_ = true;
+  }
+  not_empty_.notify_all();
+  not_full_.notify_all();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  return !failed();
+}
+
+void Openers::Fail(std::string what, int err) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (!failed()) {
+    error_ = std::move(what);
+    error_errno_ = err;
+    failed_ = true;
+    q_.clear();  // their directories close with the last reference
+  }
+  not_full_.notify_all();
+  idle_.notify_all();
+}
+
+void Openers::Loop() {
+  for (;;) {
+    Job j;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      not_empty_.wait(l, [&] { return !q_.empty() || done_ || failed(); });
+      if (q_.empty() || failed()) return;
+      j = std::move(q_.front());
+      q_.pop_front();
+      ++busy_;
+      not_full_.notify_one();
+    }
+    // The serial walk's open, word for word (stage_walk.cc).
+    int fd = ::openat(j.dir->fd, j.name.c_str(), O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || ::fstat(fd, &st) != 0) {
+      int e = errno;
+      if (fd >= 0) ::close(fd);
+      Fail(root_ + "/" + j.path + ": " + std::strerror(e), e);
+    } else if (!S_ISREG(st.st_mode)) {
+      ::close(fd);
+      Fail(root_ + "/" + j.path + ": changed type while walking", 0);
+    } else if (!emit_(st, j.path, fd)) {
+      int e = errno;
+      Fail(std::string("sending to the stager: ") + std::strerror(e), e);
+    }
+    j.dir.reset();
+    std::lock_guard<std::mutex> l(mu_);
+    if (--busy_ == 0 && q_.empty()) idle_.notify_all();
+  }
+}
+
+}  // namespace preflight::stage_internal
