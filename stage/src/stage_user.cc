@@ -2,6 +2,7 @@
 // child's BecomeStageUser (stage_user_child.h).
 #include "preflight/stage_user.h"
 
+#include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
 #include <signal.h>
@@ -106,6 +107,14 @@ namespace stage_internal {
 std::string BecomeStageUser(int fd, const StageIdentity& who, int* err) {
   if (fd != 3) ::dup2(fd, 3);
   ::syscall(SYS_close_range, 4u, ~0u, 0u);
+  // stdio on /dev/null: the prolog's stdout and stderr are slurmd's pipes,
+  // and a child left stuck in a dead server (KillChild) must not hold them
+  // open, or slurmd waits for the prolog's output as long as the server.
+  int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0) {
+    for (int i = 0; i < 3; ++i) ::dup2(null, i);
+    if (null > 3) ::close(null);
+  }
   std::string error;
   if (who.drop && !ReadAsStageUser(who, &error)) {
     if (err) *err = errno;

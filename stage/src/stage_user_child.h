@@ -20,9 +20,10 @@
 
 namespace preflight::stage_internal {
 
-// In the child, right after fork: keeps only `fd` (as fd 3) and stdio (the
-// parent's lock and cache descriptors must not live on in a process running
-// as the user), takes `who`'s identity (ReadAsStageUser), then PR_SET_DUMPABLE 0
+// In the child, right after fork: keeps only `fd` (as fd 3), with stdio on
+// /dev/null (the parent's lock and cache descriptors must not live on in a
+// process running as the user, nor slurmd's pipes in one that may be left
+// stuck in a dead server), takes `who`'s identity (ReadAsStageUser), then PR_SET_DUMPABLE 0
 // and PR_SET_PDEATHSIG SIGKILL (after the uid change, which clears it).
 // Returns "" once the child runs as the user, else why not ("cannot read as
 // user UID: ..."), which the caller reports on fd 3 before it exits;

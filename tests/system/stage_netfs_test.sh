@@ -114,7 +114,11 @@ check "hang: the job failed" test "$(job_field "$j" JobState)" = FAILED
 check "hang: the job's output says the source timed out" contains "$OUT/u/hang-$j.out" "preflight: stage on n3: .*timed out"
 check "hang: no node drained for the source's fault" no_drain
 check "hang: nothing cached for that source" test "$(cached n3 "$MNT/hang")" = 0
+# The reader stuck in the server was killed and left; once the server
+# answers it is gone.
+held=$(sed -n 's/.*: holding open .* of pid \([0-9]*\) .*/\1/p' "$MNT.netfs.log" | head -1)
 printf '' >"$CTL"
+check "hang: the stuck reader ($held) ends once the server answers" poll 60 "pid $held gone" bash -c "! kill -0 ${held:-1} 2>/dev/null"
 cp "$OUT/preflight.conf.orig" "$CONF"
 
 wait_idle n1 n2 n3
