@@ -81,6 +81,7 @@ struct Args {
   unsigned workers = 0;
   bool verify_dirs = false;  // --verify dirs: stage_verify = dirs
   bool each = false;         // --each 1: print every timed run, not only the medians
+  bool only_pf = false;      // --preflight-only 1: no cp, rsync, fpsync or floors (quick looks; no ratios)
   std::string tmpfs_size = "12G";
   std::string peers;  // "1,3,8": the peer fan-out bench
   uint64_t peer_files = 64, peer_file_size = 4 << 20;
@@ -296,7 +297,11 @@ Result Run(const Args& a, const std::string& src, uint64_t bytes, bool with_rsyn
       if (!s.ok() || !d.hit) { std::fprintf(stderr, "stage_bench: warm stage missed: %s\n", s.message().c_str()); std::exit(1); }
       Clean(o.dir);
     };
-    if (r % 2 == 0) { run_pf(); run_cp(); run_rsync(); run_floor(); }
+    if (a.only_pf) {
+      run_pf();
+      cp.push_back(0), rs.push_back(0), floor_t.push_back(0), sys_t.push_back(0);
+      if (with_fpsync) fp.push_back(0);
+    } else if (r % 2 == 0) { run_pf(); run_cp(); run_rsync(); run_floor(); }
     else { run_floor(); run_rsync(); run_cp(); run_pf(); }
     if (a.each) {
       char rsync_text[64] = "";
@@ -433,6 +438,7 @@ int main(int argc, char** argv) {
     else if (k == "--tmpfs-size") a.tmpfs_size = v;
     else if (k == "--verify") a.verify_dirs = v == "dirs";
     else if (k == "--each") a.each = v == "1";
+    else if (k == "--preflight-only") a.only_pf = v == "1";
     else if (k == "--peers") a.peers = v;
     else if (k == "--netfs-us") a.netfs_us = std::atoi(v.c_str());
     else if (k == "--netfs-inflight") a.netfs_inflight = static_cast<unsigned>(std::atoi(v.c_str()));

@@ -89,8 +89,15 @@ struct Walker {
 
   bool Emit(Kind kind, char type, const struct stat* st, const std::string& path, const std::string& link, int fd) {
     if (!local_digest) {
-      std::lock_guard<std::mutex> l(emit_mu);
-      return out->Add(kind, type, st, path, link, fd);
+      std::vector<int> sent;
+      bool ok;
+      {
+        std::lock_guard<std::mutex> l(emit_mu);
+        ok = out->Add(kind, type, st, path, link, fd);
+        out->TakeSent(&sent);
+      }
+      for (int s : sent) ::close(s);  // out of the lock: on FUSE each is a round trip
+      return ok;
     }
     if (kind == kRoot && mode != WalkMode::kLight) {
       digest.Add(std::string("root ") + type + " " + path);

@@ -22,9 +22,11 @@ Openers::~Openers() { Finish(); }
 
 bool Openers::Open(std::shared_ptr<DirFd> dir, std::string name, std::string path) {
   std::unique_lock<std::mutex> l(mu_);
-  not_full_.wait(l, [&] { return q_.size() < kMaxQueued || failed(); });
+  not_full_.wait(l, [&] { return queued_ < kMaxQueued || failed(); });
   if (failed()) return false;
-  q_.push_back({std::move(dir), std::move(name), std::move(path)});
+  if (q_.empty() || q_.back().dir != dir) q_.push_back({std::move(dir), {}});
+  q_.back().jobs.push_back({std::move(name), std::move(path)});
+  ++queued_;
   not_empty_.notify_one();
   return true;
 }
@@ -32,7 +34,7 @@ bool Openers::Open(std::shared_ptr<DirFd> dir, std::string name, std::string pat
 bool Openers::Finish() {
   {
     std::unique_lock<std::mutex> l(mu_);
-    idle_.wait(l, [&] { return (q_.empty() && busy_ == 0) || failed(); });
+    idle_.wait(l, [&] { return (queued_ == 0 && busy_ == 0) || failed(); });
     done_ = true;
   }
   not_empty_.notify_all();
@@ -49,6 +51,7 @@ void Openers::Fail(std::string what, int err) {
     error_errno_ = err;
     failed_ = true;
     q_.clear();  // their directories close with the last reference
+    queued_ = 0;
   }
   not_full_.notify_all();
   idle_.notify_all();
@@ -57,17 +60,23 @@ void Openers::Fail(std::string what, int err) {
 void Openers::Loop() {
   for (;;) {
     Job j;
+    std::shared_ptr<DirFd> dir;
     {
       std::unique_lock<std::mutex> l(mu_);
       not_empty_.wait(l, [&] { return !q_.empty() || done_ || failed(); });
       if (q_.empty() || failed()) return;
-      j = std::move(q_.front());
+      DirJobs d = std::move(q_.front());
       q_.pop_front();
+      j = std::move(d.jobs.front());
+      d.jobs.pop_front();
+      dir = d.dir;
+      if (!d.jobs.empty()) q_.push_back(std::move(d));  // the next file comes from the next folder
+      --queued_;
       ++busy_;
       not_full_.notify_one();
     }
     // The serial walk's open, word for word (stage_walk.cc).
-    int fd = ::openat(j.dir->fd, j.name.c_str(), O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+    int fd = ::openat(dir->fd, j.name.c_str(), O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || ::fstat(fd, &st) != 0) {
       int e = errno;
@@ -80,9 +89,9 @@ void Openers::Loop() {
       int e = errno;
       Fail(std::string("sending to the stager: ") + std::strerror(e), e);
     }
-    j.dir.reset();
+    dir.reset();
     std::lock_guard<std::mutex> l(mu_);
-    if (--busy_ == 0 && q_.empty()) idle_.notify_all();
+    if (--busy_ == 0 && queued_ == 0) idle_.notify_all();
   }
 }
 

@@ -7,8 +7,11 @@
 // open) and emits each file's record through the walker's own emit.
 //
 // Order: a directory's record is emitted before any of its files is
-// queued, so the parent never sees a file before its folder. Bounds: at
-// most kMaxQueued files queued (Open blocks past it), so the open
+// queued, so the parent never sees a file before its folder. The threads
+// take files round-robin across the directories queued: a FUSE source
+// (s3fs, gcsfuse, the harness's preflight-netfs) answers lookups in one
+// folder one at a time, so the waits overlap only across folders. Bounds:
+// at most kMaxQueued files queued (Open blocks past it), so the open
 // directories are at most that many plus the walk's depth.
 #pragma once
 
@@ -62,12 +65,15 @@ class Openers {
   const std::string& error() const { return error_; }
   int error_errno() const { return error_errno_; }
 
-  static constexpr size_t kMaxQueued = 4096;
+  static constexpr size_t kMaxQueued = 16384;
 
  private:
   struct Job {
-    std::shared_ptr<DirFd> dir;
     std::string name, path;
+  };
+  struct DirJobs {  // one directory's queued files
+    std::shared_ptr<DirFd> dir;
+    std::deque<Job> jobs;
   };
   void Loop();
   void Fail(std::string what, int err);
@@ -76,7 +82,8 @@ class Openers {
   Emit emit_;
   std::mutex mu_;
   std::condition_variable not_empty_, not_full_, idle_;
-  std::deque<Job> q_;
+  std::deque<DirJobs> q_;  // taken round-robin
+  size_t queued_ = 0;      // files in q_
   size_t busy_ = 0;
   bool done_ = false;
   std::atomic<bool> failed_{false};

@@ -72,12 +72,21 @@ class Sender {
     ssize_t n;
     do n = ::sendmsg(sock_, &msg, MSG_NOSIGNAL);
     while (n < 0 && errno == EINTR);
-    for (int fd : fds_) ::close(fd);
+    // Our copies of the sent descriptors: closed by TakeSent's caller, out
+    // of the send lock. A close is a round trip on a FUSE source (FLUSH),
+    // so closing them here, one by one under the lock, was the walk's
+    // bottleneck (2 ms a file at 2 ms per operation).
+    sent_.insert(sent_.end(), fds_.begin(), fds_.end());
     fds_.clear();
     buf_.clear();
     return n >= 0;
   }
 
+  // Moves the descriptors sent so far to *out, for the caller to close.
+  void TakeSent(std::vector<int>* out) {
+    out->insert(out->end(), sent_.begin(), sent_.end());
+    sent_.clear();
+  }
   // The root's record says whether the source is on a network file system.
   void SetRemote(bool r) { remote_ = r; }
 
@@ -86,6 +95,7 @@ class Sender {
   bool remote_ = false;
   std::vector<char> buf_;
   std::vector<int> fds_;
+  std::vector<int> sent_;
   size_t count_ = 0;
 };
 

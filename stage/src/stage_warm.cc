@@ -85,9 +85,14 @@ struct WarmChecker {
   uid_t uid;
   std::vector<gid_t> groups;
   std::atomic<bool> stop{false};
-  // Work: directories by index (next), and chunks of a large directory's
-  // entries (chunks), queued by the thread that listed it; `listing`
-  // threads are checking a directory and may still queue chunks.
+  // Work: directories by index (next), and the chunks of large
+  // directories' entries (pending), queued by the thread that listed one;
+  // `listing` threads are checking a directory and may still queue.
+  // Chunks are taken round-robin across the pending directories, and a new
+  // directory is listed while fewer than 2 x threads listings are alive:
+  // a FUSE source (s3fs, gcsfuse, the harness's preflight-netfs) answers
+  // lookups in one folder one at a time, so the waits overlap only across
+  // folders.
   struct Listing {  // one directory's listing, shared by its chunks
     int fd = -1;
     std::string dpath;
@@ -95,17 +100,26 @@ struct WarmChecker {
     std::vector<const char*> names;
     std::vector<uint32_t> order;
     bool generic = false;
-    ~Listing() { if (fd >= 0) ::close(fd); }
+    std::atomic<unsigned>* alive = nullptr;
+    ~Listing() {
+      if (fd >= 0) ::close(fd);
+      if (alive) --*alive;
+    }
   };
   struct Chunk {
     std::shared_ptr<Listing> l;
     uint32_t lo = 0, hi = 0;
   };
+  struct Pending {
+    std::shared_ptr<Listing> l;
+    uint32_t lo = 0, count = 0;
+  };
   static constexpr uint32_t kChunk = 64;  // entries per chunk of a large directory
   unsigned threads = 1;
   uint32_t next = 0;  // under qmu
   unsigned listing = 0;
-  std::deque<Chunk> chunks;
+  std::deque<Pending> pending;
+  std::atomic<unsigned> alive{0};  // Listing objects
   std::mutex qmu;
   std::condition_variable qcv;
   std::mutex mu;
@@ -247,9 +261,11 @@ struct WarmChecker {
     l->names = std::move(names);
     l->order = std::move(order);
     l->generic = generic;
+    l->alive = &alive;
+    ++alive;
     {
       std::lock_guard<std::mutex> g(qmu);
-      for (uint32_t lo = kChunk; lo < d.count; lo += kChunk) chunks.push_back({l, lo, std::min(d.count, lo + kChunk)});
+      pending.push_back({l, kChunk, d.count});
     }
     qcv.notify_all();
     RunChunk({l, 0, kChunk});
@@ -269,13 +285,17 @@ struct WarmChecker {
       uint32_t i = UINT32_MAX;
       {
         std::unique_lock<std::mutex> g(qmu);
-        qcv.wait(g, [&] { return !chunks.empty() || next < h.ndirs || listing == 0 || stop.load(); });
-        if (!chunks.empty()) {
-          c = std::move(chunks.front());
-          chunks.pop_front();
-        } else if (next < h.ndirs) {
+        qcv.wait(g, [&] { return !pending.empty() || next < h.ndirs || listing == 0 || stop.load(); });
+        if (next < h.ndirs && (pending.empty() || alive.load() < 2 * threads)) {
           i = next++;
           ++listing;
+        } else if (!pending.empty()) {
+          Pending& p = pending.front();
+          c = {p.l, p.lo, std::min(p.count, p.lo + kChunk)};
+          p.lo += kChunk;
+          Pending rest = std::move(p);
+          pending.pop_front();
+          if (rest.lo < rest.count) pending.push_back(std::move(rest));  // round-robin
         } else {
           break;  // nothing left, and no one listing who could add chunks
         }
