@@ -18,7 +18,7 @@
 //   stage_bench [--dir D] [--files N] [--file-size B] [--large N] [--large-size B]
 //               [--reps R] [--workers W] [--tmpfs-size S] [--verify files|dirs] [--each 1]
 //               [--peers 1,3,8 [--peer-files N] [--peer-file-size B]]
-//               [--netfs-us L [--netfs-inflight N] [--remote-workers W]]
+//               [--netfs-us L [--netfs-inflight N] [--netfs-bandwidth B] [--remote-workers W]]
 //
 // --netfs-us: the source is served through preflight-netfs (the test
 // harness's emulated network file system: L microseconds per operation,
@@ -26,7 +26,8 @@
 // serve it. Adds `fpsync -n 8` (Debian's fpart package, when installed)
 // and the floor: files x operations per file x latency / in-flight. The
 // engine then keeps --remote-workers (stage_remote_workers, default 32)
-// operations in flight.
+// operations in flight. --netfs-bandwidth caps the mount (preflight-netfs
+// --bandwidth, e.g. 400M); the large files' rate is then set against it.
 //
 // --peers: peer fan-out (stage_peer.h) on emulated nodes in this process
 // (a cache folder each, TCP on 127.0.0.1, a private munged): bytes read
@@ -87,6 +88,7 @@ struct Args {
   uint64_t peer_files = 64, peer_file_size = 4 << 20;
   int netfs_us = -1;  // >= 0: the source through preflight-netfs
   unsigned netfs_inflight = 64, remote_workers = 32;
+  std::string netfs_bandwidth;  // "": no cap
 };
 
 bool Fill(const std::string& path, uint64_t size, uint64_t seed) {
@@ -232,9 +234,11 @@ void UnmountNetfs() {
 std::string MountNetfs(const Args& a, const std::string& src) {
   std::string mnt = src + ".net";
   MakeDirs(mnt, 0755);
-  auto r = RunCommand({PF_SOURCE_DIR "/tests/harness/netfs.sh", "mount", src, mnt, "--allow-other", "--latency-us",
-                       std::to_string(a.netfs_us), "--max-inflight", std::to_string(a.netfs_inflight)},
-                      {"PREFLIGHT_NETFS=" PF_NETFS_BIN}, 60000);
+  std::vector<std::string> argv = {PF_SOURCE_DIR "/tests/harness/netfs.sh", "mount", src, mnt, "--allow-other",
+                                   "--latency-us", std::to_string(a.netfs_us), "--max-inflight",
+                                   std::to_string(a.netfs_inflight)};
+  if (!a.netfs_bandwidth.empty()) argv.insert(argv.end(), {"--bandwidth", a.netfs_bandwidth});
+  auto r = RunCommand(argv, {"PREFLIGHT_NETFS=" PF_NETFS_BIN}, 60000);
   if (!r || r->exit_code != 0) {
     std::fprintf(stderr, "stage_bench: mounting %s through preflight-netfs: %s\n", src.c_str(),
                  r ? r->output.c_str() : r.status().message().c_str());
@@ -442,6 +446,7 @@ int main(int argc, char** argv) {
     else if (k == "--peers") a.peers = v;
     else if (k == "--netfs-us") a.netfs_us = std::atoi(v.c_str());
     else if (k == "--netfs-inflight") a.netfs_inflight = static_cast<unsigned>(std::atoi(v.c_str()));
+    else if (k == "--netfs-bandwidth") a.netfs_bandwidth = v;
     else if (k == "--remote-workers") a.remote_workers = static_cast<unsigned>(std::atoi(v.c_str()));
     else if (k == "--peer-files") a.peer_files = std::strtoull(v.c_str(), nullptr, 10);
     else if (k == "--peer-file-size") a.peer_file_size = *ParseSize(v);
@@ -494,9 +499,8 @@ int main(int argc, char** argv) {
     std::printf("  warm (cache hit) %.3f s  (goal at 100k files: <= 10 s, here %.2f s per 100k)\n", s.warm,
                 s.warm * 100000.0 / a.files);
     Clean(small);
-    return 0;
-  }
-  Clean(small);
+  } else {
+    Clean(small);
   std::printf("\n%llu files x %llu B (cold):  preflight %.3f s   cp -a %.3f s   rsync -a %.3f s\n",
               static_cast<unsigned long long>(a.files), static_cast<unsigned long long>(a.file_size), s.cold, s.cp, s.rsync);
   std::printf("  rsync -a / preflight = %.2fx  (goal >= 3x)    %s\n", s.rsync / s.cold, GoalText(s.rsync / s.cold >= 3));
@@ -509,14 +513,31 @@ int main(int argc, char** argv) {
               CopyWorkers(a), s.sys_floor,
               100 * s.sys_floor / s.cold, s.warm / s.sys_floor);
   }
+  }
 
   std::string large = a.dir + "/large";
   if (a.large > 0) {
   MakeDirs(large, 0755);
   for (uint64_t i = 0; i < a.large; ++i)
     if (!Fill(large + "/big" + std::to_string(i), a.large_size, 1000 + i)) { std::perror("stage_bench: fill"); return 1; }
-  Result l = Run(a, large, a.large * a.large_size, false, "cp -r");
+  std::string large_src = a.netfs_us >= 0 ? MountNetfs(a, large) : large;
+  Result l = Run(a, large_src, a.large * a.large_size, false, "cp -r");
   Clean(large);
+  if (a.netfs_us >= 0) {
+    double mb = a.large * a.large_size / 1048576.0;
+    std::printf("\n%llu files x %llu B from the network source (cold, bandwidth cap %s): preflight %.3f s (%.0f MiB/s)"
+                "   cp %.3f s (%.0f MiB/s)\n",
+                static_cast<unsigned long long>(a.large), static_cast<unsigned long long>(a.large_size),
+                a.netfs_bandwidth.empty() ? "none" : a.netfs_bandwidth.c_str(), l.cold, mb / l.cold, l.cp, mb / l.cp);
+    if (!a.netfs_bandwidth.empty()) {
+      auto cap = ParseSize(a.netfs_bandwidth);
+      if (cap.ok() && *cap > 0)
+        std::printf("  preflight / cap      = %.2fx  (goal >= 0.9x)  %s\n", mb * 1048576.0 / l.cold / *cap,
+                    GoalText(mb * 1048576.0 / l.cold / *cap >= 0.9));
+    }
+    std::printf("  cp / preflight       = %.2fx\n", l.cp / l.cold);
+    return 0;
+  }
   std::printf("\n%llu files x %llu B (cold):  preflight %.3f s   cp %.3f s\n", static_cast<unsigned long long>(a.large),
               static_cast<unsigned long long>(a.large_size), l.cold, l.cp);
   std::printf("  cp / preflight       = %.2fx  (goal >= 0.95x) %s\n", l.cp / l.cold, GoalText(l.cp / l.cold >= 0.95));

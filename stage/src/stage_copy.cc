@@ -40,6 +40,7 @@ namespace preflight {
 int StageFs::OpenAt(int dirfd, const char* path, int flags, mode_t mode) { return ::openat(dirfd, path, flags, mode); }
 ssize_t StageFs::Pread(int fd, void* buf, size_t n, off_t off) { return ::pread(fd, buf, n, off); }
 ssize_t StageFs::Write(int fd, const void* buf, size_t n) { return ::write(fd, buf, n); }
+ssize_t StageFs::Pwrite(int fd, const void* buf, size_t n, off_t off) { return ::pwrite(fd, buf, n, off); }
 ssize_t StageFs::CopyFileRange(int in, off_t* in_off, int out, size_t n) {
   return ::copy_file_range(in, in_off, out, nullptr, n, 0);
 }
@@ -177,6 +178,7 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
         stats->source_fs = r.link.empty() ? "network" : r.link;
         stats->in_flight = std::max({1u, o.workers, o.remote_workers});
         if (o.remote_workers > std::max(1u, o.workers)) pool.Start(o.remote_workers - std::max(1u, o.workers));
+        pool.SplitLargeFiles();
       }
       manifest->push_back(std::string("root ") + r.type + " " + r.path);
       src_root = r.path;
@@ -186,7 +188,7 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
       if (r.type == 'f') {
         ++expect_files;
         Task t{r.fd, dst_dir_fd, dst_name, dst_name, r.size, r.mode, r.mtime_sec, r.mtime_nsec, 0, 0, UINT32_MAX, r.ino,
-               r.path};
+               r.path, nullptr, 0, 0};
         pool.Push(std::move(t));
         return Status::Ok();
       }
@@ -219,7 +221,7 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
     } else {
       ++expect_files;
       pool.Push({r.fd, droot, r.path, shown, r.size, r.mode, r.mtime_sec, r.mtime_nsec, r.ctime_sec, r.ctime_nsec, ci, r.ino,
-                 src_root + "/" + r.path});
+                 src_root + "/" + r.path, nullptr, 0, 0});
     }
     return Status::Ok();
   });

@@ -65,6 +65,20 @@ void CopyPool::Start(unsigned n) {
 }
 
 void CopyPool::Push(Task t) {
+  if (split_ && t.size >= kRangeMin) {
+    auto parts = static_cast<unsigned>((t.size + kRange - 1) / kRange);
+    auto shared = std::make_shared<RangedFile>(parts);
+    for (unsigned i = 0; i < parts; ++i) {
+      Task part = t;
+      part.ranged = shared;
+      part.off = i * kRange;
+      part.len = std::min(kRange, t.size - part.off);
+      pending_bytes_ = kBatchBytes;  // each range is a batch of its own
+      pending_.push_back(std::move(part));
+      Flush();
+    }
+    return;
+  }
   pending_bytes_ += t.size;
   pending_.push_back(std::move(t));
   if (pending_.size() >= kBatch || pending_bytes_ >= kBatchBytes) Flush();
@@ -125,6 +139,10 @@ void CopyPool::Loop() {
       not_full_.notify_one();
     }
     for (auto& t : batch) {
+      if (t.ranged) {
+        CopyPart(t, buf);  // the last part closes t.src
+        continue;
+      }
       if (!failed_fast_.load(std::memory_order_relaxed)) CopyOne(t, buf);
       ::close(t.src);
     }
@@ -193,6 +211,10 @@ void CopyPool::CopyOne(const Task& t, std::vector<char>& buf) {
       ok = false;
     }
   }
+  FinishFile(t, out, done, ok);
+}
+
+void CopyPool::FinishFile(const Task& t, int out, uint64_t done, bool ok) {
   if (ok) {
     // Verify before the caller may publish: all bytes, and the source
     // not changed since the walker opened it.
@@ -229,6 +251,77 @@ void CopyPool::CopyOne(const Task& t, std::vector<char>& buf) {
     bytes += done;
     ++files;
   }
+}
+
+bool CopyPool::CopyBytes(const Task& t, int out, uint64_t off, uint64_t len, std::vector<char>& buf, uint64_t* done) {
+  uint64_t at = off;
+  while (at < off + len) {
+    if (failed_fast_.load(std::memory_order_relaxed)) return false;
+    if (o_.deadline > 0 && MonotonicSeconds() > o_.deadline) {
+      Fail(Status::Timeout("staging: timed out copying " + t.source()), FaultSide::kSource);
+      return false;
+    }
+    ssize_t n = fs_.Pread(t.src, buf.data(), std::min<uint64_t>(buf.size(), off + len - at), static_cast<off_t>(at));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      Fail(Status::FromErrno(errno, "read " + t.source()), FaultSide::kSource);
+      return false;
+    }
+    if (n == 0) return true;  // shrank: FinishFile sees fewer bytes than the size
+    size_t w = 0;
+    while (w < static_cast<size_t>(n)) {
+      ssize_t k = fs_.Pwrite(out, buf.data() + w, static_cast<size_t>(n) - w, static_cast<off_t>(at + w));
+      if (k < 0 && errno == EINTR) continue;
+      if (k < 0) {
+        int e = errno;
+        Fail(DestFailure(e, "write " + t.shown, out), DestSide(e));
+        return false;
+      }
+      w += static_cast<size_t>(k);
+    }
+    at += static_cast<uint64_t>(n);
+    *done += static_cast<uint64_t>(n);
+  }
+  return true;
+}
+
+void CopyPool::CopyPart(const Task& t, std::vector<char>& buf) {
+  RangedFile& r = *t.ranged;
+  int out = -1;
+  bool go = !failed_fast_.load(std::memory_order_relaxed);
+  if (go) {
+    std::lock_guard<std::mutex> l(r.mu);
+    if (!r.opened) {
+      r.opened = true;
+      mode_t mode = (t.mode & 0111) ? 0755 : 0644;
+      r.out = fs_.OpenAt(t.dirfd, t.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+      if (r.out < 0) {
+        int e = errno;
+        r.ok = false;
+        Fail(DestFailure(e, "create " + t.shown, t.dirfd), DestSide(e));
+      }
+    }
+    out = r.out;
+    go = r.ok;
+  }
+  uint64_t done = 0;
+  bool ok = go && CopyBytes(t, out, t.off, t.len, buf, &done);
+  r.copied += done;
+  if (!ok) {
+    std::lock_guard<std::mutex> l(r.mu);
+    r.ok = false;
+  }
+  if (--r.left > 0) return;
+  // The last part: every other part has ended (and said how).
+  bool all;
+  {
+    std::lock_guard<std::mutex> l(r.mu);
+    all = r.ok && !failed_fast_.load(std::memory_order_relaxed);
+    out = r.out;
+    r.out = -1;
+  }
+  if (out >= 0) FinishFile(t, out, r.copied.load(), all);
+  ::close(t.src);
 }
 
 void RaiseFdLimit() {

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <sys/stat.h>
 #include <string>
@@ -43,6 +44,22 @@ struct Task {
   uint64_t ino = 0;                   // as the walker saw it; 0: not compared
   std::string from;                   // the source path, for its errors; "": `shown`
   const std::string& source() const { return from.empty() ? shown : from; }
+  // One part of a file split into ranges (CopyPool::SplitLargeFiles):
+  // bytes [off, off + len); the file's shared state; null: the whole file.
+  std::shared_ptr<struct RangedFile> ranged;
+  uint64_t off = 0, len = 0;
+};
+
+// A file copied in ranges by several workers: the destination is created
+// by the first range to run, and the last one to end verifies the file,
+// sets its times and closes both descriptors.
+struct RangedFile {
+  explicit RangedFile(unsigned parts) : left(parts) {}
+  std::mutex mu;
+  int out = -1;
+  bool opened = false, ok = true;
+  std::atomic<unsigned> left;
+  std::atomic<uint64_t> copied{0};
 };
 
 // What differs between the source file as the walker opened it (`t`) and
@@ -56,6 +73,13 @@ class CopyPool {
  public:
   CopyPool(const CopyOptions& o, StageFs& fs, CheckManifestBuilder* check) : o_(o), fs_(fs), check_(check) {}
   void Start(unsigned n);
+  // The source is on a network file system: a file of kRangeMin bytes or
+  // more is queued as kRange-byte ranges that any worker takes, so one
+  // large file is many reads in flight, not one serial stream (on a local
+  // source the inode lock makes that lose: stage_copy.h).
+  void SplitLargeFiles() { split_ = true; }
+  static constexpr uint64_t kRangeMin = 16ull << 20;
+  static constexpr uint64_t kRange = 8ull << 20;
   // Queues files in batches (one lock and one wake-up per batch, not per
   // file: with many small files the hand-off is otherwise the cost). A batch
   // closes at kBatch files or kBatchBytes, so files of 1 MiB and more go
@@ -84,6 +108,14 @@ class CopyPool {
   // Copies one file, verifies it (all bytes, source unchanged since the
   // walker opened it), sets its times; on failure calls Fail.
   void CopyOne(const Task& t, std::vector<char>& buf);
+  // One range of a split file (Task::ranged); the last one finishes it.
+  void CopyPart(const Task& t, std::vector<char>& buf);
+  // Reads [off, off + len) of t.src into `out` at the same offsets with
+  // pread/pwrite, adding to *done; false after a Fail.
+  bool CopyBytes(const Task& t, int out, uint64_t off, uint64_t len, std::vector<char>& buf, uint64_t* done);
+  // After the bytes: verify (all `done` bytes, the source unchanged), set
+  // the times, close `out`, mark an ACL; counts the file when all is well.
+  void FinishFile(const Task& t, int out, uint64_t done, bool ok);
 
   const CopyOptions& o_;
   StageFs& fs_;
@@ -94,6 +126,7 @@ class CopyPool {
   std::vector<Task> pending_;  // the receiver's batch being filled
   uint64_t pending_bytes_ = 0;
   std::atomic<bool> failed_fast_{false};
+  bool split_ = false;
   std::vector<std::thread> threads_;
   bool done_ = false;
   bool failed_ = false;

@@ -38,10 +38,10 @@ struct TempDir : preflight_test::TempDir {
 // SOURCE mounted at MOUNTPOINT through preflight-netfs for the test's life.
 class NetMount {
  public:
-  NetMount(const std::string& src, const std::string& mnt, int latency_us) : mnt_(mnt) {
+  NetMount(const std::string& src, const std::string& mnt, int latency_us, const std::string& control) : mnt_(mnt) {
     MakeDirs(mnt, 0755);
     auto r = RunCommand({PF_SOURCE_DIR "/tests/harness/netfs.sh", "mount", src, mnt, "--allow-other", "--latency-us",
-                         std::to_string(latency_us)},
+                         std::to_string(latency_us), "--control", control},
                         {"PREFLIGHT_NETFS=" PF_NETFS_BIN}, 30000);
     ok_ = r && r->exit_code == 0;
     if (!ok_) why_ = r ? r->output : r.status().message();
@@ -78,8 +78,12 @@ TEST(StageRemote, ANetworkSourceIsCopiedWithManyOpsInFlightExactlyAsTheSerialCop
       Write(src + "/d" + std::to_string(d) + "/f" + std::to_string(i), preflight_test::Blob(100 + 37 * i, char(d + i)));
     Write(src + "/d" + std::to_string(d) + "/sub/big", preflight_test::Blob((2 << 20) + d, char(d)));
   }
+  // Above kRangeMin: copied as 8 MiB ranges by several workers, the last
+  // one partial.
+  Write(src + "/d1/weights.bin", preflight_test::Blob((20 << 20) + 12345, 'w'));
   ASSERT_EQ(::symlink("d0/f1", (src + "/link").c_str()), 0);
-  NetMount net(src, mnt, 300);
+  std::string control = t.path() + "/control";
+  NetMount net(src, mnt, 300, control);
   ASSERT_TRUE(net.ok()) << net.why();
   int fd = ::open(mnt.c_str(), O_RDONLY | O_DIRECTORY);
   std::string fs;
@@ -96,10 +100,11 @@ TEST(StageRemote, ANetworkSourceIsCopiedWithManyOpsInFlightExactlyAsTheSerialCop
   Status s = StageDataset(o, mnt, who, "job1", &d, &side);
   ASSERT_TRUE(s.ok()) << s.message();
   EXPECT_FALSE(d.hit);
-  EXPECT_EQ(d.files, 453u);
+  EXPECT_EQ(d.files, 454u);
   EXPECT_EQ(d.note, "read from a fuse file system, 16 operations in flight");
   for (int dd = 0; dd < 3; ++dd)
-    for (const std::string rel : {"/f0", "/f77", "/f149", "/sub/big"}) {
+    for (const std::string rel : {"/f0", "/f77", "/f149", "/sub/big", "/weights.bin"}) {
+      if (rel == "/weights.bin" && dd != 1) continue;
       std::string p = "/d" + std::to_string(dd) + rel;
       auto a = ReadWholeFile(src + p), b = ReadWholeFile(d.data_path + p);
       ASSERT_TRUE(a.ok() && b.ok()) << p;
@@ -121,6 +126,16 @@ TEST(StageRemote, ANetworkSourceIsCopiedWithManyOpsInFlightExactlyAsTheSerialCop
   auto now = ReadWholeFile(d.data_path + "/d2/f140");
   ASSERT_TRUE(now.ok());
   EXPECT_EQ(*now, "rewritten");
+
+  // EIO in the middle of the large file (one of its ranges): the copy
+  // fails naming the file, as the source's fault, and serves nothing.
+  Write(control, "eio read *weights.bin\n");
+  RemoveTree(o.dir);
+  s = StageDataset(o, mnt, who, "job3b", &d, &side);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(side, FaultSide::kSource);
+  EXPECT_NE(s.message().find("read " + mnt + "/d1/weights.bin: Input/output error"), std::string::npos) << s.message();
+  Write(control, "");
 
   // A file the user cannot read: the cold copy (an opener thread) fails
   // naming it, as the source's fault, and leaves no copy.
