@@ -331,15 +331,20 @@ int PeerBench(const Args& a) {
     if (!Fill(src + "/p" + std::to_string(i), a.peer_file_size, 5000 + i)) { std::perror("stage_bench: fill"); return 1; }
     bytes += a.peer_file_size;
   }
+  std::string fill_src = src;
+  if (a.netfs_us >= 0) src = MountNetfs(a, src);  // the nodes read it through preflight-netfs
   MakeDirs(mdir, 0755);
   { int fd = ::open((mdir + "/munge.key").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0400); std::string k(1024, 'b'); for (size_t i = 0; i < k.size(); ++i) k[i] = static_cast<char>(i * 131 + 7); if (fd < 0 || ::write(fd, k.data(), k.size()) != 1024) return 1; ::close(fd); }
   std::string sock = mdir + "/munge.sock";
   Shell("munged --force --socket=" + sock + " --key-file=" + mdir + "/munge.key --pid-file=" + mdir + "/munged.pid --log-file=" +
         mdir + "/munged.log --seed-file=" + mdir + "/munged.seed");
   StageIdentity who = Reader();
-  std::printf("\npeer fan-out: %llu files x %llu B = %s per node, emulated nodes on this host, fanout 2, source read as %s\n",
+  std::printf("\npeer fan-out: %llu files x %llu B = %s per node, emulated nodes on this host, fanout 2, source read as %s%s\n",
               static_cast<unsigned long long>(a.peer_files), static_cast<unsigned long long>(a.peer_file_size),
-              HumanBytes(static_cast<double>(bytes)).c_str(), who.drop ? "nobody" : "self");
+              HumanBytes(static_cast<double>(bytes)).c_str(), who.drop ? "nobody" : "self",
+              a.netfs_us >= 0 ? (", through preflight-netfs at " + std::to_string(a.netfs_us) + " us per operation" +
+                                 (a.netfs_bandwidth.empty() ? "" : ", capped at " + a.netfs_bandwidth + "/s")).c_str()
+                              : "");
   size_t i = 0;
   int job = 1000;
   while (i < a.peers.size()) {
@@ -354,6 +359,7 @@ int PeerBench(const Args& a) {
       fs.push_back(std::make_unique<CountingFs>());
       caches[k].dir = a.dir + "/peer-node" + std::to_string(k);
       caches[k].workers = a.workers ? a.workers : 2;
+      caches[k].remote_workers = a.remote_workers;
       caches[k].fs = fs.back().get();
     }
     auto clean = [&] { for (auto& c : caches) Clean(c.dir); for (auto& f : fs) f->read = 0; };
@@ -421,7 +427,7 @@ int PeerBench(const Args& a) {
                 HumanBytes(static_cast<double>(fan_read)).c_str(), static_cast<double>(fan_read) / bytes, fan,
                 fell_back ? "  (some nodes fell back)" : "", failed ? "  FAILED" : "");
   }
-  Clean(src);
+  Clean(fill_src);
   if (auto pid = ReadWholeFile(mdir + "/munged.pid")) ::kill(std::atoi(pid->c_str()), SIGTERM);
   return 0;
 }
