@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "preflight/gpu_vendor.h"
 #include "preflight/json.h"
 #include "preflight/text.h"
 
@@ -58,7 +59,7 @@ TaskEnvPlan PlanTaskEnv(const Topology& topo, const std::vector<GpuPairing>& pai
   // AMD GPUs ROCm's (Slurm sets ROCR_VISIBLE_DEVICES; HIP_VISIBLE_DEVICES
   // where a site sets that instead).
   std::string visible_name = "CUDA_VISIBLE_DEVICES", visible;
-  for (const char* v : {"CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"}) {
+  for (const char* v : kGpuVisibleVars) {
     if (auto value = env(v)) {
       visible_name = v;
       visible = *value;

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "preflight/fileutil.h"
+#include "preflight/gpu_vendor.h"
 #include "preflight/job.h"
 #include "preflight/state_paths.h"
 
@@ -102,21 +103,6 @@ int TrailingNumber(const std::string& s, const char* prefix) {
   return std::atoi(s.c_str() + n);
 }
 
-// AMD Instinct (compute) PCI device ids, from the Linux amdgpu driver's
-// PCI table and the pci.ids database: MI25 (Vega 10), MI50/MI60 (Vega 20),
-// MI100 (Arcturus), MI200 (Aldebaran), MI300/MI325 (Aqua Vanjaram). Only
-// consulted for class 0300, where an Instinct part and a BMC's VGA share a
-// class; the other classes AMD gives its compute parts count by class.
-bool IsAmdInstinct(unsigned device) {
-  static const unsigned kIds[] = {0x6860, 0x6861, 0x6862, 0x6863, 0x6864, 0x6867, 0x6868, 0x686c,  // MI25
-                                  0x66a0, 0x66a1, 0x66a2, 0x66a3, 0x66a4, 0x66a7, 0x66af,          // MI50/MI60
-                                  0x738c, 0x738e,                                                  // MI100
-                                  0x7408, 0x740c, 0x740f, 0x7410,                                  // MI200
-                                  0x74a0, 0x74a1, 0x74a2, 0x74a5, 0x74a9, 0x74b5, 0x74b9, 0x74bd}; // MI300
-  for (unsigned id : kIds)
-    if (id == device) return true;
-  return false;
-}
 
 }  // namespace
 
@@ -242,12 +228,7 @@ Expected<Topology> LoadHwloc(const std::string& xml, const FsRoot* fsp) {
   for (hwloc_obj_t o = hwloc_get_next_pcidev(t, nullptr); o != nullptr; o = hwloc_get_next_pcidev(t, o)) {
     unsigned cls = o->attr->pcidev.class_id;
     unsigned vendor = o->attr->pcidev.vendor_id;
-    // NVIDIA: 3D (0302) or VGA (0300) class. AMD Instinct: display
-    // controller (0380: MI50/MI100/MI250X), processing accelerator (1200:
-    // MI300A/X) or co-processor (0b40). An AMD VGA (0300) is a GPU when it
-    // is a known Instinct part (hwloc 1.x on LLNL Corona shows the MI50 as
-    // 0300 with DRM devices only, and a probe here blocks rsmi/opencl) or
-    // has a ROCm SMI/OpenCL OS device; so a BMC's ES1000 (1002:515e) is not.
+    // Which PCI functions are GPUs, and whose: gpu_vendor.h.
     bool amd_osdev = false;
     std::vector<int> rsmi;  // ROCm SMI indexes on this function (CPX/TPX: several)
     for (hwloc_obj_t c = o->io_first_child; c != nullptr; c = c->next_sibling) {
@@ -255,12 +236,11 @@ Expected<Topology> LoadHwloc(const std::string& xml, const FsRoot* fsp) {
       if (TrailingNumber(c->name, "rsmi") >= 0) rsmi.push_back(TrailingNumber(c->name, "rsmi"));
       if (TrailingNumber(c->name, "rsmi") >= 0 || std::strncmp(c->name, "opencl", 6) == 0) amd_osdev = true;
     }
-    bool nvidia = vendor == 0x10de && (cls == 0x0302 || cls == 0x0300);
-    bool amd = vendor == 0x1002 && (cls == 0x0380 || cls == 0x1200 || cls == 0x0b40 || cls == 0x0302 ||
-                                    (cls == 0x0300 && (amd_osdev || IsAmdInstinct(o->attr->pcidev.device_id))));
-    if (!nvidia && !amd) continue;
+    GpuVendor gv = GpuVendorOf(vendor, o->attr->pcidev.device_id, cls, amd_osdev);
+    if (gv == GpuVendor::kNone) continue;
+    bool nvidia = gv == GpuVendor::kNvidia;
     TopoGpu g;
-    g.vendor = nvidia ? "nvidia" : "amd";
+    g.vendor = GpuVendorName(gv);
     g.busid = BusId(o);
     g.path = PciPath(o);
     Locality(t, o, &g.numa, &g.package);
@@ -282,7 +262,7 @@ Expected<Topology> LoadHwloc(const std::string& xml, const FsRoot* fsp) {
     // Prefer the management library's name (NVML's index is PCI order, like
     // the device minors; ROCm SMI's is the order ROCR_VISIBLE_DEVICES and
     // HIP number), then CUDA's, then DRM's: whatever this hwloc build found.
-    const char* lib = nvidia ? "nvml" : "rsmi";
+    const char* lib = ManagementOsdevPrefix(gv);
     int rank = 99;
     for (hwloc_obj_t c = o->io_first_child; c != nullptr; c = c->next_sibling) {
       if (c->type != HWLOC_OBJ_OS_DEVICE || c->name == nullptr) continue;
@@ -443,7 +423,7 @@ void RefreshSysfsState(Topology& topo, const FsRoot& fs) {
   std::vector<int> minors;
   for (const auto& g : topo.gpus) {
     int minor = -1;
-    if (g.vendor != "nvidia") {
+    if (!NumberedByDeviceMinor(GpuVendorNamed(g.vendor.c_str()))) {
       // AMD: Slurm's GRES index and ROCR_VISIBLE_DEVICES follow ROCm SMI's
       // order (hwloc's rsmiN), kept from the load.
       minors.push_back(-1);

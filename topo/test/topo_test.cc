@@ -22,6 +22,7 @@
 #include <sstream>
 
 #include "preflight/fileutil.h"
+#include "preflight/gpu_vendor.h"
 #include "preflight/topo_env_merge.h"
 #include "preflight/topo_load.h"
 
@@ -1160,6 +1161,31 @@ TEST(TopoGres, GpusFromSlurmButNoneInTheTopology) {
   Topology some;
   some.gpus = {Gpu(0, {"hb:a"}, 0)};
   EXPECT_EQ(GpuGresWarning(some, "0,1", ""), "");
+}
+
+}  // namespace
+}  // namespace preflight
+
+namespace preflight {
+namespace {
+
+// The vendor seam (gpu_vendor.h) on its own: what is a GPU, whose, and how
+// it is numbered.
+TEST(GpuVendor, PciClassVendorAndInstinctIdsDecide) {
+  EXPECT_EQ(GpuVendorOf(0x10de, 0x2330, 0x0302, false), GpuVendor::kNvidia);  // H100 SXM
+  EXPECT_EQ(GpuVendorOf(0x10de, 0x1eb8, 0x0300, false), GpuVendor::kNvidia);  // T4 as VGA
+  EXPECT_EQ(GpuVendorOf(0x10de, 0x22a3, 0x0680, false), GpuVendor::kNone);    // NVSwitch (bridge class)
+  EXPECT_EQ(GpuVendorOf(0x1002, 0x74a1, 0x1200, false), GpuVendor::kAmd);     // MI300X
+  EXPECT_EQ(GpuVendorOf(0x1002, 0x66a1, 0x0300, false), GpuVendor::kAmd);     // MI50 as VGA: a known Instinct id
+  EXPECT_EQ(GpuVendorOf(0x1002, 0x515e, 0x0300, false), GpuVendor::kNone);    // a BMC's ES1000
+  EXPECT_EQ(GpuVendorOf(0x1002, 0x515e, 0x0300, true), GpuVendor::kAmd);      // ... unless ROCm sees it
+  EXPECT_EQ(GpuVendorOf(0x8086, 0x0bd5, 0x0380, false), GpuVendor::kNone);    // not a vendor we know
+  EXPECT_STREQ(GpuVendorName(GpuVendor::kAmd), "amd");
+  EXPECT_EQ(GpuVendorNamed("nvidia"), GpuVendor::kNvidia);
+  EXPECT_EQ(GpuVendorNamed("intel"), GpuVendor::kNone);
+  EXPECT_STREQ(ManagementOsdevPrefix(GpuVendor::kAmd), "rsmi");
+  EXPECT_TRUE(NumberedByDeviceMinor(GpuVendor::kNvidia));
+  EXPECT_FALSE(NumberedByDeviceMinor(GpuVendor::kAmd));
 }
 
 }  // namespace
