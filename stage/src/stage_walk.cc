@@ -91,12 +91,15 @@ struct Walker {
     if (!local_digest) {
       std::vector<int> sent;
       bool ok;
+      int err;
       {
         std::lock_guard<std::mutex> l(emit_mu);
         ok = out->Add(kind, type, st, path, link, fd);
+        err = errno;
         out->TakeSent(&sent);
       }
       for (int s : sent) ::close(s);  // out of the lock: on FUSE each is a round trip
+      errno = err;  // the caller reports a failed send by it
       return ok;
     }
     if (kind == kRoot && mode != WalkMode::kLight) {
