@@ -39,7 +39,6 @@ namespace preflight {
 
 int StageFs::OpenAt(int dirfd, const char* path, int flags, mode_t mode) { return ::openat(dirfd, path, flags, mode); }
 ssize_t StageFs::Pread(int fd, void* buf, size_t n, off_t off) { return ::pread(fd, buf, n, off); }
-ssize_t StageFs::Write(int fd, const void* buf, size_t n) { return ::write(fd, buf, n); }
 ssize_t StageFs::Pwrite(int fd, const void* buf, size_t n, off_t off) { return ::pwrite(fd, buf, n, off); }
 ssize_t StageFs::CopyFileRange(int in, off_t* in_off, int out, size_t n) {
   return ::copy_file_range(in, in_off, out, nullptr, n, 0);
@@ -150,7 +149,8 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
   if (!s.ok()) { *side = FaultSide::kNode; return s; }
 
   CopyPool pool(o, fs, check);
-  pool.Start(std::max(1u, o.workers));
+  const unsigned local_workers = std::max(1u, o.workers);
+  pool.Start(local_workers);
   int droot = -1;
   uint64_t expect_files = 0;
   uint64_t apparent = 0;  // bytes of the files announced so far
@@ -175,9 +175,9 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
     if (r.kind == kRoot) {
       // On a network source the copies wait on round trips: more in flight.
       if (r.remote) {
-        stats->source_fs = r.link.empty() ? "network" : r.link;
-        stats->in_flight = std::max({1u, o.workers, o.remote_workers});
-        if (o.remote_workers > std::max(1u, o.workers)) pool.Start(o.remote_workers - std::max(1u, o.workers));
+        stats->source_fs = r.link;
+        stats->in_flight = std::max(local_workers, o.remote_workers);
+        if (o.remote_workers > local_workers) pool.Start(o.remote_workers - local_workers);
         pool.SplitLargeFiles();
       }
       manifest->push_back(std::string("root ") + r.type + " " + r.path);

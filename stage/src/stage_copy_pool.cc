@@ -183,34 +183,9 @@ void CopyPool::CopyOne(const Task& t, std::vector<char>& buf) {
       done += static_cast<uint64_t>(n);
     }
   }
-  while (ok && done < t.size) {
-    ssize_t n = fs_.Pread(t.src, buf.data(), std::min<uint64_t>(buf.size(), t.size - done), static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      Fail(Status::FromErrno(errno, "read " + t.source()), FaultSide::kSource);
-      ok = false;
-      break;
-    }
-    if (n == 0) break;  // shrank: caught below
-    size_t w = 0;
-    while (w < static_cast<size_t>(n)) {
-      ssize_t k = fs_.Write(out, buf.data() + w, static_cast<size_t>(n) - w);
-      if (k < 0 && errno == EINTR) continue;
-      if (k < 0) {
-        int e = errno;
-        Fail(DestFailure(e, "write " + t.shown, out), DestSide(e));
-        ok = false;
-        break;
-      }
-      w += static_cast<size_t>(k);
-    }
-    if (!ok) break;
-    done += static_cast<uint64_t>(n);
-    if (o_.deadline > 0 && done < t.size && MonotonicSeconds() > o_.deadline) {
-      Fail(Status::Timeout("staging: timed out copying " + t.source()), FaultSide::kSource);
-      ok = false;
-    }
-  }
+  // What copy_file_range left (or all of it: a small file, a file system
+  // that refuses it, a fault past it) goes through the buffer.
+  if (ok && done < t.size) ok = CopyBytes(t, out, done, t.size - done, buf, &done);
   FinishFile(t, out, done, ok);
 }
 

@@ -219,9 +219,10 @@ struct Walker {
         } else if (mode == WalkMode::kCopy && openers) {
           if (!openers->Open(hold, n, path)) { ok = false; break; }
         } else if (mode == WalkMode::kCopy) {
-          int fd = ::openat(dirfd, n, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-          if (fd < 0 || ::fstat(fd, &st) != 0) { ok = Fail(root + "/" + path, errno); if (fd >= 0) ::close(fd); break; }
-          if (!S_ISREG(st.st_mode)) { ::close(fd); error = root + "/" + path + ": changed type while walking"; ok = false; break; }
+          int e = 0;
+          int fd = OpenRegularAt(dirfd, n, &st, &e);
+          if (fd < 0 && e != 0) { ok = Fail(root + "/" + path, e); break; }
+          if (fd < 0) { error = root + "/" + path + ": changed type while walking"; ok = false; break; }
           if (!Emit(kEntry, 'f', &st, path, "", fd)) { ok = Fail("sending to the stager", errno); break; }
         } else {
           if (::fstatat(dirfd, n, &st, AT_SYMLINK_NOFOLLOW) != 0) { ok = Fail(root + "/" + path, errno); break; }
@@ -276,7 +277,6 @@ struct Walker {
     if (S_ISDIR(st.st_mode)) {
       std::string net;
       bool remote = OnNetworkFilesystem(fd, &net);
-      out->SetRemote(remote);
       // The root's link field names a network file system (Record::link).
       if (!Emit(kRoot, 'd', &st, root, remote ? net : "", -1)) { ::close(fd); return Fail("sending to the stager", errno); }
       if (mode != WalkMode::kCopy || !remote || remote_openers < 2) {
@@ -432,12 +432,12 @@ Status Receive(Child* c, double deadline, const std::string& src, FaultSide* sid
       r.ctime_sec = w.ctime_sec;
       r.ctime_nsec = w.ctime_nsec;
       r.ino = w.ino;
-      r.remote = w.remote != 0;
       r.err = static_cast<int>(w.err);
       r.path.assign(buf.data() + off, w.path_len);
       off += w.path_len;
       r.link.assign(buf.data() + off, w.link_len);
       off += w.link_len;
+      r.remote = r.kind == kRoot && !r.link.empty();  // a root's link names its network file system
       if (w.has_fd) {
         if (next_fd >= fds.size()) { close_rest(); *side = FaultSide::kNode; return Status::IOError("source walker: descriptor missing"); }
         r.fd = fds[next_fd++];

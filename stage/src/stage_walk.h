@@ -24,7 +24,7 @@ struct Wire {
   uint16_t path_len;
   uint16_t link_len;
   uint8_t has_fd;
-  uint8_t remote;  // kRoot: the source is on a network file system
+  uint8_t pad = 0;
   uint32_t mode;
   uint32_t mtime_nsec;
   uint64_t size;
@@ -48,7 +48,7 @@ struct Record {
   int64_t ctime_sec = 0;
   uint32_t ctime_nsec = 0;
   uint64_t ino = 0;
-  bool remote = false;  // kRoot: Wire::remote; then `link` names the file system
+  bool remote = false;  // kRoot: on a network file system, which `link` names
   int err = 0;  // kError: Wire::err
   std::string path;
   std::string link;

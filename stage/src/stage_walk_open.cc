@@ -10,6 +10,21 @@
 
 namespace preflight::stage_internal {
 
+int OpenRegularAt(int dirfd, const char* name, struct stat* st, int* err) {
+  int fd = ::openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0 || ::fstat(fd, st) != 0) {
+    *err = errno;
+    if (fd >= 0) ::close(fd);
+    return -1;
+  }
+  if (!S_ISREG(st->st_mode)) {
+    ::close(fd);
+    *err = 0;
+    return -1;
+  }
+  return fd;
+}
+
 DirFd::~DirFd() {
   if (fd >= 0) ::close(fd);
 }
@@ -75,18 +90,15 @@ void Openers::Loop() {
       ++busy_;
       not_full_.notify_one();
     }
-    // The serial walk's open, word for word (stage_walk.cc).
-    int fd = ::openat(dir->fd, j.name.c_str(), O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
-    if (fd < 0 || ::fstat(fd, &st) != 0) {
-      int e = errno;
-      if (fd >= 0) ::close(fd);
+    int e = 0;
+    int fd = OpenRegularAt(dir->fd, j.name.c_str(), &st, &e);
+    if (fd < 0 && e != 0) {
       Fail(root_ + "/" + j.path + ": " + std::strerror(e), e);
-    } else if (!S_ISREG(st.st_mode)) {
-      ::close(fd);
+    } else if (fd < 0) {
       Fail(root_ + "/" + j.path + ": changed type while walking", 0);
     } else if (!emit_(st, j.path, fd)) {
-      int e = errno;
+      e = errno;
       Fail(std::string("sending to the stager: ") + std::strerror(e), e);
     }
     dir.reset();

@@ -30,6 +30,12 @@
 
 namespace preflight::stage_internal {
 
+// Opens the regular file `name` of a walked folder the one way both walks
+// do: never following a symlink, never blocking on a fifo, and still a
+// regular file once open (*st its fstat). The descriptor, or -1 with *err
+// the errno (0: it is no longer a regular file).
+int OpenRegularAt(int dirfd, const char* name, struct stat* st, int* err);
+
 // A directory descriptor that stays open while files in it are queued.
 struct DirFd {
   explicit DirFd(int f) : fd(f) {}

@@ -33,7 +33,6 @@ class Sender {
     w.link_len = static_cast<uint16_t>(link.size());
     w.has_fd = fd >= 0;
     w.err = static_cast<uint32_t>(err);
-    w.remote = kind == kRoot && remote_;
     if (st) {
       w.mode = st->st_mode;
       w.size = static_cast<uint64_t>(st->st_size);
@@ -87,12 +86,9 @@ class Sender {
     out->insert(out->end(), sent_.begin(), sent_.end());
     sent_.clear();
   }
-  // The root's record says whether the source is on a network file system.
-  void SetRemote(bool r) { remote_ = r; }
 
  private:
   int sock_;
-  bool remote_ = false;
   std::vector<char> buf_;
   std::vector<int> fds_;
   std::vector<int> sent_;

@@ -272,13 +272,13 @@ class FaultFs : public StageFs {
   int fail_pread_after = -1;   // EIO from the Nth pread of the source
   bool no_copy_range = false;  // force the pread/write path
   std::atomic<int> writes{0}, preads{0};
-  ssize_t Write(int fd, const void* b, size_t n) override {
+  ssize_t Pwrite(int fd, const void* b, size_t n, off_t off) override {
     if (fail_write_after >= 0 && writes++ >= fail_write_after) {
       if (kill_on_fail) ::kill(::getpid(), SIGKILL);
       errno = write_errno;
       return -1;
     }
-    return StageFs::Write(fd, b, n);
+    return StageFs::Pwrite(fd, b, n, off);
   }
   ssize_t Pread(int fd, void* b, size_t n, off_t off) override {
     if (fail_pread_after >= 0 && preads++ >= fail_pread_after) {

@@ -47,7 +47,6 @@ class StageFs {
   virtual ~StageFs() = default;
   virtual int OpenAt(int dirfd, const char* path, int flags, mode_t mode);
   virtual ssize_t Pread(int fd, void* buf, size_t n, off_t off);
-  virtual ssize_t Write(int fd, const void* buf, size_t n);
   virtual ssize_t Pwrite(int fd, const void* buf, size_t n, off_t off);
   virtual ssize_t CopyFileRange(int in, off_t* in_off, int out, size_t n);
   virtual int MkdirAt(int dirfd, const char* path, mode_t mode);
