@@ -153,7 +153,12 @@ SlurmdUser=root
 SlurmctldPort=$base
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$sock/munge.sock
+# cred_expire=20 (Slurm's default 120, its floor 5): a requeued batch job
+# is held cred_expire + 1 seconds (so slurmd's revoked credential of the
+# first run has expired); the tests that wait for a restart wait 21 s, not
+# 121. A credential is still valid 20 s after it was signed: far past a
+# launch RPC on this host.
+AuthInfo=socket=$sock/munge.sock,cred_expire=20
 MailProg=/bin/true
 StateSaveLocation=$dir/run/state
 SlurmdSpoolDir=$sock/spool/%n

@@ -71,7 +71,7 @@ after=$(newest_step)
 note "after n2's epilog: durable $(durable_on_tier "$tier" | tr '\n' ' ')"
 check "nothing older than step-$before is the newest durable one (step-$after)" test "$after" -ge "$before"
 
-# Slurm's requeue hold (~120 s) may have passed while n2 was away: then the
+# Slurm's requeue hold (21 s here) may have passed while n2 was away: then the
 # job has started again on its own (seen in CI), and there is nothing to
 # release.
 if [ "$(job_field "$jid" JobState)" = PENDING ]; then release_requeued "$jid" 300; fi

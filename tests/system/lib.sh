@@ -52,8 +52,8 @@ wait_job() {
   echo "job $j still queued after ${limit}s: $(squeue -h -j "$j" -o '%T %r')" >&2
   return 1
 }
-# release_and_wait JOBID [SECONDS]: wait (default 60 s) for a requeued job, releasing Slurm's ~120 s
-# requeue hold (Reason=BeginTime) each time it appears: under load the job
+# release_and_wait JOBID [SECONDS]: wait (default 60 s) for a requeued job, releasing Slurm's
+# requeue hold (Reason=BeginTime; cred_expire + 1 = 21 s here, tests/harness/cluster.sh) each time it appears: under load the job
 # can go back to BeginTime after a single release. The first release waits
 # 1.1 s: the requeue revoked the old credential with a one-second timestamp
 # (see release_requeued).
@@ -86,8 +86,8 @@ job_field() {
   esac
   "$B/admin/preflight" slurm job "$1" 2>/dev/null | sed -n "s/.*\"$key\":\(\"\([^\"]*\)\"\|\([0-9]*\)\).*/\2\3/p"
 }
-# release_requeued JOBID [SECONDS]: Slurm holds a requeued batch job ~120 s
-# (EligibleTime). Once it is pending again (not still completing), move its
+# release_requeued JOBID [SECONDS]: Slurm holds a requeued batch job 21 s
+# here (EligibleTime, cred_expire + 1). Once it is pending again (not still completing), move its
 # start to now; bounded (default 30 s). The requeue revoked the first run's credential with
 # a one-second timestamp: a restart on the same node within that second is
 # killed ("Job credential revoked", the job then fails or is held again),

@@ -11,8 +11,8 @@ trap 'mv "$scratch.away" "$scratch" 2>/dev/null || true' EXIT
 jid=$(sbatch --parsable -N1 --nccl-check=quick -o "$OUT/job-%j.out" --wrap 'echo ran on $SLURMD_NODENAME')
 wait_restarted "$jid" || true
 check "job was requeued after the prolog failure" test "$(job_field "$jid" Restarts)" -ge 1
-# Slurm holds a requeued batch job back ~2 minutes (EligibleTime); an admin
-# would wait or release it. The test releases it.
+# Slurm holds a requeued batch job back cred_expire + 1 s (EligibleTime:
+# 121 s by default, 21 s in the harness); an admin would wait or release it. The test releases it.
 release_and_wait "$jid"
 cat "$OUT/job-$jid.out"
 check "requeued job ran on a healthy node" contains "$OUT/job-$jid.out" '^ran on n[23]$'

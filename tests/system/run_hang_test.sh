@@ -65,7 +65,7 @@ check "dead: the result JSON has the finding" contains "$C/state/jobs/$jid/$node
 check "dead: ... naming the node" contains "$C/state/jobs/$jid/$node.run.json" "\"device\": \"$second\""
 check "dead: the metrics name the node" contains "$C/metrics/preflight_${node}_run.prom" \
   "preflight_check_ok\{.*check=\"run.hang\",device=\"$second\",verdict=\"fail\".*\} 0"
-# The restart starts when Slurm's requeue hold ends (about 2 minutes): a
+# The restart starts when Slurm's requeue hold ends (21 s here, cluster.sh): a
 # release right after the requeue met a Slurm 22.05 race on the batch node
 # (its REQUEST_LAUNCH_PROLOG never seen, "giving up after 20 sec"), which
 # drained it and left the restart without nodes (CI).
@@ -143,7 +143,7 @@ check "gpu: RAS not reached, then the GPU watch names the idle node" soon_contai
 check "gpu: requeued excluding it" soon_contains "$out" "; hang attributed to $second; excluding $second$"
 check "gpu: the watch lines are not in the job output" bash -c "! grep -q '^preflight-watch' '$out'"
 check "gpu: the named node is excluded from the requeued job" wait_excluded "$jid" "$second"
-# The restart starts when Slurm's requeue hold ends (about 2 minutes): a
+# The restart starts when Slurm's requeue hold ends (21 s here, cluster.sh): a
 # release right after the requeue met a Slurm 22.05 race on the batch node
 # (its REQUEST_LAUNCH_PROLOG never seen, "giving up after 20 sec"), which
 # drained it and left the restart without nodes (CI).
