@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -148,7 +149,10 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
   Status s = StartChild(src, o.who, WalkMode::kCopy, &c, false, nullptr, o.remote_workers);
   if (!s.ok()) { *side = FaultSide::kNode; return s; }
 
-  CopyPool pool(o, fs, check);
+  // On the heap: a pool that gave up on workers stuck in a source that
+  // stopped answering is left to them (CopyPool::Finish), not destroyed.
+  auto owned = std::make_unique<CopyPool>(o, fs, check);
+  CopyPool& pool = *owned;
   const unsigned local_workers = std::max(1u, o.workers);
   pool.Start(local_workers);
   int droot = -1;
@@ -228,6 +232,7 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
   StopChild(&c, !s.ok());
   if (!s.ok() && !aborted) pool.Fail(s, *side);  // workers skip what is queued
   pool.Finish();
+  if (pool.abandoned()) (void)owned.release();  // leaked on purpose: its stuck workers still use it
   if (droot >= 0) ::close(droot);
   if (pool.failed()) {
     *side = pool.side();

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <ctime>
@@ -61,7 +62,15 @@ std::string DescribeChange(const Task& t, const struct stat& now, uint64_t copie
 }
 
 void CopyPool::Start(unsigned n) {
-  for (unsigned i = 0; i < n; ++i) threads_.emplace_back([this] { Loop(); });
+  for (unsigned i = 0; i < n; ++i) {
+    Slot* slot = &slots_.emplace_back();
+    threads_.emplace_back([this, slot] {
+      Loop(slot);
+      std::lock_guard<std::mutex> l(mu_);
+      ++ended_;
+      ended_cv_.notify_all();
+    });
+  }
 }
 
 void CopyPool::Push(Task t) {
@@ -88,7 +97,17 @@ void CopyPool::Flush() {
   pending_bytes_ = 0;
   if (pending_.empty()) return;
   std::unique_lock<std::mutex> l(mu_);
-  not_full_.wait(l, [&] { return q_.size() < kMaxQueued || failed_; });
+  // Bounded by the deadline: workers stuck on a source that stopped
+  // answering never make room.
+  while (q_.size() >= kMaxQueued && !failed_) {
+    if (o_.deadline > 0 && MonotonicSeconds() > o_.deadline) {
+      FailLocked(Status::Timeout("staging: timed out: the copies of the source's files have not moved for the rest of "
+                                 "stage_timeout"),
+                 FaultSide::kSource);
+      break;
+    }
+    not_full_.wait_for(l, std::chrono::milliseconds(200));
+  }
   q_.push_back(std::move(pending_));
   pending_.clear();
   not_empty_.notify_one();
@@ -101,12 +120,45 @@ void CopyPool::Finish() {
     done_ = true;
   }
   not_empty_.notify_all();
-  for (auto& t : threads_) t.join();
+  {
+    std::unique_lock<std::mutex> l(mu_);
+    auto all_ended = [&] { return ended_ == threads_.size(); };
+    while (!all_ended()) {
+      if (o_.deadline > 0 && MonotonicSeconds() > o_.deadline + kAbandonGrace) break;
+      ended_cv_.wait_for(l, std::chrono::milliseconds(200));
+    }
+    if (!all_ended()) {
+      // Name a file a stuck worker reads (its slot holds the task while it
+      // copies, the worker being stuck in a read of it).
+      std::string file;
+      size_t stuck = threads_.size() - ended_;
+      for (auto& s : slots_) {
+        std::lock_guard<std::mutex> sl(s.mu);
+        if (s.task) {
+          file = s.task->source();
+          break;
+        }
+      }
+      FailLocked(Status::Timeout("staging: timed out reading " + (file.empty() ? std::string("the source") : file) +
+                                 ": the source has not answered within stage_timeout (" + std::to_string(stuck) +
+                                 " cop" + (stuck == 1 ? "y" : "ies") + " left waiting on it)"),
+                 FaultSide::kSource);
+      abandoned_ = true;
+    }
+  }
+  for (auto& t : threads_) {
+    if (abandoned_) t.detach();
+    else t.join();
+  }
   threads_.clear();
 }
 
 void CopyPool::Fail(Status s, FaultSide side) {
   std::lock_guard<std::mutex> l(mu_);
+  FailLocked(std::move(s), side);
+}
+
+void CopyPool::FailLocked(Status s, FaultSide side) {
   if (!failed_) {
     failed_ = true;
     failed_fast_ = true;
@@ -126,7 +178,7 @@ FaultSide CopyPool::side() {
   return side_;
 }
 
-void CopyPool::Loop() {
+void CopyPool::Loop(Slot* slot) {
   std::vector<char> buf(kLargeFile);
   for (;;) {
     std::vector<Task> batch;
@@ -139,12 +191,18 @@ void CopyPool::Loop() {
       not_full_.notify_one();
     }
     for (auto& t : batch) {
+      {
+        std::lock_guard<std::mutex> sl(slot->mu);
+        slot->task = &t;
+      }
       if (t.ranged) {
         CopyPart(t, buf);  // the last part closes t.src
-        continue;
+      } else {
+        if (!failed_fast_.load(std::memory_order_relaxed)) CopyOne(t, buf);
+        ::close(t.src);
       }
-      if (!failed_fast_.load(std::memory_order_relaxed)) CopyOne(t, buf);
-      ::close(t.src);
+      std::lock_guard<std::mutex> sl(slot->mu);
+      slot->task = nullptr;
     }
   }
 }

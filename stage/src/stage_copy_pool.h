@@ -88,8 +88,18 @@ class CopyPool {
   // Blocks while the queue is full, which bounds the open descriptors.
   void Push(Task t);
   void Flush();
-  // Flushes, then waits for the workers to drain the queue and end.
+  // Flushes, then waits for the workers to drain the queue and end. With
+  // a deadline (CopyOptions::deadline), at most kAbandonGrace seconds past
+  // it: a worker blocked in a read of a source that stopped answering (a
+  // FUSE or NFS server that holds the request) cannot be interrupted, so
+  // the pool fails with the timeout, naming the file, and leaves such
+  // workers behind (abandoned()). The caller must then keep the pool alive
+  // (leak it): a worker that wakes later only sees the failure, closes its
+  // descriptors and ends, touching nothing but the pool; the prolog's
+  // exit ends any still waiting.
   void Finish();
+  bool abandoned() const { return abandoned_; }
+  static constexpr double kAbandonGrace = 5;
   // The first failure wins; the workers stop copying (descriptors are
   // still closed) and a blocked Push returns.
   void Fail(Status s, FaultSide side);
@@ -104,7 +114,14 @@ class CopyPool {
   static constexpr uint64_t kBatchBytes = kLargeFile;
   static constexpr size_t kMaxQueued = 64;  // batches
 
-  void Loop();
+  // What a worker is copying, for the message of an abandoned pool.
+  struct Slot {
+    std::mutex mu;
+    const Task* task = nullptr;
+  };
+  void Loop(Slot* slot);
+  // Fail under mu_ (held).
+  void FailLocked(Status s, FaultSide side);
   // Copies one file, verifies it (all bytes, source unchanged since the
   // walker opened it), sets its times; on failure calls Fail.
   void CopyOne(const Task& t, std::vector<char>& buf);
@@ -117,7 +134,7 @@ class CopyPool {
   // the times, close `out`, mark an ACL; counts the file when all is well.
   void FinishFile(const Task& t, int out, uint64_t done, bool ok);
 
-  const CopyOptions& o_;
+  const CopyOptions o_;  // a copy: an abandoned worker outlives the caller's
   StageFs& fs_;
   CheckManifestBuilder* check_;
   std::mutex mu_;
@@ -128,6 +145,10 @@ class CopyPool {
   std::atomic<bool> failed_fast_{false};
   bool split_ = false;
   std::vector<std::thread> threads_;
+  std::deque<Slot> slots_;  // one per thread; a deque: stable addresses
+  std::condition_variable ended_cv_;
+  size_t ended_ = 0;  // workers whose Loop has returned
+  bool abandoned_ = false;
   bool done_ = false;
   bool failed_ = false;
   Status status_;

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "preflight/clock.h"
 #include "preflight/fileutil.h"
 #include "preflight/process.h"
 #include "preflight/stage_cache.h"
@@ -147,6 +148,28 @@ TEST(StageRemote, ANetworkSourceIsCopiedWithManyOpsInFlightExactlyAsTheSerialCop
   EXPECT_NE(s.message().find(mnt + "/d1/f99"), std::string::npos) << s.message();
   // Nothing served: no data folder anywhere in the cache.
   auto r = RunCommand({"find", o.dir, "-name", "data"}, {}, 30000);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->output, "");
+
+  // A source that stops answering in the middle of the data (the server
+  // holds every read of the large file, as a dead NFS server would): the
+  // root copy workers blocked in those reads cannot be interrupted, so the
+  // copy gives up CopyPool::kAbandonGrace after stage_timeout, naming the
+  // file, as the source's fault, and serves nothing. Without the bound this
+  // test does not end.
+  ASSERT_EQ(::chmod((src + "/d1/f99").c_str(), 0644), 0);
+  Write(control, "hold read *weights.bin\n");
+  RemoveTree(o.dir);
+  o.deadline = MonotonicSeconds() + 5;
+  s = StageDataset(o, mnt + "/d1", who, "job5", &d, &side);
+  Write(control, "");  // the stuck workers (left behind) wake, see the failure and end
+  o.deadline = 0;
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(side, FaultSide::kSource);
+  EXPECT_NE(s.message().find("timed out reading " + mnt + "/d1/weights.bin: the source has not answered"),
+            std::string::npos)
+      << s.message();
+  r = RunCommand({"find", o.dir, "-name", "data"}, {}, 30000);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->output, "");
 }
