@@ -44,6 +44,8 @@ NODE_COUNT=${PREFLIGHT_NODES:-3}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
+POLL_WHO=cluster.sh
+. "$(dirname "${BASH_SOURCE[0]}")/poll.sh"
 [[ $NODE_COUNT =~ ^[0-9]+$ ]] && [ "$NODE_COUNT" -ge 1 ] && [ "$NODE_COUNT" -le 16 ] ||
   die "PREFLIGHT_NODES=$NODE_COUNT: expected 1 to 16 (2 cores: 16 slurmd hold ~100 MB, more only slows every test)"
 NODES=()
@@ -72,7 +74,8 @@ free_port_base() {
   # 20 on was the stage fan-out's range, before it moved below 1024).
   local used base i ok
   used=$(ss -Htan 2>/dev/null | awk '{print $4}' | sed 's/.*://' | sort -u)
-  for _ in $(seq 1 50); do
+  local try
+  for ((try = 0; try < 50; try++)); do  # 50 random tries, no wait
     base=$((20000 + RANDOM % 30000))
     ok=1
     for ((i = 0; i <= 20 + NODE_COUNT; i++)); do grep -qx "$((base + i))" <<<"$used" && ok=0; done
@@ -88,7 +91,8 @@ free_port_base() {
 free_peer_port() {
   local used base i ok
   used=$(ss -Htan 2>/dev/null | awk '{print $4}' | sed 's/.*://' | sort -u)
-  for _ in $(seq 1 50); do
+  local try
+  for ((try = 0; try < 50; try++)); do  # 50 random tries, no wait
     base=$((700 + RANDOM % 280))
     ok=1
     for ((i = 0; i < NODE_COUNT; i++)); do grep -qx "$((base + i))" <<<"$used" && ok=0; done
@@ -349,27 +353,29 @@ start() {
 
   slurmctld -f "$SLURM_CONF"
   for n in "${NODES[@]}"; do slurmd -f "$SLURM_CONF" -N "$n"; done
-  for _ in $(seq 1 2400); do  # 120 s: accept's 8 nodes start beside a running cluster
-    [ "$(sinfo -h -o %T 2>/dev/null | sort -u)" = idle ] && { sinfo -h -N -o '%N %T'; return 0; }
-    sleep 0.05
-  done
+  # 120 s: accept's 8 nodes start beside a running cluster.
+  poll 120 "every node idle" all_idle && { sinfo -h -N -o '%N %T'; return 0; }
   sinfo -N 2>&1 || true
   tail -20 "$dir/run/log/slurmctld.log" >&2 || true
   die "nodes did not become idle"
 }
 
 stop_pids() {
-  local pids=("$@") alive p
+  local pids=("$@")
   [ ${#pids[@]} = 0 ] && return 0
   kill "${pids[@]}" 2>/dev/null || true
-  for _ in $(seq 1 200); do
-    alive=0
-    for p in "${pids[@]}"; do [ -n "$(ps -o stat= -p "$p" 2>/dev/null | grep -v Z)" ] && alive=1; done
-    [ $alive = 0 ] && return 0
-    sleep 0.05
-  done
+  poll 10 "${pids[*]} ended on TERM" all_ended "${pids[@]}" 2>/dev/null && return 0
   kill -9 "${pids[@]}" 2>/dev/null || true
 }
+
+all_idle() { [ "$(sinfo -h -o %T 2>/dev/null | sort -u)" = idle ]; }
+# all_ended PID...: none of them runs (a zombie has ended).
+all_ended() {
+  local p
+  for p in "$@"; do [ -n "$(ps -o stat= -p "$p" 2>/dev/null | grep -v Z)" ] && return 1; done
+  return 0
+}
+drained_of_jobs() { [ -z "$(squeue -h 2>/dev/null)$(sinfo -h -t completing -o %N 2>/dev/null)" ]; }
 
 pid_of() { [ -f "$1" ] && cat "$1" || true; }
 
@@ -429,10 +435,7 @@ stop() {
   # beside them. Then let epilogs finish, else slurmd retries to a dead
   # slurmctld (bounded: 60 s).
   squeue -h -o %i 2>/dev/null | xargs -r scancel 2>/dev/null || true
-  for _ in $(seq 1 1200); do
-    [ -z "$(squeue -h 2>/dev/null)$(sinfo -h -t completing -o %N 2>/dev/null)" ] && break
-    sleep 0.05
-  done
+  poll 60 "no job left, no node completing" drained_of_jobs 2>/dev/null || true
   for n in $(cat "$dir/run/nodes" 2>/dev/null || echo "${NODES[@]}"); do
     p=$(pid_of "$dir/run/slurmd.$n.pid"); [ -n "$p" ] && pids+=("$p")
   done

@@ -10,7 +10,8 @@
 # Options are preflight-netfs's (--latency-us, --max-inflight, --bandwidth,
 # --control, --allow-other; preflight-netfs --help). The binary is
 # $PREFLIGHT_NETFS, else $PREFLIGHT_BUILD_DIR/tests/harness/netfs/preflight-netfs.
-# Every wait is a bounded poll (10 s) that fails naming what it waited for.
+# Every wait is a bounded poll (10 s, tests/harness/poll.sh) that fails
+# naming what it waited for.
 set -uo pipefail
 bin=${PREFLIGHT_NETFS:-${PREFLIGHT_BUILD_DIR:-build}/tests/harness/netfs/preflight-netfs}
 
@@ -20,8 +21,8 @@ die() { echo "netfs.sh: $*" >&2; exit 1; }
 mounted() { mountpoint -q "$1" 2>/dev/null || awk -v m="$1" '$2 == m { f = 1 } END { exit !f }' /proc/self/mounts; }
 # alive PID: running; a zombie (ended, not yet reaped by whoever adopted it) is not.
 alive() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
-# poll TENTHS CMD...: true as soon as CMD is, false after TENTHS tenths of a second.
-poll() { local n=$1 i; shift; for ((i = 0; i < n; i++)); do "$@" && return 0; sleep 0.1; done; "$@"; }
+POLL_WHO=netfs.sh
+. "$(dirname "${BASH_SOURCE[0]}")/poll.sh"
 unmounted() { ! mounted "$1"; }
 dead() { ! alive "$1"; }
 try_umount() { unmounted "$1" || { fusermount3 -u "$1" 2>/dev/null || umount "$1" 2>/dev/null; unmounted "$1"; }; }
@@ -36,7 +37,7 @@ do_mount() {
   "$bin" -f "$@" "$src" "$mp" </dev/null >"$mp.netfs.log" 2>&1 &
   pid=$!
   echo "$pid" >"$mp.netfs.pid"
-  poll 100 eval 'mountpoint -q "$mp" || dead "$pid"'
+  poll 10 "$mp mounted or preflight-netfs ended" eval 'mountpoint -q "$mp" || dead "$pid"' 2>/dev/null
   mountpoint -q "$mp" && { echo "$mp.netfs.pid"; return 0; }
   alive "$pid" || { rm -f "$mp.netfs.pid"; die "preflight-netfs exited before $mp was mounted: $(tail -3 "$mp.netfs.log")"; }
   kill "$pid"
@@ -50,11 +51,11 @@ do_umount() {
   local mp pid
   mp=$(realpath -m "$1")
   pid=$(cat "$mp.netfs.pid" 2>/dev/null)
-  if ! poll 100 try_umount "$mp"; then
+  if ! poll 10 "$mp unmounted" try_umount "$mp" 2>/dev/null; then
     echo "netfs.sh: $mp still mounted after 10 s (busy?): unmounting lazily" >&2
     fusermount3 -uz "$mp" 2>/dev/null || umount -l "$mp" || die "cannot unmount $mp"
   fi
-  poll 50 dead "$pid" || { kill -TERM "$pid"; poll 50 dead "$pid"; } ||
+  poll 5 "preflight-netfs $pid ended" dead "$pid" 2>/dev/null || { kill -TERM "$pid"; poll 5 "preflight-netfs $pid ended on TERM" dead "$pid"; } ||
     { kill -KILL "$pid"; die "preflight-netfs $pid still running 10 s after $mp was unmounted: killed"; }
   rm -f "$mp.netfs.pid"
 }

@@ -38,16 +38,12 @@ chmod 755 "$OUT/task.sh"
 run_job() {
   local jid
   jid=$(as_user sbatch --parsable -N3 -o "$OUT/u/job-%j.out" --wrap "srun -N3 --ntasks-per-node=1 $OUT/task.sh $1 $PART")
-  for _ in $(seq 1 600); do
-    [ "$(grep -c '^ready ' "$OUT/u/job-$jid.out" 2>/dev/null)" = 3 ] && break
-    grep -q '^NOLOCAL' "$OUT/u/job-$jid.out" 2>/dev/null && break
-    sleep 0.1
-  done
+  poll 60 "job $jid: every rank ready" ready_or_nolocal "$OUT/u/job-$jid.out" >&2 || true
   scancel "$jid"
   wait_job "$jid" 120 >&2
   # Every node's epilog wrote its record (they run as the job completes).
   for n in n1 n2 n3; do
-    for _ in $(seq 1 900); do [ -f "$C/state/jobs/$jid/$n.ckpt.json" ] && break; sleep 0.1; done
+    poll 90 "$n's epilog record of job $jid" test -f "$C/state/jobs/$jid/$n.ckpt.json" >&2 || true
   done
   echo "$jid"
 }

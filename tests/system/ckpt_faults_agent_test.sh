@@ -43,25 +43,11 @@ agent() {
 }
 # wait_agent NODE [SECONDS]: its pid once the agent step runs there.
 wait_agent() {
-  local p
-  for _ in $(seq 1 $((${2:-120} * 10))); do p=$(agent "$1") && { echo "$p"; return 0; }; sleep 0.1; done
-  return 1
+  poll "${2:-120}" "an agent task on $1" agent "$1" >/dev/null && agent "$1"
 }
-# wait_partial: a copy is under way (a hidden partial folder of this run).
-wait_partial() {
-  for _ in $(seq 1 1200); do
-    ls -A "$tier" 2>/dev/null | grep -q "^\.partial-$jid\.0-step-" && return 0
-    sleep 0.1
-  done
-  return 1
-}
-newest_step() { local n; n=$(durable_on_tier "$tier" | tail -1); echo "${n#step-}"; }
 # wait_durable_after STEP: a checkpoint newer than STEP becomes durable.
-wait_durable_after() {
-  local s
-  for _ in $(seq 1 1800); do s=$(newest_step); [ -n "$s" ] && [ "$s" -gt "${1:-0}" ] && return 0; sleep 0.1; done
-  return 1
-}
+wait_durable_after() { poll 180 "a checkpoint newer than step-${1:-0} durable" durable_after "${1:-0}"; }
+durable_after() { local s; s=$(newest_step "$tier"); [ -n "$s" ] && [ "$s" -gt "$1" ]; }
 # kill_agent NODE K: kill -9 NODE's agent, then wait for the K-th restart line.
 kill_agent() {
   local p
@@ -72,29 +58,29 @@ kill_agent() {
     soon_contains "$out" "^preflight: run: node agent ended \(.*\); restarted \($2 of 3\)$" 90
 }
 
-check "a copy starts (a partial folder on the tier)" wait_partial
+check "a copy starts (a partial folder on the tier)" wait_partial "$tier" "$jid"
 kill_agent n2 1
-check "after the restart a copy is under way again" wait_partial
+check "after the restart a copy is under way again" wait_partial "$tier" "$jid"
 kill_agent n1 2
-before=$(newest_step)
+before=$(newest_step "$tier")
 check "after the second restart a checkpoint becomes durable" wait_durable_after "${before:-0}"
 kill_agent n3 3
-before=$(newest_step)
+before=$(newest_step "$tier")
 check "after the third restart a newer checkpoint becomes durable (step-$before before)" wait_durable_after "$before"
 check "no fourth restart was needed" test -z "$(grep 'not restarted again' "$out")"
 
 # 4. n3's agent stopped: the others' parts of the next checkpoint wait for it.
 p3=$(wait_agent n3) || fail "no agent task on n3"
 kill -STOP "$p3"
-stopped_at=$(newest_step)
+stopped_at=$(newest_step "$tier")
 note "n3's agent stopped at step-$stopped_at durable"
 check "a newer checkpoint waits for n3's part" \
   soon_contains "$out" "^preflight: checkpoint step-[0-9]+ on n[12]: waiting for parts of (n[12],)?n3" 120
-check "nothing newer became durable without n3" test "$(newest_step)" = "$stopped_at"
+check "nothing newer became durable without n3" test "$(newest_step "$tier")" = "$stopped_at"
 scontrol requeue "$jid"
-wait_restarted "$jid" 600 || true
+wait_restarted "$jid" 60 || true
 check "the job was requeued" test "$(job_field "$jid" Restarts)" = 1
-for _ in $(seq 1 1800); do [ "$(squeue -h -j "$jid" -o %t)" = PD ] && break; sleep 0.1; done
+poll 180 "job $jid out of COMPLETING (its epilogs done)" requeue_done "$jid" || true
 newest=$(durable_on_tier "$tier" | tail -1)
 note "newest durable after the epilogs: $newest (step-$stopped_at when n3 stopped)"
 check "the epilogs made a newer checkpoint durable, n3's part included" test "${newest#step-}" -gt "$stopped_at"
@@ -121,7 +107,7 @@ check "the epilogs freed every local checkpoint folder" test -z "$(compgen -G "$
 # ended; a running job's partial folder stays.
 live=$(as_user sbatch --parsable -N1 -o /dev/null --wrap "sleep 600")
 trap 'scancel "$live" 2>/dev/null || true' EXIT
-for _ in $(seq 1 600); do [ "$(squeue -h -j "$live" -o %t)" = R ] && break; sleep 0.1; done
+poll 60 "job $live running" job_is "$live" R || true
 check "a second job of the user runs" test "$(squeue -h -j "$live" -o %t)" = R
 as_user mkdir -p "$tier/.partial-$jid.1-step-9999/n1" "$tier/.partial-$live.0-step-9999/n1"
 clean=$(as_user sbatch --parsable -N1 -o "$OUT/clean-%j.out" --wrap \

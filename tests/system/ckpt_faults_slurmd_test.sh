@@ -36,45 +36,36 @@ jid=$(as_user sbatch --parsable -N3 --requeue --open-mode=append -o "$OUT/job-%j
 out=$OUT/job-$jid.out
 trap 'start_n2 || true; scancel "$jid" 2>/dev/null || true' EXIT
 
-newest_step() { local n; n=$(durable_on_tier "$tier" | tail -1); echo "${n#step-}"; }
-# wait_partial: a copy is under way (a hidden partial folder of this run).
-wait_partial() {
-  for _ in $(seq 1 1200); do
-    ls -A "$tier" 2>/dev/null | grep -q "^\.partial-$jid\.0-step-" && return 0
-    sleep 0.1
-  done
-  return 1
-}
 # wait_node_state NODE REGEX SECONDS: sinfo's state of NODE matches.
-wait_node_state() {
-  for _ in $(seq 1 $(($3 * 10))); do [[ "$(node_state "$1")" =~ $2 ]] && return 0; sleep 0.1; done
-  return 1
-}
+wait_node_state() { poll "$3" "$1's state matches $2" state_matches "$1" "$2"; }
+state_matches() { [[ "$(node_state "$1")" =~ $2 ]]; }
+any_durable() { [ -n "$(newest_step "$tier")" ]; }
+local_folder_freed() { [ -z "$(compgen -G "$C/nodes/n2/ckpt/$jid")" ]; }
 
-for _ in $(seq 1 1800); do [ -n "$(newest_step)" ] && break; sleep 0.1; done
-check "a checkpoint becomes durable before the fault" test -n "$(newest_step)"
-check "a newer copy is under way (a partial folder on the tier)" wait_partial
-before=$(newest_step)
+poll 180 "a durable checkpoint" any_durable || true
+check "a checkpoint becomes durable before the fault" any_durable
+check "a newer copy is under way (a partial folder on the tier)" wait_partial "$tier" "$jid"
+before=$(newest_step "$tier")
 pid=$(slurmd_n2) || fail "no slurmd for n2"
 note "kill -9 n2's slurmd ($pid) with step-$before durable; tier: $(ls -A "$tier" | tr '\n' ' ')"
 kill -9 "$pid"
 check "slurmctld sets n2 down (no answer for SlurmdTimeout)" wait_node_state n2 '^down' 240
-wait_restarted "$jid" 300 || true
+wait_restarted "$jid" 30 || true
 check "the job was requeued (node failure)" test "$(job_field "$jid" Restarts)" = 1
 note "before n2's slurmd returns: durable $(durable_on_tier "$tier" | tr '\n' ' '); tier: $(ls -A "$tier" | tr '\n' ' ')"
 start_n2
 check "n2 returns to service once its slurmd registers" wait_node_state n2 '^(idle|mixed|allocated|completing)' 240
 # n2's leftover steps end and its epilog runs: its local folder is freed.
-for _ in $(seq 1 3000); do [ -z "$(compgen -G "$C/nodes/n2/ckpt/$jid")" ] && break; sleep 0.1; done
-check "n2's epilog ran after its slurmd returned (its local folder freed)" test -z "$(compgen -G "$C/nodes/n2/ckpt/$jid")"
-after=$(newest_step)
+poll 300 "n2's local folder of job $jid freed" local_folder_freed || true
+check "n2's epilog ran after its slurmd returned (its local folder freed)" local_folder_freed
+after=$(newest_step "$tier")
 note "after n2's epilog: durable $(durable_on_tier "$tier" | tr '\n' ' ')"
 check "nothing older than step-$before is the newest durable one (step-$after)" test "$after" -ge "$before"
 
 # Slurm's requeue hold (21 s here) may have passed while n2 was away: then the
-# job has started again on its own (seen in CI), and there is nothing to
+# job has started again on its own, and release_requeued has nothing to
 # release.
-if [ "$(job_field "$jid" JobState)" = PENDING ]; then release_requeued "$jid" 300; fi
+release_requeued "$jid" 300
 release_and_wait "$jid" 400
 cat "$out"
 from=$(sed -n "s|^preflight: resume from \(step-[0-9]*\) on the shared tier .*|\1|p" "$out" | tail -1)
@@ -89,7 +80,7 @@ check "every checkpoint on the tier is durable, whole and the user's ($(ls "$tie
 note "hidden entries left on the tier: $(ls -A "$tier" | grep '^\.' | tr '\n' ' ')"
 # The last run's copies that a newer commit overtook go at its end (no run
 # of the job follows to clean them); only newer ones could stay.
-last=$(newest_step)
+last=$(newest_step "$tier")
 overtaken() {
   local e n bad=0
   for e in $(ls -A "$tier" | grep "^\.partial-$jid\.1-step-"); do

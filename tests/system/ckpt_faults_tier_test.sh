@@ -69,20 +69,17 @@ submit() {
 # each job gone with every node's epilog record written.
 ready_then_cancel() {
   local j n
-  for j in "$@"; do
-    for _ in $(seq 1 1800); do
-      [ "$(grep -c '^ready ' "$OUT/u/job-$j.out" 2>/dev/null)" = 3 ] && break
-      grep -q '^NOLOCAL' "$OUT/u/job-$j.out" 2>/dev/null && break
-      sleep 0.1
-    done
-  done
+  for j in "$@"; do poll 180 "job $j: every rank ready" ready_or_nolocal "$OUT/u/job-$j.out" || true; done
   scancel "$@"
   for j in "$@"; do
     wait_job "$j" 300 || true
-    for n in n1 n2 n3; do
-      for _ in $(seq 1 3000); do [ -f "$C/state/jobs/$j/$n.ckpt.json" ] && break; sleep 0.1; done
-    done
+    records_written "$j" || true
   done
+}
+# records_written JOBID: every node's epilog wrote its record (300 s each).
+records_written() {
+  local n
+  for n in n1 n2 n3; do poll 300 "$n's epilog record of job $1" test -f "$C/state/jobs/$1/$n.ckpt.json" || return 1; done
 }
 record() { cat "$C/state/jobs/$1/$2.ckpt.json" 2>/dev/null; }
 
@@ -147,20 +144,18 @@ if [ -x "$PREFLIGHT_NETFS" ] && [ -c /dev/fuse ]; then
   rm -rf "${nsrc:?}"/tier/* "$nsrc"/tier/.[!.]*
   printf 'hold rename tier/step_*\n' >"$ctl.new" && mv "$ctl.new" "$ctl"
   jid=$(submit "$tier" plain)
-  for _ in $(seq 1 1800); do [ "$(grep -c '^ready ' "$OUT/u/job-$jid.out" 2>/dev/null)" = 3 ] && break; sleep 0.1; done
+  poll 180 "job $jid: every rank ready" ready_or_nolocal "$OUT/u/job-$jid.out" || true
   scancel "$jid"
   # The daemon says which caller it holds (a thread id: kill(2) of it ends
   # its process).
-  for _ in $(seq 1 1800); do grep -q ': holding rename ' "$nmnt.netfs.log" && break; sleep 0.1; done
+  poll 180 "the netfs daemon holds a rename" grep -qs ': holding rename ' "$nmnt.netfs.log" || true
   held=$(sed -n 's/.*: holding rename .* of pid \([0-9]*\) .*/\1/p' "$nmnt.netfs.log" | head -1)
   check "commit cut: a node's finishing copy reaches the commit and waits in its rename" test -n "$held"
   note "commit cut: held: $(grep ': holding ' "$nmnt.netfs.log" | head -3 | tr '\n' ';') $(ps -o pid=,user=,args= -p "${held:-0}")"
   [ -n "$held" ] && kill -9 "$held"
   rm -f "$ctl"
   wait_job "$jid" 300 || true
-  for n in n1 n2 n3; do
-    for _ in $(seq 1 3000); do [ -f "$C/state/jobs/$jid/$n.ckpt.json" ] && break; sleep 0.1; done
-  done
+  records_written "$jid" || true
   note "commit cut: job $jid: tier $(ls -A "$tier" | tr '\n' ' '); step_20 holds $(ls -A "$tier/step_20" 2>/dev/null | tr '\n' ' ')"
   check "commit cut: a node's record says its copy was killed" grep -q 'did not finish: killed by signal 9' "$C/state/jobs/$jid/"n[123].ckpt.json
   # Another node's epilog, waiting for the same rename, may finish the
@@ -222,9 +217,7 @@ mkdir -p "$tl"
 chown "$TEST_USER" "$tl"
 jid=$(submit "$tl" plain --time=1)
 wait_job "$jid" 300 || true
-for n in n1 n2 n3; do
-  for _ in $(seq 1 3000); do [ -f "$C/state/jobs/$jid/$n.ckpt.json" ] && break; sleep 0.1; done
-done
+records_written "$jid" || true
 check "time limit: the job ended by it" test "$(job_field "$jid" JobState)" = TIMEOUT
 check "time limit: step_20 durable" test -f "$tl/step_20/.preflight-durable"
 check "time limit: everything visible verifies ($(visible "$tl"))" verify_tier "$tl"

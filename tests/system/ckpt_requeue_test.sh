@@ -28,24 +28,20 @@ trap 'scancel "$jid" 2>/dev/null || true' EXIT
 # Mid-persist: the agent's first copy (2 MiB per node at 256 KiB/s) is
 # under way in a hidden partial folder, and newer checkpoints are complete
 # on local disk behind it.
-partial=
-for _ in $(seq 1 1200); do
-  partial=$(ls -A "$tier" 2>/dev/null | grep "^\.partial-$jid\.0-" | head -1 || true)
-  [ -n "$partial" ] && [ "$(ls -d "$C"/nodes/n1/ckpt/"$jid"/step-* 2>/dev/null | wc -l)" -ge 3 ] && break
-  sleep 0.1
-done
-check "the agent is persisting (a partial folder on the tier)" test -n "$partial"
+persisting_behind() { has_partial "$tier" "$jid" && [ "$(ls -d "$C"/nodes/n1/ckpt/"$jid"/step-* 2>/dev/null | wc -l)" -ge 3 ]; }
+poll 120 "a partial folder on the tier, 3 checkpoints on n1" persisting_behind || true
+check "the agent is persisting (a partial folder on the tier)" has_partial "$tier" "$jid"
 check "the job runs with its local folder from the prolog" contains "$out" "checkpointed at step [0-9]+ to $C/nodes/n[123]/ckpt/$jid/step-"
 durable_before=$(durable_on_tier "$tier" | tail -1)
 note "durable before the preemption: ${durable_before:-none}"
 
 scontrol requeue "$jid"
-wait_restarted "$jid" 600 || true
+wait_restarted "$jid" 60 || true
 check "job was requeued" test "$(job_field "$jid" Restarts)" = 1
-# Slurm holds the requeued job while its epilogs run (COMPLETING): pending
-# again means every epilog is done.
-for _ in $(seq 1 1800); do [ "$(squeue -h -j "$jid" -o %t)" = PD ] && break; sleep 0.1; done
-check "the epilogs finished and the job is pending again" test "$(squeue -h -j "$jid" -o %t)" = PD
+# Slurm holds the requeued job while its epilogs run (COMPLETING): out of
+# it means every epilog is done.
+poll 180 "job $jid out of COMPLETING" requeue_done "$jid" || true
+check "the epilogs finished (the job left COMPLETING)" requeue_done "$jid"
 # What the epilogs made durable: the newest checkpoint with all three parts.
 newest=$(durable_on_tier "$tier" | tail -1)
 note "newest durable after the epilogs: $newest"

@@ -41,15 +41,8 @@ named() {
 }
 # wait_check JOB: until the check of the job's (first) start has finished:
 # its result record exists and the job left RUNNING (requeued or ended).
-wait_check() {
-  local j=$1
-  for _ in $(seq 1 1200); do
-    [ -f "$C/state/jobs/$j/nccl.json" ] && [ "$(job_field "$j" JobState)" != RUNNING ] && return 0
-    sleep 0.1
-  done
-  echo "job $j: no check result after 120 s" >&2
-  return 1
-}
+wait_check() { poll 120 "job $1's check result, the job out of RUNNING" check_done "$1"; }
+check_done() { [ -f "$C/state/jobs/$1/nccl.json" ] && [ "$(job_field "$1" JobState)" != RUNNING ]; }
 
 # --- 0. bad input to the harness: a clear error, lo unchanged -------------
 before=$(tc qdisc show dev lo)

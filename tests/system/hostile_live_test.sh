@@ -31,7 +31,7 @@ as_user salloc -J pf-live -N2 -w n1,n2 --stage="$DS/ds1" bash -c "
   srun -N2 -l bash -c 'cat \$PREFLIGHT_STAGE_DS1/f' >$U/step2.out 2>&1; echo rc=\$? >>$U/step2.out" \
   >"$OUT/salloc.out" 2>&1 &
 salloc_pid=$!
-for _ in $(seq 1 1200); do [ -e "$U/step1.done" ] && break; sleep 0.1; done
+poll 120 "the salloc job's first step done" test -e "$U/step1.done" || true
 if [ ! -e "$U/step1.done" ]; then
   cat "$OUT/salloc.out"; fail "the salloc job's first step never ran"
   kill "$salloc_pid" 2>/dev/null || true; finish
@@ -40,7 +40,7 @@ cat "$U/step1.out" || true
 J=$(squeue -h -n pf-live -o %i | head -1)
 note "job $J"
 check "the first step read the data on n2" contains "$U/step1.out" "^1: live-data$"
-for _ in $(seq 1 300); do no_stepd "$J" && break; sleep 0.1; done
+poll 30 "job $J between steps" no_stepd "$J" || true
 check "between steps the job has no slurmstepd" no_stepd "$J"
 V2=$C/nodes/n2/stage/jobs/$J
 check "n2 holds the job's view" test -d "$V2/ds1"

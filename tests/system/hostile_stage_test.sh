@@ -81,7 +81,7 @@ no_drain "forged stage variable"
 # ---- 7. a stage_dir others can write (1777 scratch): the site's fault, named
 chmod 1777 "$C/nodes/n3/stage"
 jw=$(as_user sbatch --parsable -w n3 --stage="$DS/ds1" -o "$OUT/u/ww-%j.out" --wrap 'echo ran')
-for _ in $(seq 1 300); do node_reason n3 | grep -q '^preflight\[config\]' && break; sleep 0.2; done
+poll 60 "n3's reason is preflight's config reason" has_preflight_reason n3 'config\]' || true
 check_drained n3 "world-writable stage_dir: the reason names the folder and its mode" "^preflight\[config\] stage: stage_dir $C/nodes/n3/stage: mode 1777 lets others write in it"
 scancel "$jw"; wait_job "$jw" 60 || true
 check "world-writable stage_dir: no dataset was written there" bash -c "! grep -rqs '$DS/ds1' $C/nodes/n3/stage/cache/*/v-*/info.json"
@@ -91,7 +91,7 @@ no_drain "after the admin fixed stage_dir"
 
 # ---- 8. state_dir stays bounded: finished jobs' folders pruned, never a running one's
 jr=$(sbatch --parsable -w n1 -o /dev/null --wrap 'sleep 30')
-for _ in $(seq 1 300); do [ "$(job_field "$jr" JobState)" = RUNNING ] && break; sleep 0.1; done
+poll 30 "job $jr running" job_is "$jr" R || true
 "$PF" --config "$CONF" state gc --dry-run node=n1 >"$OUT/gc-dry.out"
 n_before=$(ls "$C/state/jobs" | wc -l)
 "$PF" --config "$CONF" --set state_keep_size=1 state gc node=n1 >"$OUT/gc.out"

@@ -15,25 +15,23 @@ fail() { echo "[$T] FAIL: $*" >&2; failures=$((failures + 1)); }
 ok() { echo "[$T] ok: $*"; }
 check() { local what=$1; shift; if "$@"; then ok "$what"; else fail "$what"; fi; }
 contains() { grep -qE -- "$2" "$1"; }
+# poll SECONDS DESCRIPTION CMD... (tests/harness/poll.sh): the one wait
+# of the system tests; every bound is in seconds. Where a check of the
+# same condition follows, a test writes `poll ... || true` (the check
+# counts the failure); else `check DESCRIPTION poll ...`.
+POLL_WHO=$T
+# shellcheck source=../harness/poll.sh
+. "$S/tests/harness/poll.sh"
 # soon_contains FILE PATTERN [SECONDS]: FILE comes to contain PATTERN within
 # SECONDS (default 30). For a running job's output: Slurm counts a requeue
 # (Restarts) the moment preflight-run's scontrol asks for it, before
 # preflight-run has written the line that says so.
-soon_contains() {
-  local i limit=${3:-30}
-  for ((i = 0; i < limit * 10; i++)); do contains "$1" "$2" 2>/dev/null && return 0; sleep 0.1; done
-  return 1
-}
-
-# poll SECONDS DESCRIPTION CMD...: until CMD succeeds, at most SECONDS;
-# false, saying DESCRIPTION, when the bound passes.
-poll() {
-  local limit=$1 what=$2 i
-  shift 2
-  for ((i = 0; i < limit * 10; i++)); do "$@" && return 0; sleep 0.1; done
-  note "not within ${limit}s: $what"
-  return 1
-}
+soon_contains() { poll "${3:-30}" "$1 contains $2" grep -qsE -- "$2" "$1"; }
+# job_is JOBID STATE: squeue's compact state of the job is STATE (PD, R, CG).
+job_is() { [ "$(squeue -h -j "$1" -o %t 2>/dev/null)" = "$2" ]; }
+# ready_or_nolocal FILE: a 3-rank task.sh job's output says every rank is
+# ready, or that the node has no local checkpoint folder (NOLOCAL).
+ready_or_nolocal() { [ "$(grep -c '^ready ' "$1" 2>/dev/null)" = 3 ] || grep -qs '^NOLOCAL' "$1"; }
 
 # job_gone JOBID: squeue answered and no longer lists the job (an squeue
 # that failed, e.g. a slurmctld busy past MessageTimeout, says nothing).
@@ -44,12 +42,8 @@ job_gone() {
 }
 # wait_job JOBID [SECONDS]: until the job has left the queue.
 wait_job() {
-  local j=$1 limit=${2:-60} i
-  for ((i = 0; i < limit * 10; i++)); do
-    job_gone "$j" && return 0
-    sleep 0.1
-  done
-  echo "job $j still queued after ${limit}s: $(squeue -h -j "$j" -o '%T %r')" >&2
+  poll "${2:-60}" "job $1 leaves the queue" job_gone "$1" && return 0
+  echo "job $1 still queued: $(squeue -h -j "$1" -o '%T %r')" >&2
   return 1
 }
 # release_and_wait JOBID [SECONDS]: wait (default 60 s) for a requeued job, releasing Slurm's
@@ -58,16 +52,17 @@ wait_job() {
 # 1.1 s: the requeue revoked the old credential with a one-second timestamp
 # (see release_requeued).
 release_and_wait() {
-  local j=$1 limit=${2:-60} i first=1
-  for ((i = 0; i < limit * 10; i++)); do
-    job_gone "$j" && return 0
-    if [ "$(squeue -h -j "$j" -o %r 2>/dev/null)" = BeginTime ]; then
-      [ $first = 1 ] && { sleep 1.1; first=0; }
-      scontrol update jobid="$j" StartTime=now >/dev/null 2>&1
-    fi
-    sleep 0.1
-  done
-  echo "job $j still queued after ${limit}s: $(squeue -h -j "$j" -o '%T %r')" >&2
+  _released_once=0
+  poll "${2:-60}" "requeued job $1 runs and leaves the queue" _gone_or_release "$1" && return 0
+  echo "job $1 still queued: $(squeue -h -j "$1" -o '%T %r')" >&2
+  return 1
+}
+_gone_or_release() {  # one try of release_and_wait
+  job_gone "$1" && return 0
+  if [ "$(squeue -h -j "$1" -o %r 2>/dev/null)" = BeginTime ]; then
+    [ "$_released_once" = 1 ] || { sleep 1.1; _released_once=1; }
+    scontrol update jobid="$1" StartTime=now >/dev/null 2>&1
+  fi
   return 1
 }
 # as_user CMD...: run a Slurm client command as the test account, through
@@ -92,42 +87,46 @@ job_field() {
 # a one-second timestamp: a restart on the same node within that second is
 # killed ("Job credential revoked", the job then fails or is held again),
 # so wait for the next second first; follow with release_and_wait.
+# If the hold has passed first (the epilogs took longer), the job has
+# started again on its own: nothing to release.
 release_requeued() {
-  local j=$1 limit=${2:-30}
-  for _ in $(seq 1 $((limit * 10))); do
-    if [ "$(job_field "$j" JobState)" = PENDING ] && ! squeue -h -j "$j" -t CG -o %i | grep -q .; then
-      sleep 1.1
-      scontrol update jobid="$j" StartTime=now && return 0
-    fi
-    sleep 0.1
-  done
-  echo "job $j never became pending again within ${limit}s: $(squeue -h -j "$j" -o '%T %r')" >&2
+  poll "${2:-30}" "requeued job $1 pending again and released" _release_if_pending "$1" && return 0
+  echo "job $1: $(squeue -h -j "$1" -o '%T %r')" >&2
   return 1
 }
-# wait_restarted JOBID [TENTHS]: until Slurm has requeued the job once
+_release_if_pending() {  # one try of release_requeued
+  requeue_done "$1" || return 1
+  [ "$(job_field "$1" JobState)" = PENDING ] || return 0
+  sleep 1.1
+  scontrol update jobid="$1" StartTime=now
+}
+# requeue_done JOBID: Slurm has requeued the job and every epilog of the
+# run before has ended (it left COMPLETING): pending again or, its hold
+# past, started again or ended.
+requeue_done() {
+  local cg
+  restarted "$1" || return 1
+  cg=$(squeue -h -j "$1" -t CG -o %i 2>&1) || return 1
+  [ -z "$cg" ] && [ -n "$(job_field "$1" JobState)" ]
+}
+# wait_restarted JOBID [SECONDS]: until Slurm has requeued the job once
 # (bounded, default 60 s: a prolog, its failure and the requeue).
-wait_restarted() {
-  local j=$1 n=${2:-600} i
-  for ((i = 0; i < n; i++)); do [ "$(job_field "$j" Restarts)" -ge 1 ] && return 0; sleep 0.1; done
-  return 1
-}
+wait_restarted() { poll "${2:-60}" "job $1 requeued" restarted "$1"; }
+restarted() { [ "$(job_field "$1" Restarts)" -ge 1 ] 2>/dev/null; }
 # wait_preflight_reason NODE [SECONDS]: until the node's reason is
 # preflight's (the detached --finish-drain sets it after Slurm's own "Prolog
 # error"; bounded, default 60 s, --finish-drain's own bound). Called right
 # after sbatch, it covers the scheduling and the prolog too.
-wait_preflight_reason() {
-  local i
-  for ((i = 0; i < ${2:-60} * 10; i++)); do node_reason "$1" | grep -q '^preflight\[' && return 0; sleep 0.1; done
-  return 1
-}
+wait_preflight_reason() { poll "${2:-60}" "$1's reason is preflight's" has_preflight_reason "$1"; }
+has_preflight_reason() { node_reason "$1" | grep -q "^preflight\[${2:-}"; }
 # wait_excluded JOBID NODES [SECONDS]: until the job's ExcNodeList is NODES
 # (bounded, default 60 s). preflight-run and the --nccl-check step set it
 # after the requeue, once the job is pending again (its epilogs done).
 wait_excluded() {
-  local i
-  for ((i = 0; i < ${3:-60} * 10; i++)); do [ "$(job_field "$1" ExcNodeList)" = "$2" ] && return 0; sleep 0.1; done
-  note "job $1 excludes '$(job_field "$1" ExcNodeList)', not '$2' after ${3:-60}s"; return 1
+  poll "${3:-60}" "job $1 excludes $2" _excludes "$1" "$2" && return 0
+  note "job $1 excludes '$(job_field "$1" ExcNodeList)', not '$2'"; return 1
 }
+_excludes() { [ "$(job_field "$1" ExcNodeList)" = "$2" ]; }
 node_state() { sinfo -h -n "$1" -N -o '%T' | head -1; }
 # NODE is drained and its reason matches PATTERN (grep's basic regex, or
 # extended with FLAGS -qE): the reason is printed, then two checks, "NODE
@@ -155,26 +154,24 @@ node_reason() { "$B/admin/preflight" slurm nodes "$1" 2>/dev/null | sed -n 's/.*
 # slurm_release: MAJOR*100+MINOR of the Slurm the cluster runs (2211 for 22.05... ).
 slurm_release() { local v; v=$(slurmctld -V | grep -oE '[0-9]+\.[0-9]+' | head -1); echo $((10#${v%.*} * 100 + 10#${v#*.})); }
 
-# wait_idle NODE...: until each node has finished its epilog (bounded).
+# wait_idle NODE...: until each node has finished its epilog, 10 s each;
+# a node not idle by then is a failed check (the test goes on).
 wait_idle() {
   local n
-  for n in "$@"; do
-    for _ in $(seq 1 100); do [ "$(node_state "$n")" = idle ] && break; sleep 0.1; done
-  done
+  for n in "$@"; do poll 10 "$n idle" node_is "$n" idle || fail "$n not idle: $(node_state "$n")"; done
 }
+node_is() { [ "$(node_state "$1")" = "$2" ]; }
 
 # wait_all_idle [SECONDS]: until every node of the cluster is idle (the
 # previous jobs' epilogs done), bounded (default 60 s). Before a job whose
 # node count or choice of nodes leaves Slurm a pick (-N2-3, -N5 of 6), or it
 # may start on the nodes that happen to be free.
+# A node not idle by then is a failed check (the test goes on).
 wait_all_idle() {
-  local i
-  for ((i = 0; i < ${1:-60} * 10; i++)); do
-    [ "$(sinfo -h -o %T 2>/dev/null | sort -u)" = idle ] && return 0
-    sleep 0.1
-  done
-  note "not every node idle after ${1:-60}s: $(sinfo -h -N -o '%N %T' | tr '\n' ' ')"
+  poll "${1:-60}" "every node idle" all_idle && return 0
+  fail "not every node idle: $(sinfo -h -N -o '%N %T' | tr '\n' ' ')"
 }
+all_idle() { [ "$(sinfo -h -o %T 2>/dev/null | sort -u)" = idle ]; }
 
 # Put every node back to idle (tests leave the cluster as they found it).
 resume_all() {
@@ -182,7 +179,7 @@ resume_all() {
   for n in $(sinfo -h -N -o %N | sort -u); do
     case "$(node_state $n)" in *drain*|*down*) scontrol update nodename=$n state=resume >/dev/null 2>&1 || true ;; esac
   done
-  wait_all_idle 10
+  wait_all_idle 30
 }
 
 # durable_on_tier TIER: the checkpoints (step-N) durable on a shared tier, oldest first.
@@ -190,6 +187,12 @@ durable_on_tier() {
   local n
   for n in $(ls "$1"); do case $n in step-*) [ -f "$1/$n/.preflight-durable" ] && echo "$n" ;; esac; done | sort -t- -k2 -n
 }
+# newest_step TIER: the number of the newest durable checkpoint on TIER.
+newest_step() { local n; n=$(durable_on_tier "$1" | tail -1); echo "${n#step-}"; }
+# wait_partial TIER JOBID: a copy of the job's first run is under way on
+# TIER (a hidden partial folder), within 120 s.
+wait_partial() { poll 120 "a partial folder of job $2 on $1" has_partial "$1" "$2"; }
+has_partial() { ls -A "$1" 2>/dev/null | grep -q "^\.partial-$2\.0-step-"; }
 # check_resumed OUT TIER NAME STEPS: the restart of a 3-rank train.sh job
 # (output OUT) resumed every rank from TIER/NAME and finished STEPS steps.
 check_resumed() {

@@ -24,15 +24,9 @@ nccl_host_rate_file = $C/nodes/%n/nccl_rate
 CONF
 NCCL=$B/collective/preflight-nccl
 
-# wait_requeued JOB: until the job is back in PENDING after its first start.
-wait_requeued() {
-  local j=$1
-  for _ in $(seq 1 1200); do
-    [ "$(job_field "$j" Restarts)" -ge 1 ] && [ "$(job_field "$j" JobState)" = PENDING ] && return 0
-    sleep 0.1
-  done
-  return 1
-}
+# wait_requeued JOB: until the job has been requeued after its first
+# start and its epilogs are done.
+wait_requeued() { poll 120 "job $1 requeued, its epilogs done" requeue_done "$1"; }
 
 # --- 1. healthy allocation: the check runs across all nodes, then the script
 marker=$OUT/marker1

@@ -34,7 +34,7 @@ echo "ran on \$SLURM_JOB_NODELIST restart \$PREFLIGHT_RESTART_COUNT"
 SH
 chmod +x "$OUT/nccl.sh"
 jid=$(sbatch --parsable -N2 --open-mode=append -o "$OUT/nccl-%j.out" --wrap "exec $run -- $OUT/nccl.sh")
-wait_restarted "$jid" 300 || true
+wait_restarted "$jid" 30 || true
 out=$OUT/nccl-$jid.out
 peer=$(cat "$OUT/peer")
 note "nccl: first run named peer $peer"
@@ -70,7 +70,7 @@ check "hang: Prometheus textfile records the stall" contains "$C/metrics/preflig
 jid=$(sbatch --parsable -N1 -o "$OUT/cancel-%j.out" --wrap \
   "exec $run --checkpoint-dir $OUT/ck-cancel --grace 2s -- $app --steps 100000 --step-ms 20")
 out=$OUT/cancel-$jid.out
-for _ in $(seq 1 300); do grep -q '^step 3 ' "$out" 2>/dev/null && break; sleep 0.1; done
+poll 30 "step 3 in the output" grep -qs '^step 3 ' "$out" || true
 scancel "$jid"
 wait_job "$jid" 60
 # The job can leave the queue before preflight-run has written its last line.

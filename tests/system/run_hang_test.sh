@@ -49,7 +49,7 @@ chmod 0755 "$OUT/u/hang.sh"
 # site's root-owned state and textfile dirs (a user's run says it cannot).
 wait_all_idle
 jid=$(sbatch --parsable -N2 --open-mode=append -o "$OUT/u/dead-%j.out" --wrap "$OUT/u/hang.sh dead_2.29.txt own 1")
-wait_restarted "$jid" 1200 || true
+wait_restarted "$jid" 120 || true
 out=$OUT/u/dead-$jid.out
 second=$(sed -n 's/^second node //p' "$out" | head -1)
 note "the job's second node: $second"
@@ -135,7 +135,7 @@ echo "restart \$SLURM_RESTART_COUNT on \$SLURM_JOB_NODELIST"
 SH
 chmod 0755 "$OUT/gpu.sh"
 jid=$(sbatch --parsable -N2 --open-mode=append -o "$OUT/gpu-%j.out" --wrap "$OUT/gpu.sh")
-wait_restarted "$jid" 1200 || true
+wait_restarted "$jid" 120 || true
 out=$OUT/gpu-$jid.out
 second=$(sed -n 's/^second node //p' "$out" | head -1)
 check "gpu: RAS not reached, then the GPU watch names the idle node" soon_contains "$out" \

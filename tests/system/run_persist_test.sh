@@ -24,15 +24,18 @@ jid=$(sbatch --parsable -N3 --open-mode=append -o "$OUT/job-%j.out" "$OUT/job.sh
 out=$OUT/job-$jid.out
 
 # A checkpoint durable on the tier with every node's part, while the job runs.
-durable=
-for _ in $(seq 1 1200); do
+# whole_durable: the name of a durable checkpoint with every rank's part.
+whole_durable() {
+  local d n
   for d in "$tier"/step-*/.preflight-durable; do
     [ -f "$d" ] || continue
     n=$(dirname "$d")
-    if [ -f "$n/rank-0.state" ] && [ -f "$n/rank-1.state" ] && [ -f "$n/rank-2.state" ]; then durable=$(basename "$n"); break 2; fi
+    if [ -f "$n/rank-0.state" ] && [ -f "$n/rank-1.state" ] && [ -f "$n/rank-2.state" ]; then basename "$n"; return 0; fi
   done
-  sleep 0.1
-done
+  return 1
+}
+poll 120 "a whole checkpoint durable on the tier" whole_durable >/dev/null || true
+durable=$(whole_durable || true)
 check "a checkpoint became durable on the tier with all three parts" test -n "$durable"
 check "the job was still running then" test "$(job_field "$jid" JobState)" = RUNNING
 check "the job output names it durable" soon_contains "$out" "^preflight: checkpoint $durable on n[123]: durable on $tier \([0-9]+ bytes in "
@@ -41,7 +44,7 @@ check "the agent wrote the plan on each node" test -f "$local/n1/.preflight-pers
 check "the plan names the three nodes" test "$(grep -cE '"n[123]"' "$local/n2/.preflight-persist.json")" = 3
 
 scancel --signal=USR2 --batch "$jid"
-wait_restarted "$jid" 600 || true
+wait_restarted "$jid" 60 || true
 check "job was requeued" test "$(job_field "$jid" Restarts)" = 1
 check "preflight-run said it requeued the job" soon_contains "$out" "^preflight: run: requeued job $jid: preempted \(SIGUSR2\)"
 

@@ -18,13 +18,13 @@ JOB
 # it is opened for appending.
 jid=$(sbatch --parsable -N1 --open-mode=append -o "$OUT/job-%j.out" "$OUT/job.sh")
 out=$OUT/job-$jid.out
-for _ in $(seq 1 600); do grep -q '^step 20 ' "$out" 2>/dev/null && break; sleep 0.1; done
+poll 60 "step 20 in the output" grep -qs '^step 20 ' "$out" || true
 check "job is running and making progress" contains "$out" '^step 20 '
 first_node=$(job_field "$jid" BatchHost)
 
 # What Slurm does ahead of a preemption or time limit with --signal=B:USR2@T.
 scancel --signal=USR2 --batch "$jid"
-wait_restarted "$jid" 300 || true
+wait_restarted "$jid" 30 || true
 check "job was requeued" test "$(job_field "$jid" Restarts)" = 1
 check "the application checkpointed" contains "$out" "^checkpointed at step [0-9]+ to $ck/step-[0-9]+$"
 check "preflight-run said it requeued the job" soon_contains "$out" "^preflight: run: requeued job $jid: preempted \(SIGUSR2\).*requeue 1 of 3"

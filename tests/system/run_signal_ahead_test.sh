@@ -22,7 +22,7 @@ exec $B/wrapper/preflight-run --config $C/etc/preflight.conf --checkpoint-dir $c
 JOB
 jid=$(sbatch --parsable -N1 --time=2 --open-mode=append -o "$OUT/job-%j.out" "$OUT/job.sh")
 out=$OUT/job-$jid.out
-wait_restarted "$jid" 1200 || true
+wait_restarted "$jid" 120 || true
 check "Slurm's own signal led to a requeue" test "$(job_field "$jid" Restarts)" = 1
 check "preflight-run got SIGUSR2 and requeued" soon_contains "$out" "^preflight: run: requeued job $jid: preempted \(SIGUSR2\)"
 release_requeued "$jid"
