@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <signal.h>
 #include <unistd.h>
 #include <exception>
 #include <iostream>
@@ -21,6 +20,7 @@
 #include "preflight/accept_report.h"
 #include "preflight/accept_run.h"
 #include "preflight/accept_storage.h"
+#include "preflight/accept_storage_worker.h"
 #include "preflight/cli.h"
 #include "preflight/config_check.h"
 #include "preflight/drain_reason.h"
@@ -67,15 +67,6 @@ struct AcceptCli {
 };
 AcceptCli g_accept;
 
-// The storage worker's fio child, killed (its process group) on SIGINT or
-// SIGTERM so that the worker can remove what it wrote before it exits.
-volatile sig_atomic_t g_worker_child = 0;
-volatile sig_atomic_t g_worker_signal = 0;
-extern "C" void WorkerSignal(int sig) {
-  g_worker_signal = sig;
-  if (g_worker_child > 0) ::kill(-static_cast<pid_t>(g_worker_child), SIGKILL);
-}
-
 int AcceptStorageWorker(const CommonCli& cli) {
   (void)cli;
   std::string node = std::getenv("SLURMD_NODENAME") ? std::getenv("SLURMD_NODENAME") : ShortHostname();
@@ -85,35 +76,12 @@ int AcceptStorageWorker(const CommonCli& cli) {
     Log(LogLevel::kError, "accept", "storage options", opts.status().message());
     return 2;
   }
-  accept::StorageOptions base = *opts;
-  struct sigaction sa {};
-  sa.sa_handler = WorkerSignal;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-  base.run = [](const std::vector<std::string>& argv, unsigned ms) -> Expected<ProcessResult> {
-    if (g_worker_signal) return Status::Failed("interrupted");
-    SpawnSpec spec;
-    spec.argv = argv;
-    spec.env = MergedEnv({});
-    auto c = Start(spec);
-    if (!c) return c.status();
-    g_worker_child = c->pid;
-    ProcessResult r = Collect(*c, ms);
-    g_worker_child = 0;
-    if (g_worker_signal) r.output += "\ninterrupted by signal " + std::to_string(g_worker_signal);
-    return r;
-  };
-  for (const auto& path : g_accept.storage) {
-    if (g_worker_signal) break;
-    accept::StorageOptions o = base;
-    o.path = path;
-    o.node = node;
-    o.tag = g_accept.tag.empty() ? std::to_string(::getpid()) : g_accept.tag;
-    accept::StorageFigures f = accept::MeasureStorage(o);
-    std::fputs(accept::StorageLine(f).c_str(), stdout);
-    std::fflush(stdout);
-  }
-  return g_worker_signal ? 128 + g_worker_signal : 0;
+  accept::StorageWorkerArgs w;
+  w.base = *opts;
+  w.paths = g_accept.storage;
+  w.node = node;
+  w.tag = g_accept.tag;
+  return accept::RunStorageWorker(w);
 }
 
 std::string CurrentDir() {
