@@ -1,3 +1,4 @@
+// The container subcommand of `preflight` (container_cmd.h).
 #include "container_cmd.h"
 
 #include <unistd.h>

@@ -1,6 +1,6 @@
 // The acceptance run's report (preflight accept): what was measured, what it
 // was judged against, the verdict, the reason in words and the command that
-// reproduces it. Slurm-free: the shell (admin/main.cc `accept`) fills the
+// reproduces it. Slurm-free: the shell (admin/accept_cmd.cc) fills the
 // measurements, Judge() decides, ReportJson()/ReportHtml() render.
 //
 // Figures are in bytes/s (rates), operations/s (IOPS, files/s) or seconds;

@@ -1,9 +1,9 @@
 // The acceptance run's orchestration: which steps run, in what order, within
 // what budget, and what their output means. The commands themselves (srun,
 // preflight-nccl, preflight-prolog, the storage worker) run through a Runner
-// the shell passes in (admin/main.cc: core's RunCommand), so the order, the
-// budgets, the parsing and the handling of a lost node are unit-tested with
-// a scripted Runner and no Slurm.
+// the shell passes in (admin/accept_cmd.cc: core's RunCommand), so the order,
+// the budgets, the parsing and the handling of a lost node are unit-tested
+// with a scripted Runner and no Slurm.
 //
 // Stages, each with its own budget (a step that would start past it is
 // skipped and said so):

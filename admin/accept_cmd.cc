@@ -1,0 +1,252 @@
+// The accept subcommand of `preflight` and its options (accept_cmd.h).
+#include "accept_cmd.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+
+#include "preflight/accept_report.h"
+#include "preflight/accept_run.h"
+#include "preflight/accept_storage.h"
+#include "preflight/accept_storage_worker.h"
+#include "preflight/fileutil.h"
+#include "preflight/hostlist.h"
+#include "preflight/job.h"
+#include "preflight/log.h"
+#include "preflight/process.h"
+
+namespace preflight {
+
+namespace {
+
+// Options of `preflight accept` (parsed with the common ones).
+struct AcceptCli {
+  std::string level = "quick";
+  std::string out;
+  std::vector<std::string> storage;
+  std::vector<std::string> thresholds;
+  std::vector<std::string> budgets;  // STAGE=SECONDS
+  std::string max_bytes, storage_bytes, storage_runtime, prolog, tag;
+  int storage_files = 0;
+  int ranks_per_node = 0;
+  bool storage_worker = false;
+};
+AcceptCli g_accept;
+
+// The working directory ("." when it cannot be had).
+std::string CurrentDir() {
+  char buf[4096];
+  return ::getcwd(buf, sizeof buf) ? buf : ".";
+}
+
+// A program beside this one (the install's bin/ and sbin/, or the build
+// tree's sibling folders), else its bare name for PATH.
+std::string Beside(const std::string& name, const char* build_dir) {
+  std::string self = SelfExe();
+  std::string dir = self.substr(0, self.rfind('/'));
+  for (const std::string& d : {dir, dir + "/../bin", dir + "/../sbin", dir + "/../" + build_dir}) {
+    std::string p = d + "/" + name;
+    if (::access(p.c_str(), X_OK) == 0) return p;
+  }
+  return name;
+}
+
+// The command line's words and paths, before anything else is read: false
+// (logged) on a stray argument, a bad --level or a --storage path that is
+// not absolute or too long.
+bool AcceptArgsOk(const std::vector<std::string>& args) {
+  if (!args.empty()) {
+    Log(LogLevel::kError, "accept", "unexpected argument '" + args[0] + "'", "storage paths go after --storage");
+    return false;
+  }
+  if (g_accept.level != "quick" && g_accept.level != "full") {
+    Log(LogLevel::kError, "accept", "--level " + g_accept.level, "expected quick or full");
+    return false;
+  }
+  for (const auto& p : g_accept.storage)
+    if (p.empty() || p.size() > accept::kMaxStoragePath || p[0] != '/') {
+      Log(LogLevel::kError, "accept", "--storage " + p.substr(0, 80),
+          "expected an absolute path of at most " + std::to_string(accept::kMaxStoragePath) + " bytes");
+      return false;
+    }
+  return true;
+}
+
+// `preflight accept --storage-worker`: this node's part of the storage stage
+// (accept_storage_worker.h), with the sizes `base` the command line gave.
+int StorageWorker(const accept::StorageOptions& base) {
+  accept::StorageWorkerArgs w;
+  w.base = base;
+  w.paths = g_accept.storage;
+  w.node = std::getenv("SLURMD_NODENAME") ? std::getenv("SLURMD_NODENAME") : ShortHostname();
+  w.tag = g_accept.tag;
+  return accept::RunStorageWorker(w);
+}
+
+// The --threshold and --budget values into `o`: false (logged) on one that
+// is unknown or out of range.
+bool SetLimits(accept::RunOptions* o) {
+  for (const auto& t : g_accept.thresholds) {
+    Status s = accept::SetThreshold(&o->thresholds, t);
+    if (!s.ok()) {
+      Log(LogLevel::kError, "accept", "--threshold", s.message());
+      return false;
+    }
+  }
+  Status tc = accept::CheckThresholds(o->thresholds);
+  if (!tc.ok()) {
+    Log(LogLevel::kError, "accept", "--threshold", tc.message());
+    return false;
+  }
+  for (const auto& b : g_accept.budgets) {
+    size_t eq = b.find('=');
+    double secs = eq == std::string::npos ? 0 : std::atof(b.c_str() + eq + 1);
+    std::string stage = b.substr(0, eq);
+    double* field = stage == "nodes" ? &o->budget_nodes : stage == "collective" ? &o->budget_collective
+                    : stage == "storage" ? &o->budget_storage : nullptr;
+    if (!field || secs < 1 || secs > 86400) {
+      Log(LogLevel::kError, "accept", "--budget " + b, "expected nodes|collective|storage=SECONDS (1..86400)");
+      return false;
+    }
+    *field = secs;
+  }
+  return true;
+}
+
+// What the run measures and with which programs: the storage paths (default
+// scratch_dir, else $TMPDIR, else /tmp), the commands, the options passed on
+// to the nodes' preflight, the sizes.
+void SetRun(const CommonCli& cli, const Config& cfg, const std::string& job, accept::RunOptions* o) {
+  o->storage_paths = g_accept.storage;
+  if (o->storage_paths.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    o->storage_paths.push_back(!cfg.scratch_dir.empty() ? cfg.scratch_dir : tmp && *tmp ? tmp : "/tmp");
+  }
+  o->tag = job + "-" + std::to_string(::time(nullptr));
+  o->srun = cfg.nccl.srun.empty() ? "srun" : cfg.nccl.srun;
+  o->nccl = cfg.nccl.binary;
+  o->preflight = SelfExe();
+  o->prolog = g_accept.prolog.empty() ? Beside("preflight-prolog", "prolog") : g_accept.prolog;
+  if (cli.config_given()) o->pass_args = {"--config", cli.config};
+  for (const auto& kv : cli.sets) o->pass_args.insert(o->pass_args.end(), {"--set", kv});
+  o->max_bytes = g_accept.max_bytes;
+  o->storage_bytes = g_accept.storage_bytes;
+  o->storage_files = g_accept.storage_files;
+  o->storage_runtime = g_accept.storage_runtime;
+  o->ranks_per_node = g_accept.ranks_per_node;
+}
+
+// The Runner the run's steps go through (accept_run.h): core's RunCommand, a
+// command that cannot be started exit 127 with the reason as its output.
+ProcessResult RunStep(const std::vector<std::string>& argv, unsigned ms) {
+  auto r = RunCommand(argv, {}, ms == 0 ? 1 : ms);
+  if (r) return *r;
+  ProcessResult p;
+  p.exit_code = 127;
+  p.output = "cannot run " + argv[0] + ": " + r.status().message();
+  return p;
+}
+
+// A step's progress line, on stdout at once.
+void PrintProgress(const std::string& line) {
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+// report.json and report.html into `dir` (stamped now), the summary on
+// stdout. Exit 2 when a report could not be written, else 1 on a failed
+// verdict, 0 otherwise.
+int WriteReport(accept::Report& r, const std::string& dir) {
+  char created[32];
+  std::time_t now = std::time(nullptr);
+  std::strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  r.created = created;
+  Status wj = WriteFileAtomic(dir + "/report.json", accept::ReportJson(r), 0644);
+  Status wh = WriteFileAtomic(dir + "/report.html", accept::ReportHtml(r), 0644);
+  std::fputs(accept::SummaryText(r).c_str(), stdout);
+  if (!wj.ok()) Log(LogLevel::kError, "accept", "report.json", wj.message());
+  if (!wh.ok()) Log(LogLevel::kError, "accept", "report.html", wh.message());
+  if (wj.ok() && wh.ok()) std::printf("report: %s/report.json, %s/report.html\n", dir.c_str(), dir.c_str());
+  std::fflush(stdout);
+  if (!wj.ok() || !wh.ok()) return 2;
+  return r.verdict == accept::Verdict::kFail ? 1 : 0;
+}
+
+}  // namespace
+
+void AddAcceptOptions(po::options_description& visible, po::options_description& hidden) {
+  visible.add_options()
+      ("level", po::value<std::string>(&g_accept.level)->value_name("LEVEL"), "quick (default) or full: sizes, budgets, storage file sizes")
+      ("out", po::value<std::string>(&g_accept.out)->value_name("DIR"), "where report.json and report.html go (default ./preflight-accept-JOBID)")
+      ("storage", po::value<std::vector<std::string>>(&g_accept.storage)->value_name("PATH")->composing(),
+       "a directory to measure (repeatable; default scratch_dir, else $TMPDIR, else /tmp)")
+      ("threshold", po::value<std::vector<std::string>>(&g_accept.thresholds)->value_name("KEY=VALUE")->composing(),
+       "a verdict threshold (repeatable): scaling_warn, scaling_fail, straggler_fraction, seq_write, seq_read, "
+       "rand_read_iops, ckpt_write, create_per_s, storage_fraction")
+      ("budget", po::value<std::vector<std::string>>(&g_accept.budgets)->value_name("STAGE=SECONDS")->composing(),
+       "a stage's time budget: nodes, collective, storage (repeatable)")
+      ("max-bytes", po::value<std::string>(&g_accept.max_bytes)->value_name("SIZE"), "cap on the collective's message sizes")
+      ("ranks-per-node", po::value<int>(&g_accept.ranks_per_node)->value_name("N"), "collective ranks per node (default one; GPUs per node on GPU nodes)")
+      ("storage-bytes", po::value<std::string>(&g_accept.storage_bytes)->value_name("SIZE"), "storage file size per node (checkpoint: twice that)")
+      ("storage-files", po::value<int>(&g_accept.storage_files)->value_name("N"), "small files per node")
+      ("storage-runtime", po::value<std::string>(&g_accept.storage_runtime)->value_name("SECONDS"), "cap per fio job")
+      ("prolog", po::value<std::string>(&g_accept.prolog)->value_name("PATH"), "preflight-prolog to run the node checks with");
+  hidden.add_options()
+      ("storage-worker", po::bool_switch(&g_accept.storage_worker), "internal: measure --storage paths on this node")
+      ("tag", po::value<std::string>(&g_accept.tag), "internal: the storage worker's directory suffix");
+}
+
+// preflight accept: the acceptance run inside an allocation (accept/accept_run.h
+// decides; this reads the allocation, writes the report, prints the summary).
+int AcceptCmd(const std::vector<std::string>& args, const CommonCli& cli) {
+  if (!AcceptArgsOk(args)) return 2;
+  auto so = accept::StorageOptionsFor(g_accept.level, g_accept.storage_bytes, g_accept.storage_files,
+                                      g_accept.storage_runtime);
+  if (!so) {
+    Log(LogLevel::kError, "accept", "storage options", so.status().message());
+    return 2;
+  }
+  if (g_accept.storage_worker) return StorageWorker(*so);
+  const char* nodelist = std::getenv("SLURM_JOB_NODELIST");
+  const char* job = std::getenv("SLURM_JOB_ID");
+  if (!nodelist || !job) {
+    Log(LogLevel::kError, "accept", "no allocation", "run inside one: sbatch -N8 --exclusive --wrap 'preflight accept' (or under salloc)");
+    return 2;
+  }
+  auto nodes = ExpandHostlist(nodelist);
+  if (!nodes || nodes->empty()) {
+    Log(LogLevel::kError, "accept", "SLURM_JOB_NODELIST", nodes ? "empty" : nodes.status().message());
+    return 2;
+  }
+  auto cfg = LoadCliConfig(cli, "");
+  if (!cfg) {
+    Log(LogLevel::kError, "accept", "site config", cfg.status().message());
+    return 2;
+  }
+  accept::RunOptions o;
+  o.level = g_accept.level;
+  o.nodes = *nodes;
+  o.job_id = job;
+  o.tool_version = VersionString();
+  if (!SetLimits(&o)) return 2;
+  SetRun(cli, *cfg, job, &o);
+
+  std::string out = g_accept.out.empty() ? "preflight-accept-" + std::string(job) : g_accept.out;
+  std::string used, note;
+  Status d = accept::PrepareOutDir(out, o.tag, &used, &note);
+  if (!d.ok()) {
+    Log(LogLevel::kError, "accept", "--out", d.message());
+    return 2;
+  }
+  if (!note.empty()) std::printf("preflight accept: %s\n", note.c_str());
+  std::fflush(stdout);
+  o.node_state_dir = (used[0] == '/' ? used : CurrentDir() + "/" + used) + "/.state-" + o.tag;
+  accept::Report r = accept::RunAccept(o, RunStep, PrintProgress);
+  RunCommand({"rm", "-rf", "--", o.node_state_dir}, {}, 60000);
+  if (!note.empty()) { r.notes.push_back(note); accept::Judge(&r); }
+  return WriteReport(r, used);
+}
+
+}  // namespace preflight
