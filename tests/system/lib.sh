@@ -154,11 +154,15 @@ node_reason() { "$B/admin/preflight" slurm nodes "$1" 2>/dev/null | sed -n 's/.*
 # slurm_release: MAJOR*100+MINOR of the Slurm the cluster runs (2211 for 22.05... ).
 slurm_release() { local v; v=$(slurmctld -V | grep -oE '[0-9]+\.[0-9]+' | head -1); echo $((10#${v%.*} * 100 + 10#${v#*.})); }
 
-# wait_idle NODE...: until each node has finished its epilog, 10 s each;
-# a node not idle by then is a failed check (the test goes on).
+# wait_idle NODE...: until each node is idle (its epilog done), 10 s each;
+# past that the test goes on, saying so: callers check what they need
+# themselves. Not a failure: on 22.05, after a job failed by its
+# --nccl-check (nccl_on_failure=fail), sinfo said "mixed" for its three
+# nodes for over 30 s with no job left and every epilog complete
+# (nccl_check_test part 5, CI); the next job got the nodes at once.
 wait_idle() {
   local n
-  for n in "$@"; do poll 10 "$n idle" node_is "$n" idle || fail "$n not idle: $(node_state "$n")"; done
+  for n in "$@"; do poll 10 "$n idle" node_is "$n" idle || note "$n is $(node_state "$n"), not idle; going on"; done
 }
 node_is() { [ "$(node_state "$1")" = "$2" ]; }
 
