@@ -41,10 +41,6 @@ const TopoGpu* FindGpu(const Topology& t, int index) {
   return nullptr;
 }
 
-}  // namespace
-
-namespace {
-
 // The NICs paired with `gpus`, in first-seen order, and the worst class.
 struct NicSet {
   std::vector<const TopoNic*> nics;
@@ -107,10 +103,6 @@ std::string IdList(const std::vector<int>& v) {
   return s;
 }
 
-}  // namespace
-
-namespace {
-
 // The NCCL/RCCL-over-libfabric settings HPE publishes for Slingshot 11
 // (cxi), on top of FI_PROVIDER=cxi and the distance-derived
 // NCCL_NET_GDR_LEVEL / NCCL_SOCKET_IFNAME above. Sources (read, not copied):
@@ -150,6 +142,82 @@ void AddSlingshotEnv(EnvPlan& plan, const EnvPolicy& policy) {
   plan.vars.push_back({"FI_CXI_DEFAULT_CQ_SIZE", "131072"});
 }
 
+// Why the job's GPUs `node` have no NIC: only storage NICs on the node, or
+// no usable one.
+std::string NoNicWhy(const Topology& topo, const std::vector<int>& node) {
+  std::vector<std::string> storage;
+  for (const auto& n : topo.nics)
+    if (n.usable() && n.role == NicRole::kStorage) storage.push_back(n.name);
+  if (!storage.empty() && std::none_of(topo.nics.begin(), topo.nics.end(), [](const TopoNic& n) {
+        return n.usable() && n.role == NicRole::kRail;
+      }))
+    return "no compute rail: " + Join(storage, ",") +
+           (storage.size() == 1 ? " is a storage/front-end NIC" : " are storage/front-end NICs") +
+           " (NODE/SYS to every GPU, or not in topo_rails); name the rails in topo_rails";
+  return "no usable RDMA NIC for GPU " + IdList(node);
+}
+
+// NCCL_NET_GDR_LEVEL from the worst class among the job's GPU-NIC pairs.
+void AddGdrLevel(EnvPlan& plan, PathClass worst) {
+  // NCCL's default GDR level is PXB: GPUDirect RDMA is already on for PIX and
+  // PXB pairs. A pair behind one host bridge (VMs, NVLink-to-CPU hosts) needs
+  // PHB to get it; beyond the host bridge it would cross the CPU
+  // interconnect, where NCCL's choice (off) is the right one.
+  if (worst == PathClass::kPHB)
+    plan.vars.push_back({"NCCL_NET_GDR_LEVEL", "PHB"});
+  else
+    plan.unset.push_back({"NCCL_NET_GDR_LEVEL", std::string("distance ") + PathClassName(worst) +
+                                                   (worst <= PathClass::kPXB ? ": NCCL's default already uses GPUDirect RDMA"
+                                                                             : ": GPUDirect RDMA would cross the CPU; NCCL's default")});
+}
+
+// NCCL_IB_GID_INDEX from the verbs ports of the job's NICs (`ports`).
+void AddGidIndex(EnvPlan& plan, const std::vector<const TopoPort*>& ports, const std::vector<const TopoNic*>& nics,
+                 const EnvPolicy& policy) {
+  // NCCL_IB_GID_INDEX: only when every port is RoCE and all agree on one
+  // validated RoCE v2 index; otherwise NCCL's own choice stands.
+  std::string gid_why;
+  int gid = -2;
+  if (!policy.gid_index) gid_why = "disabled by site config (nccl_gid_index)";
+  for (const TopoPort* p : ports) {
+    if (!gid_why.empty()) break;
+    if (p->link_layer != "Ethernet") {
+      gid_why = p->link_layer.empty() ? "link layer unknown" : p->link_layer + " link layer needs no GID index";
+    } else if (p->gid_index < 0) {
+      gid_why = "no validated RoCE v2 GID";
+    } else if (gid != -2 && gid != p->gid_index) {
+      gid_why = "RoCE v2 GID index differs between ports";
+    } else {
+      gid = p->gid_index;
+    }
+  }
+  for (const TopoNic* n : nics)
+    if (gid_why.empty() && n->kind == "ib" && n->ports.empty()) gid_why = "link layer unknown (" + n->name + " has no port records)";
+  if (ports.empty() && gid_why.empty()) gid_why = "no verbs port";
+  if (gid_why.empty())
+    plan.vars.push_back({"NCCL_IB_GID_INDEX", std::to_string(gid)});
+  else
+    plan.unset.push_back({"NCCL_IB_GID_INDEX", gid_why});
+}
+
+// FI_PROVIDER (and the Slingshot set with it) and NCCL_TOPO_FILE.
+void AddProviderAndTopoFile(EnvPlan& plan, const EnvPolicy& policy, bool cxi) {
+  // Slingshot: libfabric must pick the cxi provider (aws-ofi-nccl/RCCL's
+  // OFI plugin otherwise may settle for tcp or sockets).
+  if (cxi)
+    plan.vars.push_back({"FI_PROVIDER", "cxi"});
+  else
+    plan.unset.push_back({"FI_PROVIDER", "no Slingshot (cxi) NIC paired"});
+  if (cxi) AddSlingshotEnv(plan, policy);
+
+  if (policy.nccl_topo_file.empty())
+    plan.unset.push_back({"NCCL_TOPO_FILE", "the site config does not ask for it (nccl_topo_file)"});
+  else if (!policy.nccl_topo_file_exists)
+    plan.unset.push_back({"NCCL_TOPO_FILE", "site file " + policy.nccl_topo_file + " missing"});
+  else
+    plan.vars.push_back({"NCCL_TOPO_FILE", policy.nccl_topo_file});
+}
+
 }  // namespace
 
 EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing, const std::vector<int>& node_gpus,
@@ -176,17 +244,7 @@ EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing,
     return plan;
   }
   if (ns.nics.empty()) {
-    std::vector<std::string> storage;
-    for (const auto& n : topo.nics)
-      if (n.usable() && n.role == NicRole::kStorage) storage.push_back(n.name);
-    if (!storage.empty() && std::none_of(topo.nics.begin(), topo.nics.end(), [](const TopoNic& n) {
-          return n.usable() && n.role == NicRole::kRail;
-        }))
-      unset_all("no compute rail: " + Join(storage, ",") +
-                (storage.size() == 1 ? " is a storage/front-end NIC" : " are storage/front-end NICs") +
-                " (NODE/SYS to every GPU, or not in topo_rails); name the rails in topo_rails");
-    else
-      unset_all("no usable RDMA NIC for GPU " + IdList(node));
+    unset_all(NoNicWhy(topo, node));
     return plan;
   }
   // The whole node: every usable rail, also one no GPU was paired with
@@ -240,56 +298,9 @@ EnvPlan ComputeEnv(const Topology& topo, const std::vector<GpuPairing>& pairing,
                                              : hca.empty() ? "no usable port on the task's NICs"
                                                            : "port numbers of the task's NICs unknown"});
 
-  // NCCL's default GDR level is PXB: GPUDirect RDMA is already on for PIX and
-  // PXB pairs. A pair behind one host bridge (VMs, NVLink-to-CPU hosts) needs
-  // PHB to get it; beyond the host bridge it would cross the CPU
-  // interconnect, where NCCL's choice (off) is the right one.
-  if (worst == PathClass::kPHB)
-    plan.vars.push_back({"NCCL_NET_GDR_LEVEL", "PHB"});
-  else
-    plan.unset.push_back({"NCCL_NET_GDR_LEVEL", std::string("distance ") + PathClassName(worst) +
-                                                   (worst <= PathClass::kPXB ? ": NCCL's default already uses GPUDirect RDMA"
-                                                                             : ": GPUDirect RDMA would cross the CPU; NCCL's default")});
-
-  // NCCL_IB_GID_INDEX: only when every port is RoCE and all agree on one
-  // validated RoCE v2 index; otherwise NCCL's own choice stands.
-  std::string gid_why;
-  int gid = -2;
-  if (!policy.gid_index) gid_why = "disabled by site config (nccl_gid_index)";
-  for (const TopoPort* p : ports) {
-    if (!gid_why.empty()) break;
-    if (p->link_layer != "Ethernet") {
-      gid_why = p->link_layer.empty() ? "link layer unknown" : p->link_layer + " link layer needs no GID index";
-    } else if (p->gid_index < 0) {
-      gid_why = "no validated RoCE v2 GID";
-    } else if (gid != -2 && gid != p->gid_index) {
-      gid_why = "RoCE v2 GID index differs between ports";
-    } else {
-      gid = p->gid_index;
-    }
-  }
-  for (const TopoNic* n : nics)
-    if (gid_why.empty() && n->kind == "ib" && n->ports.empty()) gid_why = "link layer unknown (" + n->name + " has no port records)";
-  if (ports.empty() && gid_why.empty()) gid_why = "no verbs port";
-  if (gid_why.empty())
-    plan.vars.push_back({"NCCL_IB_GID_INDEX", std::to_string(gid)});
-  else
-    plan.unset.push_back({"NCCL_IB_GID_INDEX", gid_why});
-
-  // Slingshot: libfabric must pick the cxi provider (aws-ofi-nccl/RCCL's
-  // OFI plugin otherwise may settle for tcp or sockets).
-  if (cxi)
-    plan.vars.push_back({"FI_PROVIDER", "cxi"});
-  else
-    plan.unset.push_back({"FI_PROVIDER", "no Slingshot (cxi) NIC paired"});
-  if (cxi) AddSlingshotEnv(plan, policy);
-
-  if (policy.nccl_topo_file.empty())
-    plan.unset.push_back({"NCCL_TOPO_FILE", "the site config does not ask for it (nccl_topo_file)"});
-  else if (!policy.nccl_topo_file_exists)
-    plan.unset.push_back({"NCCL_TOPO_FILE", "site file " + policy.nccl_topo_file + " missing"});
-  else
-    plan.vars.push_back({"NCCL_TOPO_FILE", policy.nccl_topo_file});
+  AddGdrLevel(plan, worst);
+  AddGidIndex(plan, ports, nics, policy);
+  AddProviderAndTopoFile(plan, policy, cxi);
   return plan;
 }
 
