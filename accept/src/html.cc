@@ -160,9 +160,8 @@ std::string Badge(Verdict v) {
   return std::string("<span class=\"v ") + VerdictName(v) + "\">" + VerdictName(v) + "</span>";
 }
 
-}  // namespace
-
-std::string ReportHtml(const Report& r) {
+// The page head (style sheet included), the verdict, why, the notes.
+std::string HeadHtml(const Report& r) {
   std::string o;
   o += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
   // No resource may be fetched, even by accident (a path that looks like a URL).
@@ -187,6 +186,12 @@ std::string ReportHtml(const Report& r) {
     for (const auto& n : r.notes) o += "<li>" + HtmlEscape(n) + "</li>\n";
     o += "</ul>\n";
   }
+  return o;
+}
+
+// The stages and nodes tables.
+std::string StagesHtml(const Report& r) {
+  std::string o;
   o += "<h2>Stages</h2><table><tr><th>stage</th><th>verdict</th><th>seconds</th><th>budget</th><th>notes</th></tr>\n";
   for (const auto& s : r.stages) {
     std::string notes;
@@ -205,8 +210,12 @@ std::string ReportHtml(const Report& r) {
          Badge(n.verdict) + "</td><td>" + why + "</td></tr>\n";
   }
   o += "</table>\n";
+  return o;
+}
 
-  // Collective.
+// Collective: the words on scaling and the two busbw plots.
+std::string CollectivePlotsHtml(const Report& r) {
+  std::string o;
   o += "<h2>Collective</h2>\n<p>" + HtmlEscape(r.scaling_text) + "</p>\n";
   // One intra-node series, the node with the median figure (every node's is
   // in the table below): eight identical lines would hide the others.
@@ -253,6 +262,12 @@ std::string ReportHtml(const Report& r) {
   std::vector<Series> nodes_series;
   if (!by_nodes.xy.empty()) nodes_series.push_back(by_nodes);
   o += LinePlot("busbw_vs_nodes", "busbw versus node count (largest size)", nodes_series, node_ticks, "busbw", 1, "GB/s");
+  return o;
+}
+
+// Collective: every curve, and the ring pairs.
+std::string CollectiveTablesHtml(const Report& r) {
+  std::string o;
   o += "<table><tr><th>nodes</th><th>busbw</th><th>backend</th><th>profile</th><th>reproduce</th></tr>\n";
   for (const auto& c : r.curves) {
     std::string prof = c.profile.empty() ? "none applies" + (c.threshold_source.empty() ? "" : " (" + c.threshold_source + ")")
@@ -275,8 +290,12 @@ std::string ReportHtml(const Report& r) {
     o += "</table>\n";
     if (!r.straggler_text.empty()) o += "<pre>" + HtmlEscape(r.straggler_text) + "</pre>\n";
   }
+  return o;
+}
 
-  // Storage: the one-node figures of every path side by side, then the table.
+// Storage: the one-node figures of every path side by side, then the table.
+std::string StorageHtml(const Report& r) {
+  std::string o;
   o += "<h2>Storage</h2>\n";
   std::vector<std::string> paths;
   std::vector<const StorageFigures*> one;
@@ -308,7 +327,12 @@ std::string ReportHtml(const Report& r) {
          F("%.0f", s.stat_per_s) + "/s</td></tr>\n";
   }
   o += "</table>\n";
+  return o;
+}
 
+// Every figure with its verdict, threshold and command.
+std::string FiguresHtml(const Report& r) {
+  std::string o;
   o += "<h2>Every figure</h2><table><tr><th>stage</th><th>figure</th><th>where</th><th>verdict</th><th>reason</th>"
        "<th>threshold</th><th>reproduce</th></tr>\n";
   for (const auto& f : r.figures) {
@@ -322,6 +346,12 @@ std::string ReportHtml(const Report& r) {
   }
   o += "</table>\n</body></html>\n";
   return o;
+}
+
+}  // namespace
+
+std::string ReportHtml(const Report& r) {
+  return HeadHtml(r) + StagesHtml(r) + CollectivePlotsHtml(r) + CollectiveTablesHtml(r) + StorageHtml(r) + FiguresHtml(r);
 }
 
 }  // namespace preflight::accept

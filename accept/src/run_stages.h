@@ -1,0 +1,74 @@
+// The acceptance run's stages (private to accept/src): the object that runs
+// nodes, collective and storage in turn for RunAccept (accept_run.h), each
+// against its budget, and the text helpers they share. The machinery every
+// stage uses is in run_stages.cc; each stage is in a file of its own:
+// run_nodes.cc, run_collective.cc, run_storage.cc.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "preflight/accept_report.h"
+#include "preflight/accept_run.h"
+
+namespace preflight::accept::run_internal {
+
+double Now();  // steady clock, seconds
+std::string Join(const std::vector<std::string>& v, const char* sep = ",");
+std::string F(const char* fmt, double v);  // printf of one double
+// argv as one shell command line, arguments quoted where needed.
+std::string Cmdline(const std::vector<std::string>& argv);
+// srun --label output: "K: line" (K padded) -> task K's lines.
+std::map<int, std::string> SplitLabelled(const std::string& out);
+// The last non-empty line of `out`, cut at 240 characters.
+std::string LastLine(const std::string& out);
+
+class Stages {
+ public:
+  Stages(const RunOptions& o, const Runner& run, const Progress& progress, Report* r)
+      : o_(o), run_(run), progress_(progress), r_(r) {}
+
+  // Fills r->stages and runs the three stages in order.
+  void Go();
+
+ private:
+  // run_stages.cc
+  template <class Fn>
+  void Timed(size_t i, Fn fn);
+  void Say(const std::string& line);
+  void Note(const std::string& line);
+  // Time left in this stage's budget, in ms (0: spent).
+  unsigned Left() const;
+  bool Budget(const std::string& what);
+  std::vector<std::string> Srun(const std::vector<std::string>& nodes, bool pmix, int per_node, bool label);
+  // After a failed step: which of `nodes` does Slurm no longer reach? They
+  // are named and dropped from the later steps.
+  void FindLost(const std::vector<std::string>& nodes, const std::string& step);
+
+  // run_nodes.cc
+  void Nodes();
+
+  // run_collective.cc
+  std::vector<std::string> NcclArgs(std::vector<std::string> a);
+  void Collective();
+  void IntraNode();
+  std::vector<PairFigure> RunPairs(const std::vector<std::string>& nodes, int per, std::string* error);
+  void Pairs(int per);
+
+  // run_storage.cc
+  std::vector<std::string> WorkerArgs(std::vector<std::string> a);
+  std::vector<StorageFigures> Worker(const std::vector<std::string>& nodes, const std::string& scope);
+  void Storage();
+
+  const RunOptions& o_;
+  const Runner& run_;
+  const Progress& progress_;
+  Report* r_;
+  std::vector<std::string> live_;
+  Stage* stage_ = nullptr;
+  double deadline_ = 0;
+};
+
+}  // namespace preflight::accept::run_internal
