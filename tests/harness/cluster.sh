@@ -46,6 +46,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 POLL_WHO=cluster.sh
 . "$(dirname "${BASH_SOURCE[0]}")/poll.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/slurm_state.sh"  # all_idle
 [[ $NODE_COUNT =~ ^[0-9]+$ ]] && [ "$NODE_COUNT" -ge 1 ] && [ "$NODE_COUNT" -le 16 ] ||
   die "PREFLIGHT_NODES=$NODE_COUNT: expected 1 to 16 (2 cores: 16 slurmd hold ~100 MB, more only slows every test)"
 NODES=()
@@ -368,7 +369,6 @@ stop_pids() {
   kill -9 "${pids[@]}" 2>/dev/null || true
 }
 
-all_idle() { [ "$(sinfo -h -o %T 2>/dev/null | sort -u)" = idle ]; }
 # all_ended PID...: none of them runs (a zombie has ended).
 all_ended() {
   local p

@@ -22,6 +22,9 @@ contains() { grep -qE -- "$2" "$1"; }
 POLL_WHO=$T
 # shellcheck source=../harness/poll.sh
 . "$S/tests/harness/poll.sh"
+# all_idle, job_gone JOBID
+# shellcheck source=../harness/slurm_state.sh
+. "$S/tests/harness/slurm_state.sh"
 # soon_contains FILE PATTERN [SECONDS]: FILE comes to contain PATTERN within
 # SECONDS (default 30). For a running job's output: Slurm counts a requeue
 # (Restarts) the moment preflight-run's scontrol asks for it, before
@@ -33,13 +36,6 @@ job_is() { [ "$(squeue -h -j "$1" -o %t 2>/dev/null)" = "$2" ]; }
 # ready, or that the node has no local checkpoint folder (NOLOCAL).
 ready_or_nolocal() { [ "$(grep -c '^ready ' "$1" 2>/dev/null)" = 3 ] || grep -qs '^NOLOCAL' "$1"; }
 
-# job_gone JOBID: squeue answered and no longer lists the job (an squeue
-# that failed, e.g. a slurmctld busy past MessageTimeout, says nothing).
-job_gone() {
-  local out rc=0
-  out=$(squeue -h -j "$1" -o %i 2>&1) || rc=$?
-  if [ $rc = 0 ]; then [ -z "$out" ]; else grep -q 'Invalid job id' <<<"$out"; fi
-}
 # wait_job JOBID [SECONDS]: until the job has left the queue.
 wait_job() {
   poll "${2:-60}" "job $1 leaves the queue" job_gone "$1" && return 0
@@ -106,7 +102,7 @@ _release_if_pending() {  # one try of release_requeued
 requeue_done() {
   local cg
   restarted "$1" || return 1
-  cg=$(squeue -h -j "$1" -t CG -o %i 2>&1) || return 1
+  cg=$(squeue -h -j "$1" -t CG -o %i 2>/dev/null) || return 1
   [ -z "$cg" ] && [ -n "$(job_field "$1" JobState)" ]
 }
 # wait_restarted JOBID [SECONDS]: until Slurm has requeued the job once
@@ -175,7 +171,6 @@ wait_all_idle() {
   poll "${1:-60}" "every node idle" all_idle && return 0
   fail "not every node idle: $(sinfo -h -N -o '%N %T' | tr '\n' ' ')"
 }
-all_idle() { [ "$(sinfo -h -o %T 2>/dev/null | sort -u)" = idle ]; }
 
 # Put every node back to idle (tests leave the cluster as they found it).
 resume_all() {
