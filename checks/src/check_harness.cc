@@ -80,7 +80,7 @@ std::string Serialize(const CheckResult& r) {
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.9g", r.seconds);
   return "R\t" + Escape(r.check) + "\t" + Escape(r.device) + "\t" + Escape(r.value) + "\t" +
-         Escape(r.threshold) + "\t" + VerdictName(r.verdict) + "\t" + Escape(r.message) + "\t" + secs + "\t" + OwnerName(r.owner) + "\n";
+         Escape(r.threshold) + "\t" + VerdictName(r.verdict) + "\t" + Escape(r.message) + "\t" + secs + "\t" + FaultOwnerName(r.owner) + "\n";
 }
 
 Verdict VerdictFromName(const std::string& s) {
@@ -118,7 +118,7 @@ void ParseLines(Child& c, bool final) {
       r.verdict = VerdictFromName(f[5]);
       r.message = f[6];
       r.seconds = std::atof(f[7].c_str());
-      r.owner = f[8] == "user" ? Owner::kUser : Owner::kNode;
+      r.owner = FaultOwnerFromName(f[8]).value_or(FaultOwner::kNode);
       c.results.push_back(std::move(r));
     } else if (f[0] == "P" && f.size() == 4) {
       c.step_check = f[1];

@@ -51,7 +51,7 @@ NodeRunOutcome RunNode(const Config& cfg, const JobContext& job, Phase phase, bo
   for (const auto& c : r.checks) {
     if (c.verdict == Verdict::kPass) continue;
     out.summary += std::string("preflight:   ") + VerdictName(c.verdict) +
-                   (c.owner == Owner::kUser ? "[user]" : "") + " " + Describe(c);
+                   (c.owner == FaultOwner::kUser ? "[user]" : "") + " " + Describe(c);
     if (!c.threshold.empty() && (c.verdict == Verdict::kFail || c.verdict == Verdict::kWarn))
       out.summary += " (need " + c.threshold + ")";
     out.summary += "\n";

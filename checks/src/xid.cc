@@ -348,7 +348,7 @@ std::vector<CheckResult> CheckXid(const CheckEnv& env) {
         break;
       case XidAction::kUser:
         g.verdict = Verdict::kWarn;
-        g.owner = Owner::kUser;
+        g.owner = FaultOwner::kUser;
         msg += " (the job's own fault: no drain)";
         break;
       case XidAction::kIgnore:

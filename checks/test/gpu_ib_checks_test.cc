@@ -349,7 +349,7 @@ TEST(Xid, NewXidAfterBaselineFailsAndStaysOpenUserOnesOnlyWarn) {
       << "4,3,300,-;NVRM: Xid (PCI:0000:1b:00): 13, Graphics Exception\n";
   rs = e.Run(nullptr, d);
   EXPECT_EQ(rs[0].verdict, Verdict::kWarn) << rs[0].message;  // 13 is the application's (xid.h): no drain
-  EXPECT_EQ(rs[0].owner, Owner::kUser);
+  EXPECT_EQ(rs[0].owner, FaultOwner::kUser);
 
   std::ofstream(e.tmp + "/root/dev/kmsg", std::ios::app)
       << "3,4,400,-;NVRM: Xid (PCI:0000:1b:00): 79, pid=1, GPU has fallen off the bus.\n";

@@ -13,7 +13,7 @@
 namespace preflight {
 namespace {
 
-CheckResult Finding(const std::string& check, Verdict v, Owner o = Owner::kNode) {
+CheckResult Finding(const std::string& check, Verdict v, FaultOwner o = FaultOwner::kNode) {
   CheckResult r;
   r.check = check;
   r.device = "GPU1";
@@ -50,7 +50,7 @@ TEST(Severity, OffSwitchSkipsAndKeepsWhatWasFound) {
 }
 
 TEST(Severity, UserOwnedFailNeverDrains) {
-  std::vector<CheckResult> rs = {Finding("gpu.xid", Verdict::kFail, Owner::kUser)};
+  std::vector<CheckResult> rs = {Finding("gpu.xid", Verdict::kFail, FaultOwner::kUser)};
   ApplySeverityPolicy({}, rs);
   EXPECT_EQ(rs[0].verdict, Verdict::kWarn);
   Report r;
@@ -63,7 +63,7 @@ TEST(Severity, WarningsReachTheMetricAndTheResultFile) {
   Report r;
   r.node = "n2";
   r.tool = "health";
-  r.checks = {Finding("ib.counters", Verdict::kWarn), Finding("gpu.xid", Verdict::kWarn, Owner::kUser),
+  r.checks = {Finding("ib.counters", Verdict::kWarn), Finding("gpu.xid", Verdict::kWarn, FaultOwner::kUser),
               Finding("gpu.ecc", Verdict::kPass)};
   std::string p = ReportPrometheus(r);
   EXPECT_NE(p.find("preflight_warnings{node=\"n2\",tool=\"health\",owner=\"node\"} 1"), std::string::npos) << p;
@@ -76,7 +76,7 @@ TEST(Severity, WarningsReachTheMetricAndTheResultFile) {
 }
 
 std::vector<CheckResult> FailingCheck(const CheckEnv&) { return {Finding("fake.hot", Verdict::kFail)}; }
-std::vector<CheckResult> UserFault(const CheckEnv&) { return {Finding("fake.user", Verdict::kFail, Owner::kUser)}; }
+std::vector<CheckResult> UserFault(const CheckEnv&) { return {Finding("fake.user", Verdict::kFail, FaultOwner::kUser)}; }
 
 TEST(Severity, HarnessDoesNotRunASwitchedOffCheck) {
   Config cfg;
@@ -101,10 +101,10 @@ TEST(Severity, OwnerCrossesTheHarnessPipe) {
   ASSERT_EQ(rs.size(), 2u);
   for (const auto& r : rs) {
     if (r.check == "fake.user") {
-      EXPECT_EQ(r.owner, Owner::kUser);
+      EXPECT_EQ(r.owner, FaultOwner::kUser);
       EXPECT_EQ(r.verdict, Verdict::kWarn);
     } else {
-      EXPECT_EQ(r.owner, Owner::kNode);
+      EXPECT_EQ(r.owner, FaultOwner::kNode);
       EXPECT_EQ(r.verdict, Verdict::kFail);
     }
   }

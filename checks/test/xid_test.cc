@@ -83,7 +83,7 @@ TEST(XidClasses, DrainClosesAfterTheWindowWarnAndUserNeverFail) {
   EXPECT_EQ(rs[0].verdict, Verdict::kFail);
   EXPECT_EQ(rs[1].device, "GPU7 0000:db:00.0");
   EXPECT_EQ(rs[1].verdict, Verdict::kWarn);
-  EXPECT_EQ(rs[1].owner, Owner::kUser);
+  EXPECT_EQ(rs[1].owner, FaultOwner::kUser);
   // The uptime moves past the 24h default window for both: they close.
   ASSERT_TRUE(WriteFileAtomic(n.root + "/proc/uptime", "90000.00 1.00\n").ok());
   rs = n.Run();
@@ -99,7 +99,7 @@ TEST(XidClasses, SiteOverrideAndSwitch) {
   n.Log(10, 1000, "0000:18:00", 79);
   auto rs = n.Run();
   EXPECT_EQ(rs[0].verdict, Verdict::kWarn);
-  EXPECT_EQ(rs[0].owner, Owner::kNode);
+  EXPECT_EQ(rs[0].owner, FaultOwner::kNode);
   n.cfg.xid_actions.clear();
   n.cfg.check_modes["gpu.xid"] = CheckMode::kOff;
   rs = n.Run();

@@ -60,9 +60,8 @@ std::string FigureText(const std::string& v, size_t bound) {
   return s;
 }
 
-std::string OwnerWord(FaultOwner o) {
-  return o == FaultOwner::kUser ? "user" : o == FaultOwner::kConfig ? "config" : "node";
-}
+// kNone is written as "node" (drain_reason.h).
+std::string OwnerWord(FaultOwner o) { return FaultOwnerName(o == FaultOwner::kNone ? FaultOwner::kNode : o); }
 
 bool StartsWith(const std::string& s, const char* p) { return s.compare(0, std::strlen(p), p) == 0; }
 
@@ -151,10 +150,9 @@ std::optional<DrainReason> ParseReason(const std::string& text) {
   if (close == std::string::npos) return std::nullopt;
   std::string owner = text.substr(std::strlen(kReasonPrefix), close - std::strlen(kReasonPrefix));
   DrainReason r;
-  if (owner == "node") r.owner = FaultOwner::kNode;
-  else if (owner == "user") r.owner = FaultOwner::kUser;
-  else if (owner == "config") r.owner = FaultOwner::kConfig;
-  else return std::nullopt;
+  std::optional<FaultOwner> o = FaultOwnerFromName(owner);
+  if (!o || *o == FaultOwner::kNone) return std::nullopt;
+  r.owner = *o;
   SplitCheckDeviceFinding(text.substr(close + 2), &r);
   if (r.check.empty()) return std::nullopt;
   // finding [figure] [more]: the first figure marker that closes, then "; also: ".

@@ -23,4 +23,10 @@ const char* FaultOwnerName(FaultOwner owner) {
   return "none";
 }
 
+std::optional<FaultOwner> FaultOwnerFromName(const std::string& name) {
+  for (FaultOwner o : {FaultOwner::kNone, FaultOwner::kNode, FaultOwner::kUser, FaultOwner::kConfig})
+    if (name == FaultOwnerName(o)) return o;
+  return std::nullopt;
+}
+
 }  // namespace preflight

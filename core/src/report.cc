@@ -31,8 +31,6 @@ const char* VerdictName(Verdict v) {
   return "fail";
 }
 
-const char* OwnerName(Owner o) { return o == Owner::kUser ? "user" : "node"; }
-
 std::string Describe(const CheckResult& r) {
   std::string s = r.check;
   if (!r.device.empty()) s += " " + r.device;
@@ -64,7 +62,7 @@ std::string ReportJson(const Report& r) {
         .Field("value", c.value)
         .Field("threshold", c.threshold)
         .Field("verdict", VerdictName(c.verdict))
-        .Field("owner", OwnerName(c.owner))
+        .Field("owner", FaultOwnerName(c.owner))
         .Field("message", c.message)
         .Field("seconds", c.seconds)
         .EndObject();
@@ -108,14 +106,14 @@ std::string ReportPrometheus(const Report& r) {
   for (const auto& c : r.checks) {
     o += "preflight_check_ok{" + base + ",check=\"" + PromLabel(c.check) + "\",device=\"" +
          PromLabel(c.device) + "\",verdict=\"" + VerdictName(c.verdict) + "\",value=\"" +
-         PromLabel(c.value) + "\",threshold=\"" + PromLabel(c.threshold) + "\",owner=\"" + OwnerName(c.owner) + "\"} " +
+         PromLabel(c.value) + "\",threshold=\"" + PromLabel(c.threshold) + "\",owner=\"" + FaultOwnerName(c.owner) + "\"} " +
          (c.verdict == Verdict::kFail ? "0" : "1") + "\n";
   }
   // warn: reported, never drained (severity.h); one series per node and tool.
   int warns = 0, user = 0;
   for (const auto& c : r.checks) {
     warns += c.verdict == Verdict::kWarn;
-    user += c.verdict == Verdict::kWarn && c.owner == Owner::kUser;
+    user += c.verdict == Verdict::kWarn && c.owner == FaultOwner::kUser;
   }
   o += "# HELP preflight_warnings Findings of the last run that warn (no drain), by owner.\n";
   o += "# TYPE preflight_warnings gauge\n";
@@ -144,7 +142,7 @@ std::string DrainReasonFor(const Report& r, size_t max) {
   for (const auto& c : r.checks) {
     if (c.verdict != Verdict::kFail) continue;
     if (d.check.empty()) {
-      d.owner = c.owner == Owner::kUser ? FaultOwner::kUser : FaultOwner::kNode;
+      d.owner = c.owner == FaultOwner::kNone ? FaultOwner::kNode : c.owner;
       d.check = c.check;
       d.device = c.device;
       d.finding = c.message;
@@ -173,7 +171,7 @@ std::string WarnComment(const Report& r, size_t max) {
   std::string s;
   for (const auto& c : r.checks) {
     if (c.verdict != Verdict::kWarn) continue;
-    s += (s.empty() ? kWarnPrefix : "; ") + std::string("[") + OwnerName(c.owner) + "] " + Describe(c);
+    s += (s.empty() ? kWarnPrefix : "; ") + std::string("[") + FaultOwnerName(c.owner) + "] " + Describe(c);
   }
   if (s.size() > max) s = s.substr(0, max - 3) + "...";
   return s;

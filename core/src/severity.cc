@@ -55,7 +55,7 @@ int ApplySeverityPolicy(const std::map<std::string, CheckMode>& modes, std::vect
   int changed = 0;
   for (auto& r : results) {
     // The job's own fault never drains the node.
-    if (r.owner == Owner::kUser && r.verdict == Verdict::kFail) {
+    if (r.owner == FaultOwner::kUser && r.verdict == Verdict::kFail) {
       r.verdict = Verdict::kWarn;
       ++changed;
     }

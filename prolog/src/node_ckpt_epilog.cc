@@ -269,7 +269,7 @@ CkptEpilogResult FinishCkptForJob(const Config& cfg, const JobContext& job) {
   r.check.device = r.dir;
   r.check.value = r.report.round.newest_durable.empty() ? "no durable checkpoint" : "newest durable " + r.report.round.newest_durable;
   r.check.verdict = ok ? Verdict::kPass : Verdict::kWarn;
-  r.check.owner = Owner::kUser;  // the job's outcome: never the node's
+  r.check.owner = FaultOwner::kUser;  // the job's outcome: never the node's
   r.check.message = r.lines.empty() ? "" : r.lines.front();
   for (const auto& l : r.lines)
     if (l.find("not durable") != std::string::npos || l.find("kept") != std::string::npos) { r.check.message = l; break; }

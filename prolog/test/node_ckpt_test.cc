@@ -152,7 +152,7 @@ TEST_F(NodeCkptTest, EpilogKeepsWhatIsNotDurableAndSaysSo) {
   EXPECT_FALSE(r.removed);
   EXPECT_TRUE(Exists(Dir() + "/step_20/COMPLETE")) << "a checkpoint that is not durable is not lost";
   EXPECT_EQ(r.check.verdict, Verdict::kWarn);
-  EXPECT_EQ(r.check.owner, Owner::kUser) << "the job's outcome, never the node's";
+  EXPECT_EQ(r.check.owner, FaultOwner::kUser) << "the job's outcome, never the node's";
   std::string lines;
   for (const auto& l : r.lines) lines += l + "\n";
   EXPECT_NE(lines.find("kept"), std::string::npos) << lines;

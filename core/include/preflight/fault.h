@@ -18,6 +18,9 @@
 //           with a reason naming the file, key or folder; an admin fixes it.
 #pragma once
 
+#include <optional>
+#include <string>
+
 namespace preflight {
 
 enum class FaultOwner { kNone, kNode, kUser, kConfig };
@@ -29,5 +32,7 @@ struct FaultAction {
 
 FaultAction ActionFor(FaultOwner owner);
 const char* FaultOwnerName(FaultOwner owner);  // "node", "user", "config", "none"
+// The inverse, for records and drain reasons; nullopt for any other word.
+std::optional<FaultOwner> FaultOwnerFromName(const std::string& name);
 
 }  // namespace preflight

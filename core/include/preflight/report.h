@@ -8,6 +8,7 @@
 #include "preflight/clock.h"
 #include "preflight/config.h"
 #include "preflight/drain_reason.h"
+#include "preflight/fault.h"
 #include "preflight/status.h"
 
 namespace preflight {
@@ -17,10 +18,6 @@ namespace preflight {
 enum class Verdict { kPass, kWarn, kSkip, kFail };
 const char* VerdictName(Verdict v);
 
-// Whose problem a finding is (severity.h): a user-owned finding never drains.
-enum class Owner { kNode, kUser };
-const char* OwnerName(Owner o);
-
 struct CheckResult {
   std::string check;      // e.g. "scratch", "gpu.ecc", "ib.port_state"
   std::string device;     // e.g. "GPU1 0000:1b:00.0", "mlx5_0 port 1", "/scratch"
@@ -29,7 +26,7 @@ struct CheckResult {
   Verdict verdict = Verdict::kPass;
   std::string message;    // one line a person can act on
   double seconds = 0;     // time the check took
-  Owner owner = Owner::kNode;
+  FaultOwner owner = FaultOwner::kNode;  // whose problem (fault.h): a user-owned finding never drains
 };
 
 // "1.5G" style (binary units), for values and thresholds in results.

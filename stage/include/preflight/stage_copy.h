@@ -74,7 +74,9 @@ class CountingStageFs : public StageFs {
   std::atomic<uint64_t> read{0};
 };
 
-// Which side a failure came from; the prolog decides on it (stage_job.h).
+// Which side a failure came from: where, finer than whose (fault.h's
+// FaultOwner, the one vocabulary of blame). stage_job.cc maps it once:
+// kNode to the node, the source and a full destination to the job's user.
 enum class FaultSide {
   kNone,
   kSource,     // the source: missing, unreadable, refused, changed, timed out
