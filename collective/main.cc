@@ -20,6 +20,7 @@
 #include "preflight/cli.h"
 #include "preflight/clock.h"
 #include "preflight/collective.h"
+#include "preflight/collective_node_records.h"
 #include "preflight/collective_records.h"
 #include "preflight/collective_run.h"
 #include "preflight/fileutil.h"
@@ -27,6 +28,7 @@
 #include "preflight/log.h"
 #include "preflight/pairs.h"
 #include "preflight/slurmctl.h"
+#include "preflight/state_paths.h"
 
 extern char** environ;
 
@@ -111,7 +113,7 @@ int PrintPairs(Bootstrap& b, const std::vector<std::string>& rank_nodes, const C
 int Main(int argc, char** argv) {
   CommonCli cli;
   std::string level_text = "quick", backend_choice, node, output_file, scope = "allocation", min_busbw, max_bytes;
-  bool json = false, intra = false, drain = false, records = false, pairs = false;
+  bool json = false, intra = false, drain = false, records = false, pairs = false, node_records = false;
   int ranks = 0;
   po::options_description visible(
       "Usage: srun --mpi=pmix [SRUN OPTIONS] preflight-nccl [OPTIONS]\n"
@@ -133,7 +135,8 @@ int Main(int argc, char** argv) {
       ("scope", po::value<std::string>(&scope), "allocation (default), intra-node (label), or pairs: ring pairs of nodes")
       ("drain", po::bool_switch(&drain), "with --intra-node, as root: drain this node when it fails")
       ("records", po::bool_switch(&records), "also print one '#record {json}' line per verdict, for a caller")
-      ("pairs", po::bool_switch(&pairs), "after the allocation's all-reduce, ring pairs and the straggler rule in the same launch");
+      ("pairs", po::bool_switch(&pairs), "after the allocation's all-reduce, ring pairs and the straggler rule in the same launch")
+      ("node-records", po::bool_switch(&node_records), "first carry each node's rails and versions records to rank 0's output");
   po::options_description all;
   all.add(visible).add(hidden);
   po::variables_map vm;
@@ -226,6 +229,14 @@ int Main(int argc, char** argv) {
   }
   for (const auto& n : *nodes)
     if (run.info.nodes.empty() || run.info.nodes.back() != n) run.info.nodes.push_back(n);
+  // Before the sweep: a check that fails or runs out of time still says
+  // how the nodes differ. A failure here is the caller's to notice (it
+  // reads the records with their own step then).
+  if (node_records) {
+    auto lines = ShareNodeRecords(b, state::NodesDir(*cfg));
+    if (!lines) Log(LogLevel::kError, kProg, "node records", lines.status().message());
+    else if (b.Rank() == 0) std::fputs(lines->c_str(), stdout), std::fflush(stdout);
+  }
   run.result.backend = backend == "nccl" ? "nccl" : "host-tcp";
   run.result.nranks = b.Size();
 

@@ -120,12 +120,9 @@ namespace {
 
 // Each node's record <state_dir>/nodes/<node><suffix>, read on its node by
 // one user task (node-local state_dir): a user step, so what it says
-// decides nothing about a node. The JSON lines, and the nodes without one.
-struct NodeRecords {
-  std::vector<std::string> lines;
-  std::string missing;  // "n2,n3"
-};
-Expected<NodeRecords> GatherNodeRecords(const Config& cfg, const Allocation& a, const char* suffix) {
+// decides nothing about a node. Only when the collective step did not
+// carry the records (collective_node_records.h): it failed to start.
+Expected<NodeRecordSet> GatherNodeRecords(const Config& cfg, const Allocation& a, const char* suffix) {
   auto argv = Srun(cfg, a.nodes, 1, false);
   argv.insert(argv.end(), {"/bin/sh", "-c",
                            std::string("cat \"$0/$SLURMD_NODENAME") + suffix +
@@ -133,7 +130,7 @@ Expected<NodeRecords> GatherNodeRecords(const Config& cfg, const Allocation& a, 
                            state::NodesDir(cfg)});
   auto r = RunAs(argv, LaunchEnv(a.env, false), a.uid, a.gid, a.groups, cfg.probe_timeout_ms);
   if (!r) return r.status();
-  NodeRecords out;
+  NodeRecordSet out;
   size_t b = 0;
   const std::string& text = r->second;
   while (b < text.size()) {
@@ -159,13 +156,12 @@ std::string Prefixed(const std::string& head, const std::string& text) {
   return out;
 }
 
-// Read every node's record, parse, sort by node, compare: the shape shared
-// by the rails and the versions comparisons.
+// Parse the nodes' records, sort by node, compare: the shape shared by the
+// rails and the versions comparisons.
 template <class Outcome, class Record, class Parse, class Compare>
-Outcome Across(const Config& cfg, const Allocation& a, const char* suffix, const std::string& head, const char* what,
-               const char* why_missing, Parse parse, Compare compare) {
+Outcome Across(const Expected<NodeRecordSet>& recs, const std::string& head, const char* what, const char* why_missing,
+               Parse parse, Compare compare) {
   Outcome o;
-  auto recs = GatherNodeRecords(cfg, a, suffix);
   if (!recs) {
     o.text = head + "cannot read the nodes' " + what + ": " + recs.status().message() + "\n";
     return o;
@@ -181,16 +177,34 @@ Outcome Across(const Config& cfg, const Allocation& a, const char* suffix, const
   return o;
 }
 
-}  // namespace
-
-RailsOutcome RailsAcross(const Config& cfg, const Allocation& a) {
-  return Across<RailsOutcome, NodeRails>(cfg, a, state::kRails, "preflight: rails: ", "rails",
-                                         "its prolog has not recorded one", ParseRailsJson, CompareRails);
+RailsOutcome RailsOf(const Expected<NodeRecordSet>& recs) {
+  return Across<RailsOutcome, NodeRails>(recs, "preflight: rails: ", "rails", "its prolog has not recorded one",
+                                         ParseRailsJson, CompareRails);
+}
+VersionsOutcome VersionsOf(const Expected<NodeRecordSet>& recs) {
+  return Across<VersionsOutcome, NodeVersions>(recs, "preflight: versions: ", "versions",
+                                               "its node checks have not run", ParseVersionsJson, CompareVersions);
 }
 
+// The comparisons' text from the records the step carried; a kind it did
+// not carry is read with its own step.
+std::string NodeComparisons(const Config& cfg, const Allocation& a, const ParsedOutput* carried) {
+  auto set = [&](const char* kind, const char* suffix) -> Expected<NodeRecordSet> {
+    if (carried != nullptr) {
+      auto it = carried->node_records.find(kind);
+      if (it != carried->node_records.end()) return it->second;
+    }
+    return GatherNodeRecords(cfg, a, suffix);
+  };
+  return RailsOf(set("rails", state::kRails)).text + VersionsOf(set("versions", state::kVersions)).text;
+}
+
+}  // namespace
+
+RailsOutcome RailsAcross(const Config& cfg, const Allocation& a) { return RailsOf(GatherNodeRecords(cfg, a, state::kRails)); }
+
 VersionsOutcome VersionsAcross(const Config& cfg, const Allocation& a) {
-  return Across<VersionsOutcome, NodeVersions>(cfg, a, state::kVersions, "preflight: versions: ", "versions",
-                                               "its node checks have not run", ParseVersionsJson, CompareVersions);
+  return VersionsOf(GatherNodeRecords(cfg, a, state::kVersions));
 }
 
 std::vector<std::string> AllocationOutcome::Excluded() const {
@@ -271,12 +285,13 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
   AllocationOutcome o;
   const int k = std::max(1, a.ranks_per_node);
   std::string head = "preflight: nccl: ";
-  auto user_step = [&](const std::vector<std::string>& nodes, const char* scope, bool pairs) {
+  auto user_step = [&](const std::vector<std::string>& nodes, const char* scope, bool pairs, bool node_records) {
     auto argv = Srun(cfg, nodes, k, true);
     auto tool = NcclArgs(cfg, a, level, scope);
     argv.insert(argv.end(), tool.begin(), tool.end());
     argv.push_back("--records");
     if (pairs) argv.push_back("--pairs");
+    if (node_records) argv.push_back("--node-records");
     return RunAs(argv, LaunchEnv(a.env, false), a.uid, a.gid, a.groups, cfg.nccl.timeout_ms);
   };
   // The straggler rule needs ring pairs, measured in the allocation's own
@@ -284,22 +299,25 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
   CheckMode mode = ModeFor(cfg.check_modes, "nccl.straggler");
   const bool with_pairs = mode != CheckMode::kOff && a.nodes.size() >= 2;
 
-  if (a.nodes.size() >= 2) o.text += RailsAcross(cfg, a).text;
-  if (a.nodes.size() >= 2) o.text += VersionsAcross(cfg, a).text;
+  // One job step when the check passes: the nodes' rails and versions
+  // records travel in it (issue 33), compared here before the figures.
+  const bool compare_nodes = a.nodes.size() >= 2;
   double t0 = MonotonicSeconds();
-  auto all = user_step(a.nodes, "allocation", with_pairs);
+  auto all = user_step(a.nodes, "allocation", with_pairs, compare_nodes);
   if (!all) {
+    if (compare_nodes) o.text += NodeComparisons(cfg, a, nullptr);
     o.text += head + "cannot start the check: " + all.status().message() + "\n";
     return o;
   }
   char took[64];
   std::snprintf(took, sizeof took, "%.1f s", MonotonicSeconds() - t0);
-  o.text += head + "all_reduce across " + std::to_string(a.nodes.size()) + " nodes x " + std::to_string(k) +
-           " ranks" + (with_pairs ? ", then ring pairs" : "") + " (" + took + ")\n";
   bool allreduce_ok = false;
   std::vector<ResultRecord> step_records;
   {
     ParsedOutput parsed = ParseOutput(all->second);
+    if (compare_nodes) o.text += NodeComparisons(cfg, a, &parsed);
+    o.text += head + "all_reduce across " + std::to_string(a.nodes.size()) + " nodes x " + std::to_string(k) +
+              " ranks" + (with_pairs ? ", then ring pairs" : "") + " (" + took + ")\n";
     o.text += Indent(parsed.display);
     for (const auto& e : parsed.errors) o.text += head + "unreadable record: " + e + "\n";
     // Rank 0's record of the allocation scope: its figures for the metrics.
@@ -361,7 +379,7 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
   if (o.drained.empty() && a.nodes.size() >= 2) {
     const size_t n = a.nodes.size();
     if (o.pairs.empty()) {
-      auto r = user_step(a.nodes, "pairs", false);
+      auto r = user_step(a.nodes, "pairs", false, false);
       if (r) {
         ParsedOutput parsed = ParseOutput(r->second);
         o.text += Indent(parsed.display);

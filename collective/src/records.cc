@@ -83,6 +83,37 @@ bool FromJson(const std::string& text, ResultRecord* r, std::string* why) {
 
 }  // namespace
 
+std::string NodeRecordLines(const std::string& kind, const std::string& node, const std::string& text) {
+  const std::string head = kNodeRecordPrefix + kind + " " + node + " ";
+  std::string out;
+  size_t b = 0;
+  while (b < text.size()) {
+    size_t e = text.find('\n', b);
+    if (e == std::string::npos) e = text.size();
+    if (text[b] == '{') out += head + text.substr(b, e - b) + "\n";
+    b = e + 1;
+  }
+  if (out.empty()) out = head + (text.rfind("-", 0) == 0 ? text.substr(0, text.find('\n')) : "- no JSON line") + "\n";
+  return out;
+}
+
+namespace {
+
+// "#node-record KIND NODE TEXT" into p; false when the line is malformed.
+bool AddNodeRecord(const std::string& body, ParsedOutput* p) {
+  size_t s1 = body.find(' ');
+  size_t s2 = s1 == std::string::npos ? s1 : body.find(' ', s1 + 1);
+  if (s2 == std::string::npos || s1 == 0 || s2 == s1 + 1 || s2 + 1 >= body.size()) return false;
+  NodeRecordSet& set = p->node_records[body.substr(0, s1)];
+  std::string node = body.substr(s1 + 1, s2 - s1 - 1), text = body.substr(s2 + 1);
+  if (text[0] == '{') set.lines.push_back(text);
+  else if (text[0] == '-') set.missing += (set.missing.empty() ? "" : ",") + node;
+  else return false;
+  return true;
+}
+
+}  // namespace
+
 ParsedOutput ParseOutput(const std::string& output) {
   ParsedOutput p;
   const std::string prefix = kRecordPrefix;
@@ -92,6 +123,12 @@ ParsedOutput ParseOutput(const std::string& output) {
     size_t end = e == std::string::npos ? output.size() : e + 1;
     std::string line = output.substr(b, end - b);
     b = end;
+    if (line.rfind(kNodeRecordPrefix, 0) == 0) {
+      std::string body = line.substr(std::string(kNodeRecordPrefix).size());
+      if (!body.empty() && body.back() == '\n') body.pop_back();
+      if (!AddNodeRecord(body, &p)) p.errors.push_back("malformed node record: " + body.substr(0, 120));
+      continue;
+    }
     if (line.rfind(prefix, 0) != 0) {
       p.display += line;
       continue;

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Allocation-wide rail consistency on the 3 emulated nodes: the prolog
-# records each node's rails; before an --nccl-check job's collective, the
-# batch step compares them and names a node whose rails differ (a rate
+# records each node's rails; an --nccl-check job's collective step carries
+# them to the batch step, which compares them and names a node whose rails differ (a rate
 # here) in the job's output; `preflight topo --compare` does it for an
 # admin; a compute rail that is down drains its node from its own prolog
 # (topo.rails), with the NIC and the GPU it serves in the reason.
@@ -20,10 +20,18 @@ trap restore EXIT
 # faults on their own with these HCAs pinned) look away.
 sed -i -e 's/^ib_rate = .*/ib_rate = 0/' -e 's/^ib_hcas = .*/ib_hcas =/' "$conf"
 
-# --- 1. same rails everywhere
+# step_creates: REQUEST_JOB_STEP_CREATE RPCs slurmctld served since the
+# last `sdiag -r` (0 when none).
+step_creates() { sdiag | awk '/REQUEST_JOB_STEP_CREATE / {sub(/.*count:/, ""); print $1 + 0; f = 1} END {if (!f) print 0}'; }
+
+# --- 1. same rails everywhere; a passing check is one job step (issue 33):
+# the rails and versions records travel in the collective step.
+sdiag -r >/dev/null
 jid=$(sbatch --parsable -N3 --nccl-check -o "$OUT/job-%j.out" --wrap 'echo script ran')
 wait_job "$jid"
 cat "$OUT/job-$jid.out"
+steps=$(step_creates)
+check "same: the check was one job step (sdiag: $steps REQUEST_JOB_STEP_CREATE)" test "$steps" = 1
 check "same: job completed" test "$(job_field "$jid" JobState)" = COMPLETED
 check "same: the output says the rails match" contains "$OUT/job-$jid.out" \
   '^preflight: rails: same rails on all 3 node\(s\): 4 rails \(4 x InfiniBand 100 Gb/sec \(4X EDR\)\), GPU map 0:mlx5_0,1:mlx5_1,2:mlx5_2,3:mlx5_3$'

@@ -10,14 +10,22 @@
 // output; nothing decides by searching the human text. A record printed by
 // a user-run step is only as trustworthy as that step (see preflight-nccl(1)
 // SECURITY): the pair verdicts are the user's own figures.
+//
+// With --node-records the allocation step also carries each node's own
+// records (collective_node_records.h), one line per record line:
+//
+//   #node-record rails n1 {"node":"n1",...}
+//   #node-record versions n2 -           (none on n2; a reason may follow)
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
 namespace preflight::collective {
 
 inline constexpr const char* kRecordPrefix = "#record ";
+inline constexpr const char* kNodeRecordPrefix = "#node-record ";
 
 struct ResultRecord {
   std::string kind;                // "allocation", "intra-node", "pair"
@@ -36,8 +44,20 @@ struct ResultRecord {
 // One "#record {...}\n" line (compact JSON, one line whatever the strings hold).
 std::string RecordLine(const ResultRecord& r);
 
+// The "#node-record" lines for one node's record of `kind` (its text: the
+// file's JSON lines, or "-" and a reason when it has none).
+std::string NodeRecordLines(const std::string& kind, const std::string& node, const std::string& text);
+
+// One kind of node record across the nodes: the JSON lines, and the nodes
+// without one ("n2,n3").
+struct NodeRecordSet {
+  std::vector<std::string> lines;
+  std::string missing;
+};
+
 struct ParsedOutput {
   std::vector<ResultRecord> records;
+  std::map<std::string, NodeRecordSet> node_records;  // by kind ("rails", "versions")
   std::string display;              // the output without its record lines
   std::vector<std::string> errors;  // record lines that did not parse (named, never skipped silently)
 };
