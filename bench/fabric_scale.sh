@@ -3,7 +3,10 @@
 # N = 3, 8 and 16 emulated nodes (tests/harness/cluster.sh, PREFLIGHT_NODES),
 # side by side in one run:
 #   - the wall time --nccl-check=quick adds to an N-node job (submit to
-#     leaving the queue, with vs without; medians of BENCH_REPS);
+#     leaving the queue, with vs without; medians of BENCH_REPS), beside
+#     its floor measured in the same run: one `srun -N N true` inside a
+#     job, plus the check's own bytes at the rates it measured (issue 33:
+#     the goal is "check adds" at most 1.5x its floor);
 #   - the prolog's wall time (the slowest node's prolog record, seconds);
 #   - slurmctld RPCs per job by type (sdiag -r before, sdiag after), with
 #     and without the check, and the difference preflight causes;
@@ -50,6 +53,31 @@ quiet_job() {
   done
   sleep 2  # the epilogs' completion messages reach slurmctld
 }
+# srun_secs N: the seconds one `srun -N N true` takes inside an N-node job.
+srun_secs() {
+  local j
+  j=$(sbatch --parsable -N"$1" -o "$dir/srun-%j.out" --wrap "s=\$(date +%s.%N); srun -N$1 true; echo \$s \$(date +%s.%N)")
+  while [ -n "$(squeue -h -j "$j" 2>/dev/null)" ]; do sleep 0.05; done
+  awk '{print $2 - $1}' "$dir/srun-$j.out"
+}
+# data_secs N JOB: the check's own bytes at the rates it measured (its
+# nccl.json): quick with nccl_max_bytes = 1M sweeps 256 KiB and 1 MiB, 2
+# warm-up + 5 timed operations each; the all-reduce moves 2(N-1)/N of
+# that per rank at its busbw, each ring-pair round 1x at the pairs' median
+# busbw, in 2 rounds for even N and 3 for odd.
+data_secs() {
+  local f=$dir/state/jobs/$2/nccl.json
+  [ -s "$f" ] || { echo 0; return; }
+  python3 - "$f" "$1" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); n = int(sys.argv[2])
+b = 7 * (256 * 1024 + 1024 * 1024)
+t = b * 2 * (n - 1) / n / r["busbw_Bps"] if r.get("busbw_Bps") else 0
+pairs = sorted(p["busbw_Bps"] for p in r.get("pairs", []) if p.get("busbw_Bps"))
+if pairs: t += (2 if n % 2 == 0 else 3) * b / pairs[len(pairs) // 2]
+print(t)
+PY
+}
 # rpcs: "TYPE COUNT" per RPC type since the last sdiag -r.
 rpcs() {
   sdiag 2>/dev/null | awk '/Remote Procedure Call statistics by message type/ {on = 1; next}
@@ -67,10 +95,11 @@ for n in "${sizes[@]}"; do
   sed -i 's/^nccl_timeout = .*/nccl_timeout = 120s/' "$conf"
 
   # 1. wall time the check adds, and the prolog's
-  plain=() checked=() prolog=()
+  plain=() checked=() prolog=() floor=()
   for ((i = 0; i < reps; i++)); do
     read -r _ t < <(job "$n" --wrap true); plain+=("$t")
     read -r j t < <(job "$n" --nccl-check=quick --wrap true); checked+=("$t")
+    floor+=("$(echo "$(srun_secs "$n") $(data_secs "$n" "$j")" | awk '{print $1 + $2}')")
     prolog+=("$(cat "$dir"/state/jobs/"$j"/n*.prolog.json 2>/dev/null | grep -o '"seconds": *[0-9.e-]*' |
       awk '{print $2}' | sort -g | tail -1)")
   done
@@ -79,7 +108,10 @@ for n in "${sizes[@]}"; do
   pr=$(printf '%s\n' "${prolog[@]}" | median)
   printf '%-4s %-26s %.2f s\n' "$n" "job, plain" "$p"
   printf '%-4s %-26s %.2f s\n' "$n" "job, --nccl-check=quick" "$c"
+  f=$(printf '%s\n' "${floor[@]}" | median)
   printf '%-4s %-26s %.2f s\n' "$n" "check adds" "$(echo "$c - $p" | awk '{print $1 - $3}')"
+  printf '%-4s %-26s %.2f s (srun -N%s true + the check'"'"'s bytes at its rates)\n' "$n" "its floor" "$f" "$n"
+  printf '%-4s %-26s %.2fx (goal <= 1.5x)\n' "$n" "check adds / floor" "$(echo "$c $p $f" | awk '{print ($1 - $2) / $3}')"
   printf '%-4s %-26s %.3f s (slowest node; MessageTimeout 10 s)\n' "$n" "prolog wall" "$pr"
 
   # 2. slurmctld RPCs per job, by type
