@@ -53,24 +53,38 @@ const std::vector<NodeRecordKind>& CarriedNodeRecords() {
 }
 
 Expected<std::string> ShareNodeRecords(Bootstrap& b, const std::string& nodes_dir) {
-  std::string out;
-  for (const auto& kind : CarriedNodeRecords()) {
-    // One reader per node; the other ranks of the node send nothing.
-    std::string mine;
-    if (b.LocalRank() == 0) {
+  // One fence for every kind: "node RS text RS text ...", RS (0x1e) being
+  // a byte no JSON line holds raw. The other ranks of a node send "".
+  constexpr char kRs = '\x1e';
+  const auto& kinds = CarriedNodeRecords();
+  std::string mine;
+  if (b.LocalRank() == 0) {
+    mine = b.Node();
+    for (const auto& kind : kinds) {
       std::string why;
       std::string text = ReadRecord(nodes_dir + "/" + b.Node() + kind.suffix, &why);
-      mine = b.Node() + "\n" + (text.empty() ? "-" + (why.empty() ? std::string() : " " + why) : text);
-    }
-    auto all = b.AllGather(std::string("node-record-") + kind.name, mine);
-    if (!all) return all.status();
-    if (b.Rank() != 0) continue;
-    for (const auto& v : *all) {
-      size_t nl = v.find('\n');
-      if (v.empty() || nl == std::string::npos) continue;
-      out += NodeRecordLines(kind.name, v.substr(0, nl), v.substr(nl + 1));
+      if (text.find(kRs) != std::string::npos) text.clear(), why = "holds a 0x1e byte";
+      if (text.empty()) text = "-" + (why.empty() ? std::string() : " " + why);
+      mine += kRs + text;
     }
   }
+  auto all = b.AllGather("node-records", mine);
+  if (!all) return all.status();
+  if (b.Rank() != 0) return std::string();
+  std::vector<std::string> lines(kinds.size());
+  for (const auto& v : *all) {
+    std::vector<std::string> f;
+    for (size_t p = 0;;) {
+      size_t e = v.find(kRs, p);
+      f.push_back(v.substr(p, e == std::string::npos ? std::string::npos : e - p));
+      if (e == std::string::npos) break;
+      p = e + 1;
+    }
+    if (f.size() != kinds.size() + 1) continue;  // a rank that is not its node's reader
+    for (size_t k = 0; k < kinds.size(); ++k) lines[k] += NodeRecordLines(kinds[k].name, f[0], f[k + 1]);
+  }
+  std::string out;
+  for (const auto& l : lines) out += l;
   return out;
 }
 

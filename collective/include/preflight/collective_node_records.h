@@ -25,7 +25,7 @@ struct NodeRecordKind {
 };
 const std::vector<NodeRecordKind>& CarriedNodeRecords();  // rails, versions
 
-// Collective: every rank calls it (one AllGather per kind). `nodes_dir` is
+// Collective: every rank calls it (one AllGather for all kinds). `nodes_dir` is
 // <state_dir>/nodes on this node; each record is read up to 64 KiB (a
 // larger one is reported missing, saying so). Returns the lines rank 0
 // prints (empty on other ranks).
