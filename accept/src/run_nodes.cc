@@ -45,7 +45,7 @@ void Stages::Nodes() {
   std::vector<std::string> f = {o_.preflight};
   f.insert(f.end(), o_.pass_args.begin(), o_.pass_args.end());
   if (!o_.node_state_dir.empty()) f.insert(f.end(), {"--set", "state_dir=" + o_.node_state_dir});
-  f.insert(f.end(), {"fleet", Join(live_)});
+  f.insert(f.end(), {"fleet", Join(live_, ",")});
   ProcessResult fl = run_(f, std::min(Left(), 60000u));
   if (fl.exit_code == 0) {
     Say("nodes: fleet versions consistent");

@@ -12,11 +12,11 @@
 
 #include "preflight/accept_report.h"
 #include "preflight/accept_run.h"
+#include "preflight/strings.h"
 
 namespace preflight::accept::run_internal {
 
 double Now();  // steady clock, seconds
-std::string Join(const std::vector<std::string>& v, const char* sep = ",");
 std::string F(const char* fmt, double v);  // printf of one double
 // argv as one shell command line, arguments quoted where needed.
 std::string Cmdline(const std::vector<std::string>& argv);
