@@ -49,6 +49,10 @@ class Stages {
 
   // run_nodes.cc
   void Nodes();
+  void Rails();
+  // `preflight` (pass_args, the node checks' state_dir) with `args`, within
+  // the stage's budget and at most 60 s.
+  ProcessResult Preflight(const std::vector<std::string>& args);
 
   // run_collective.cc
   std::vector<std::string> NcclArgs(std::vector<std::string> a);
