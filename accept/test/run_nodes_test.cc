@@ -99,5 +99,14 @@ TEST(AcceptNodes, NoRecordsAtAllSaysWhy) {
   EXPECT_TRUE(Noted(quiet, "rails: exit 2"));
 }
 
+TEST(AcceptNodes, ManyOddLinesAreBounded) {
+  std::vector<std::string> calls;
+  std::string out;
+  for (int i = 0; i < 15; ++i) out += "x" + std::to_string(i) + " differs from the other 20 node(s): mlx5_0 down\n";
+  Report r = RunWithRails(1, out, &calls);
+  EXPECT_EQ(NodesStage(r).notes.size(), 13u);
+  EXPECT_TRUE(Noted(r, "rails: 3 more lines not shown"));
+}
+
 }  // namespace
 }  // namespace preflight::accept
