@@ -51,7 +51,7 @@ const Command kCommands[] = {
     {"options", {{"options", "the job options the SPANK plugin adds"}, {}}, OptionsCmd},
     {"topo",
      {{"topo [--xml F [--fsroot D]] [--gpus L] [--nodes N] [--json]", "GPU-NIC table and a task's env"},
-      {"topo --compare FILE...", "compare nodes' rails records, name the odd node"}},
+      {"topo --compare [HOSTLIST|FILE]...", "compare nodes' rails records, name the odd node"}},
      TopoCmd},
     {"fleet", {{"fleet [HOSTLIST|FILE]...", "nodes' driver/VBIOS/InfoROM/HCA firmware/kernel records; name the odd node"}, {}},
      FleetCmd},

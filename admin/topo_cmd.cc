@@ -7,12 +7,17 @@
 #include <cstring>
 #include <optional>
 
+#include <unistd.h>
+
 #include "preflight/fileutil.h"
 #include "preflight/fsroot.h"
+#include "preflight/hostlist.h"
 #include "preflight/job.h"
 #include "preflight/log.h"
 #include "preflight/placement.h"
 #include "preflight/rails.h"
+#include "preflight/state_paths.h"
+#include "preflight/strings.h"
 #include "preflight/topo.h"
 #include "preflight/topo_load.h"
 
@@ -31,13 +36,41 @@ struct TopoCli {
   int nodes = 0;  // --nodes: the job's node count (Slingshot's NCCL_NET); 0 from SLURM_JOB_NUM_NODES
 } g_topo;
 
-// preflight topo --compare FILE...: rail records (prolog's
-// <state_dir>/nodes/<node>.rails.json, one JSON line each, gathered from the
-// nodes) compared; the odd node named. Exit 1 when they differ.
-int TopoCompare(const std::vector<std::string>& files) {
-  if (files.empty()) {
-    Log(LogLevel::kError, "topo", "--compare", "give the nodes' rails records (STATE_DIR/nodes/NODE.rails.json)");
+// preflight topo --compare [HOSTLIST|FILE]...: rail records (prolog's
+// <state_dir>/nodes/<node>.rails.json, one JSON line each) compared; the odd
+// node named. An argument with a '/' is a record file (gathered from the
+// nodes); any other a hostlist whose records are read from state_dir
+// (shared, or --set state_dir=DIR), as `preflight fleet` reads versions. A
+// node of a hostlist without a record is named ("no rails record on ...")
+// and the others are compared. Exit 1 when they differ, 2 on errors or when
+// no record was found.
+int TopoCompare(const std::vector<std::string>& args, const CommonCli& cli) {
+  if (args.empty()) {
+    Log(LogLevel::kError, "topo", "--compare", "give the nodes (HOSTLIST) or their rails records (STATE_DIR/nodes/NODE.rails.json)");
     return 2;
+  }
+  std::optional<Config> cfg;
+  std::vector<std::string> files, missing;
+  for (const auto& a : args) {
+    if (a.find('/') != std::string::npos) { files.push_back(a); continue; }
+    auto hosts = ExpandHostlist(a);
+    if (!hosts) {
+      Log(LogLevel::kError, "topo", a, hosts.status().message());
+      return 2;
+    }
+    if (!cfg) {
+      auto c = LoadCliConfig(cli, "");
+      if (!c) {
+        Log(LogLevel::kError, "topo", "site config", c.status().message());
+        return 2;
+      }
+      cfg = *c;
+    }
+    for (const auto& h : *hosts) {
+      std::string path = RailsPath(*cfg, h);
+      if (::access(path.c_str(), F_OK) == 0) files.push_back(path);
+      else missing.push_back(h);
+    }
   }
   std::vector<NodeRails> nodes;
   for (const auto& f : files) {
@@ -46,13 +79,7 @@ int TopoCompare(const std::vector<std::string>& files) {
       Log(LogLevel::kError, "topo", f, text.status().message());
       return 2;
     }
-    size_t b = 0;
-    while (b < text->size()) {
-      size_t e = text->find('\n', b);
-      if (e == std::string::npos) e = text->size();
-      std::string line = text->substr(b, e - b);
-      b = e + 1;
-      if (line.empty()) continue;
+    for (const auto& line : SplitNonEmpty(*text, '\n')) {
       auto n = ParseRailsJson(line);
       if (!n) {
         Log(LogLevel::kError, "topo", f, n.status().message());
@@ -60,6 +87,13 @@ int TopoCompare(const std::vector<std::string>& files) {
       }
       nodes.push_back(*n);
     }
+  }
+  if (!missing.empty())
+    std::printf("no rails record on %s (its prolog has not recorded one)\n", CompressHostlist(missing).c_str());
+  if (nodes.empty()) {
+    Log(LogLevel::kError, "topo", "no rails records",
+        cfg ? "under " + state::NodesDir(*cfg) + " (the prolog writes them with topo_env on)" : "in the files given");
+    return 2;
   }
   RailsComparison c = CompareRails(nodes);
   std::fputs(c.text.c_str(), stdout);
@@ -127,7 +161,7 @@ bool TopoOptionsParsed(const po::variables_map& vm) {
 // on an admin host with NICs of its own) nothing is read from this machine
 // unless --fsroot names a root to read port and netdev state from.
 int TopoCmd(const std::vector<std::string>& args, const CommonCli& cli) {
-  if (g_topo.compare) return TopoCompare(args);
+  if (g_topo.compare) return TopoCompare(args, cli);
   if (!args.empty()) {
     Log(LogLevel::kError, "topo", "unexpected argument '" + args[0] + "'", "see preflight --help");
     return 2;

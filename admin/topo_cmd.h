@@ -1,6 +1,6 @@
 // `preflight topo`: the GPU-NIC table and the environment a task would get
 // (hwloc loaded afresh, or another node's --xml), and `preflight topo
-// --compare FILE...`: the nodes' rails records compared, the odd node named.
+// --compare [HOSTLIST|FILE]...`: the nodes' rails records compared, the odd node named.
 #pragma once
 
 #include <string>

@@ -124,7 +124,8 @@ std::string BarPlot(const std::string& name, const std::string& title, const std
   const double gw = 150, H = 230, T = 15, B = 60, L = 10;
   double W = L + gw * groups.size() + 10;
   o += "<svg class=\"plot\" data-plot=\"" + HtmlEscape(name) + "\" data-points=\"" + std::to_string(points) +
-       "\" width=\"" + F("%.0f", W) + "\" height=\"" + F("%.0f", H + 10 + 16 * paths.size()) + "\" xmlns=\"http://www.w3.org/2000/svg\" role=\"img\">\n";
+       "\" width=\"" + F("%.0f", W) + "\" height=\"" + F("%.0f", H + 10 + 16 * paths.size()) + "\" viewBox=\"0 0 " +
+       F("%.0f", W) + " " + F("%.0f", H + 10 + 16 * paths.size()) + "\" xmlns=\"http://www.w3.org/2000/svg\" role=\"img\">\n";
   for (size_t g = 0; g < groups.size(); ++g) {
     double gmax = 0;
     for (double x : v[g]) gmax = std::max(gmax, x);
@@ -167,8 +168,14 @@ std::string HeadHtml(const Report& r) {
   // No resource may be fetched, even by accident (a path that looks like a URL).
   o += "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n";
   o += "<title>preflight accept: " + HtmlEscape(VerdictName(r.verdict)) + "</title>\n<style>\n"
+       // Nothing may be wider than the page: a long hostlist, path, message
+       // or command wraps anywhere, a table too wide even then scrolls in
+       // its own box, a plot shrinks.
        "body{font-family:sans-serif;margin:1.5em;color:#222;max-width:1100px}"
-       "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}"
+       ".scroll{max-width:100%;overflow-x:auto}li,p,pre{overflow-wrap:anywhere}pre{white-space:pre-wrap}"
+       "svg.plot{max-width:100%;height:auto}"
+       "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top;"
+       "overflow-wrap:anywhere}"
        "th{background:#eee}.v{padding:1px 6px;border-radius:3px;font-weight:bold;color:#fff}"
        ".pass{background:#2a7d2a}.warn{background:#c08000}.fail{background:#b22222}.skip{background:#888}"
        "svg text{font-size:11px}svg .small{font-size:9px;fill:#555}code{font-size:90%;word-break:break-all}"
@@ -177,7 +184,7 @@ std::string HeadHtml(const Report& r) {
   o += std::to_string(r.nodes.size()) + " nodes, level " + HtmlEscape(r.level) + ", job " + HtmlEscape(r.job_id) +
        ", " + HtmlEscape(r.created) + ", preflight " + HtmlEscape(r.tool_version) + "</p>\n";
   if (!r.reasons.empty()) {
-    o += "<h2>Why</h2><ul>\n";
+    o += "<h2>Findings</h2><ul>\n";
     for (const auto& why : r.reasons) o += "<li>" + HtmlEscape(why) + "</li>\n";
     o += "</ul>\n";
   }
@@ -192,16 +199,16 @@ std::string HeadHtml(const Report& r) {
 // The stages and nodes tables.
 std::string StagesHtml(const Report& r) {
   std::string o;
-  o += "<h2>Stages</h2><table><tr><th>stage</th><th>verdict</th><th>seconds</th><th>budget</th><th>notes</th></tr>\n";
+  o += "<h2>Stages</h2><div class=\"scroll\"><table><tr><th>stage</th><th>verdict</th><th>seconds</th><th>budget</th><th>notes</th></tr>\n";
   for (const auto& s : r.stages) {
     std::string notes;
     for (const auto& n : s.notes) notes += HtmlEscape(n) + "<br>";
     o += "<tr><td>" + HtmlEscape(s.name) + "</td><td>" + Badge(s.verdict) + "</td><td>" + F("%.1f", s.seconds) +
          "</td><td>" + F("%.0f", s.budget_seconds) + "</td><td>" + notes + "</td></tr>\n";
   }
-  o += "</table>\n";
+  o += "</table></div>\n";
 
-  o += "<h2>Nodes</h2><table><tr><th>node</th><th>verdict</th><th>reasons</th></tr>\n";
+  o += "<h2>Nodes</h2><div class=\"scroll\"><table><tr><th>node</th><th>verdict</th><th>reasons</th></tr>\n";
   for (const auto& n : r.node_rows) {
     std::string why;
     for (const auto& w : n.reasons) why += HtmlEscape(w) + "<br>";
@@ -209,7 +216,7 @@ std::string StagesHtml(const Report& r) {
     o += "<tr class=\"node " + std::string(VerdictName(n.verdict)) + "-row\"><td>" + HtmlEscape(n.node) + "</td><td>" +
          Badge(n.verdict) + "</td><td>" + why + "</td></tr>\n";
   }
-  o += "</table>\n";
+  o += "</table></div>\n";
   return o;
 }
 
@@ -268,7 +275,7 @@ std::string CollectivePlotsHtml(const Report& r) {
 // Collective: every curve, and the ring pairs.
 std::string CollectiveTablesHtml(const Report& r) {
   std::string o;
-  o += "<table><tr><th>nodes</th><th>busbw</th><th>backend</th><th>profile</th><th>reproduce</th></tr>\n";
+  o += "<div class=\"scroll\"><table><tr><th>nodes</th><th>busbw</th><th>backend</th><th>profile</th><th>reproduce</th></tr>\n";
   for (const auto& c : r.curves) {
     std::string prof = c.profile.empty() ? "none applies" + (c.threshold_source.empty() ? "" : " (" + c.threshold_source + ")")
                                          : c.profile + ": " + RateWords(c.profile_threshold);
@@ -278,16 +285,16 @@ std::string CollectiveTablesHtml(const Report& r) {
          "</td><td>" + HtmlEscape(c.backend) + "</td><td>" + HtmlEscape(prof) + "</td><td><code>" +
          HtmlEscape(c.reproduce) + "</code></td></tr>\n";
   }
-  o += "</table>\n";
+  o += "</table></div>\n";
   if (!r.pairs.empty()) {
-    o += "<h3>Ring pairs</h3><table><tr><th>pair</th><th>busbw</th><th>verdict</th></tr>\n";
+    o += "<h3>Ring pairs</h3><div class=\"scroll\"><table><tr><th>pair</th><th>busbw</th><th>verdict</th></tr>\n";
     for (const auto& p : r.pairs) {
       bool slow = std::find(r.stragglers.begin(), r.stragglers.end(), p.a) != r.stragglers.end() ||
                   std::find(r.stragglers.begin(), r.stragglers.end(), p.b) != r.stragglers.end();
       o += "<tr><td>" + HtmlEscape(p.a + " - " + p.b) + "</td><td>" + HtmlEscape(RateWords(p.busbw)) + "</td><td>" +
            Badge(!p.pass ? Verdict::kFail : slow ? Verdict::kWarn : Verdict::kPass) + "</td></tr>\n";
     }
-    o += "</table>\n";
+    o += "</table></div>\n";
     if (!r.straggler_text.empty()) o += "<pre>" + HtmlEscape(r.straggler_text) + "</pre>\n";
   }
   return o;
@@ -313,7 +320,7 @@ std::string StorageHtml(const Report& r) {
     vals[5].push_back(s->stat_per_s);
   }
   o += BarPlot("storage_tiers", "storage tiers side by side (one node alone)", groups, paths, vals, units);
-  o += "<table><tr><th>path</th><th>scope</th><th>node</th><th>seq write</th><th>seq read</th><th>rand 4K</th>"
+  o += "<div class=\"scroll\"><table><tr><th>path</th><th>scope</th><th>node</th><th>seq write</th><th>seq read</th><th>rand 4K</th>"
        "<th>ckpt write</th><th>create</th><th>read files</th><th>stat</th></tr>\n";
   for (const auto& s : r.storage) {
     o += "<tr><td>" + HtmlEscape(s.path) + "</td><td>" + HtmlEscape(s.scope) + "</td><td>" + HtmlEscape(s.node) + "</td>";
@@ -326,14 +333,14 @@ std::string StorageHtml(const Report& r) {
          F("%.0f", s.create_per_s) + "/s</td><td>" + F("%.0f", s.read_files_per_s) + "/s</td><td>" +
          F("%.0f", s.stat_per_s) + "/s</td></tr>\n";
   }
-  o += "</table>\n";
+  o += "</table></div>\n";
   return o;
 }
 
 // Every figure with its verdict, threshold and command.
 std::string FiguresHtml(const Report& r) {
   std::string o;
-  o += "<h2>Every figure</h2><table><tr><th>stage</th><th>figure</th><th>where</th><th>verdict</th><th>reason</th>"
+  o += "<h2>Every figure</h2><div class=\"scroll\"><table><tr><th>stage</th><th>figure</th><th>where</th><th>verdict</th><th>reason</th>"
        "<th>threshold</th><th>reproduce</th></tr>\n";
   for (const auto& f : r.figures) {
     std::string where = f.node + (f.node.empty() || f.path.empty() ? "" : " ") + f.path;
@@ -344,7 +351,7 @@ std::string FiguresHtml(const Report& r) {
          "</td><td>" + Badge(f.verdict) + "</td><td>" + HtmlEscape(f.reason) + "</td><td>" + HtmlEscape(th) +
          "</td><td><code>" + HtmlEscape(f.reproduce) + "</code></td></tr>\n";
   }
-  o += "</table>\n</body></html>\n";
+  o += "</table></div>\n</body></html>\n";
   return o;
 }
 

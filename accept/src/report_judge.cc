@@ -7,6 +7,7 @@
 #include <map>
 
 #include "preflight/accept_report.h"
+#include "preflight/hostlist.h"
 #include "preflight/straggler.h"
 #include "report_fmt.h"
 
@@ -79,14 +80,18 @@ void JudgeCurves(Report* r) {
     if (!c.error.empty()) {
       f.verdict = Verdict::kFail;
       f.reason = label + ": " + c.error;
+      f.rule = f.reason;
     } else if (wrong) {
       f.verdict = Verdict::kFail;
       f.reason = label + ": " + std::to_string(wrong) + " wrong elements (first at " + SizeWords(wrong_at) +
                  "): data corrupted, whatever the bandwidth";
+      f.rule = label + ": wrong elements: data corrupted, whatever the bandwidth";
     } else if (c.profile_threshold > 0 && f.value < c.profile_threshold) {
       f.verdict = Verdict::kFail;
       f.reason = label + ": busbw " + RateWords(f.value) + " < " + RateWords(c.profile_threshold) + " (" +
                  c.threshold_source + ")";
+      f.rule = label + ": busbw below " + RateWords(c.profile_threshold) + " (" + c.threshold_source + ")";
+      f.ranged = true;
     } else {
       f.verdict = Verdict::kPass;
       f.reason = label + ": busbw " + RateWords(f.value) + ", data verified";
@@ -180,6 +185,8 @@ void JudgeStragglers(Report* r) {
       f.verdict = Verdict::kFail;
       f.reason = "straggler " + s.node + ": " + s.basis + " busbw " + RateWords(s.figure) + " < " + Fmt("%.2f", s.fraction) +
                  " x median " + RateWords(s.median);
+      f.rule = "straggler: " + s.basis + " busbw below " + Fmt("%.2f", s.fraction) + " x median " + RateWords(s.median);
+      f.ranged = true;
       f.reproduce = "srun --mpi=pmix -N" + std::to_string(r->nodes.size()) + " --ntasks-per-node=1 preflight-nccl --scope pairs --records";
       Blame(r, s.node, Verdict::kFail, f.reason);
       r->figures.push_back(f);
@@ -238,6 +245,7 @@ void JudgeStorage(Report* r) {
   for (const auto& s : r->storage) one_node_paths += s.scope == "one node" && s.error.empty();
   for (const auto& s : r->storage) {
     std::string where = s.path + " (" + s.scope + (s.node.empty() ? "" : ", " + s.node) + ")";
+    std::string all = s.path + " (" + s.scope + ")";  // the words of a rule: every node's
     if (!s.error.empty()) {
       Figure f;
       f.stage = "storage";
@@ -247,6 +255,7 @@ void JudgeStorage(Report* r) {
       f.unit = "B/s";
       f.verdict = Verdict::kFail;
       f.reason = where + ": " + s.error;
+      f.rule = all + ": " + s.error;
       r->figures.push_back(f);
       StageVerdict(r, "storage", Verdict::kFail);
       continue;
@@ -273,6 +282,8 @@ void JudgeStorage(Report* r) {
         if (per_node_value < th) {
           f.verdict = Verdict::kFail;
           f.reason = where + ": " + m.name + " " + ValueWords(per_node_value, m.unit) + " per node < " + ValueWords(th, m.unit);
+          f.rule = all + ": " + m.name + " below " + ValueWords(th, m.unit) + " per node";
+          f.ranged = true;
         }
       } else {
         f.threshold_source = "none set";
@@ -283,6 +294,9 @@ void JudgeStorage(Report* r) {
         f.reference = best[m.name];
         f.reason = where + ": " + m.name + " " + ValueWords(f.value, m.unit) + " < " + Fmt("%.2f", t.storage_fraction) +
                    " x the best path's " + ValueWords(best[m.name], m.unit);
+        f.rule = all + ": " + m.name + " below " + Fmt("%.2f", t.storage_fraction) + " x the best path's " +
+                 ValueWords(best[m.name], m.unit);
+        f.ranged = true;
       }
       if (f.reason.empty()) f.reason = where + ": " + m.name + " " + ValueWords(f.value, m.unit);
       // A node is blamed only for being slow against the other nodes on the
@@ -293,7 +307,14 @@ void JudgeStorage(Report* r) {
           std::string why = where + ": " + m.name + " " + ValueWords(f.value, m.unit) + " < " +
                             Fmt("%.2f", t.storage_fraction) + " x the nodes' median " + ValueWords(med, m.unit);
           Blame(r, s.node, Verdict::kWarn, why);
-          if (f.verdict == Verdict::kPass) { f.verdict = Verdict::kWarn; f.reason = why; f.reference = med; }
+          if (f.verdict == Verdict::kPass) {
+            f.verdict = Verdict::kWarn;
+            f.reason = why;
+            f.reference = med;
+            f.rule = all + ": " + m.name + " below " + Fmt("%.2f", t.storage_fraction) + " x the nodes' median " +
+                     ValueWords(med, m.unit);
+            f.ranged = true;
+          }
         }
       }
       StageVerdict(r, "storage", f.verdict);
@@ -311,11 +332,62 @@ void JudgeNodes(Report* r) {
     f.unit = "ratio";
     f.verdict = why.empty() ? Verdict::kPass : Verdict::kFail;
     f.reason = why.empty() ? "node checks passed" : why;
+    if (!why.empty()) f.rule = "node checks: " + why;
     f.reproduce = "srun -N1 -w " + node + " preflight-prolog --level " + r->level + " --set set_drain_reason=no";
     if (!why.empty()) Blame(r, node, Verdict::kFail, "node checks: " + why);
     r->figures.push_back(f);
     StageVerdict(r, "nodes", f.verdict);
   }
+}
+
+// The figures that broke one rule on one path, and the nodes they belong to.
+struct Group {
+  Verdict verdict;
+  std::string rule;
+  std::vector<const Figure*> figures;
+};
+
+// One finding's words: a figure's own reason when it stands alone, else the
+// rule on the nodes as one hostlist, with the range of their figures.
+std::string FindingText(const Group& g) {
+  const Figure& first = *g.figures.front();
+  if (g.figures.size() == 1) return first.reason;
+  std::vector<std::string> nodes;
+  double lo = first.value, hi = first.value;
+  for (const Figure* f : g.figures) {
+    nodes.push_back(f->node);
+    lo = std::min(lo, f->value);
+    hi = std::max(hi, f->value);
+  }
+  std::string text = g.rule + " on " + CompressHostlist(nodes);
+  if (first.ranged)
+    text += ": " + ValueWords(lo, first.unit) + (hi > lo ? " to " + ValueWords(hi, first.unit) : std::string());
+  return text;
+}
+
+// Every fail, then every warn, one line per finding (accept_report.h:
+// Report::reasons), in the order the figures first broke them.
+std::vector<std::string> Findings(const Report& r) {
+  std::vector<Group> groups;
+  for (Verdict v : {Verdict::kFail, Verdict::kWarn})
+    for (const auto& f : r.figures) {
+      if (f.verdict != v) continue;
+      Group* g = nullptr;
+      if (!f.node.empty() && !f.rule.empty())
+        for (auto& x : groups)
+          if (x.verdict == v && x.rule == f.rule && x.figures.front()->stage == f.stage) g = &x;
+      if (!g) g = &groups.emplace_back(Group{v, f.node.empty() ? "" : f.rule, {}});
+      g->figures.push_back(&f);
+    }
+  std::vector<std::string> out;
+  for (const auto& g : groups) out.push_back(std::string(VerdictName(g.verdict)) + ": " + FindingText(g));
+  // Lost nodes: one line per way of being lost.
+  std::map<std::string, std::vector<std::string>> lost;
+  for (const auto& [node, what] : r.lost_nodes) lost[what].push_back(node);
+  for (const auto& [what, nodes] : lost)
+    out.push_back("fail: " + (nodes.size() == 1 ? nodes[0] + " lost mid-run: " + what
+                                                : "lost mid-run " + what + " on " + CompressHostlist(nodes)));
+  return out;
 }
 
 }  // namespace
@@ -335,10 +407,7 @@ void Judge(Report* r) {
   r->verdict = Verdict::kSkip;
   for (const auto& s : r->stages) r->verdict = Worse(r->verdict, s.verdict);
   for (const auto& row : r->node_rows) r->verdict = Worse(r->verdict, row.verdict);
-  for (Verdict v : {Verdict::kFail, Verdict::kWarn})
-    for (const auto& f : r->figures)
-      if (f.verdict == v) r->reasons.push_back(std::string(VerdictName(v)) + ": " + f.reason);
-  for (const auto& [node, what] : r->lost_nodes) r->reasons.push_back("fail: " + node + " lost mid-run: " + what);
+  r->reasons = Findings(*r);
 }
 
 }  // namespace preflight::accept

@@ -1,5 +1,6 @@
 // The acceptance run's nodes stage (run_stages.h): the node checks on every
-// node at once, then the fleet comparison of their versions.
+// node at once, then the comparisons across the nodes of their versions
+// (preflight fleet) and of their rails (preflight topo --compare).
 #include <algorithm>
 #include <cstdlib>
 #include <set>
@@ -41,18 +42,44 @@ void Stages::Nodes() {
       if (!r_->lost_nodes.count(n))
         r_->node_checks[n] = "no result from the node checks (" + (p.timed_out ? std::string("timed out") : LastLine(p.output)) + ")";
   }
+  // The comparisons read the records the node checks just wrote, from the
+  // same state_dir (node_state_dir, shared under --out, or the site's).
+  // What they find is a note: the other stages go on.
   if (!Budget("the fleet comparison")) return;
-  std::vector<std::string> f = {o_.preflight};
-  f.insert(f.end(), o_.pass_args.begin(), o_.pass_args.end());
-  if (!o_.node_state_dir.empty()) f.insert(f.end(), {"--set", "state_dir=" + o_.node_state_dir});
-  f.insert(f.end(), {"fleet", Join(live_)});
-  ProcessResult fl = run_(f, std::min(Left(), 60000u));
+  ProcessResult fl = Preflight({"fleet", Join(live_, ",")});
   if (fl.exit_code == 0) {
     Say("nodes: fleet versions consistent");
   } else {
     std::string text = LastLine(fl.output);
     Note("fleet: " + (text.empty() ? "exit " + std::to_string(fl.exit_code) : text));
   }
+  if (live_.size() >= 2 && Budget("the rails comparison")) Rails();
+}
+
+void Stages::Rails() {
+  // preflight topo --compare: the same comparison (rails.h: CompareRails)
+  // the --nccl-check step prints; exit 0 same, 1 a node differs, 2 no
+  // record to compare. Every line it prints is a finding: the odd node and
+  // what differs, the nodes without a record, or why none was compared.
+  ProcessResult rl = Preflight({"topo", "--compare", Join(live_, ",")});
+  std::vector<std::string> lines;
+  for (const auto& l : SplitNonEmpty(rl.output, '\n'))
+    if (rl.exit_code != 0 || l.rfind("no rails record", 0) == 0) lines.push_back(l);
+  if (rl.exit_code != 0 && lines.empty()) lines.push_back("exit " + std::to_string(rl.exit_code));
+  // Bounded: a fabric where every node differs is one finding, not N lines
+  // (and the records go with node_state_dir when the run ends).
+  constexpr size_t kShown = 12;
+  for (size_t i = 0; i < lines.size() && i < kShown; ++i) Note("rails: " + lines[i]);
+  if (lines.size() > kShown) Note("rails: " + std::to_string(lines.size() - kShown) + " more lines not shown");
+  if (rl.exit_code == 0) Say(lines.empty() ? "nodes: rails the same on every node" : "nodes: rails the same on the nodes with a record");
+}
+
+ProcessResult Stages::Preflight(const std::vector<std::string>& args) {
+  std::vector<std::string> a = {o_.preflight};
+  a.insert(a.end(), o_.pass_args.begin(), o_.pass_args.end());
+  if (!o_.node_state_dir.empty()) a.insert(a.end(), {"--set", "state_dir=" + o_.node_state_dir});
+  a.insert(a.end(), args.begin(), args.end());
+  return run_(a, std::min(Left(), 60000u));
 }
 
 }  // namespace preflight::accept::run_internal

@@ -13,12 +13,6 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-std::string Join(const std::vector<std::string>& v, const char* sep) {
-  std::string o;
-  for (const auto& s : v) o += (o.empty() ? "" : sep) + s;
-  return o;
-}
-
 std::string F(const char* fmt, double v) {
   char b[64];
   std::snprintf(b, sizeof b, fmt, v);
@@ -113,7 +107,7 @@ bool Stages::Budget(const std::string& what) {
 }
 
 std::vector<std::string> Stages::Srun(const std::vector<std::string>& nodes, bool pmix, int per_node, bool label) {
-  std::vector<std::string> a = {o_.srun, "--nodes=" + std::to_string(nodes.size()), "--nodelist=" + Join(nodes),
+  std::vector<std::string> a = {o_.srun, "--nodes=" + std::to_string(nodes.size()), "--nodelist=" + Join(nodes, ","),
                                 "--ntasks-per-node=" + std::to_string(per_node),
                                 "--ntasks=" + std::to_string(per_node * static_cast<int>(nodes.size())),
                                 "--kill-on-bad-exit=0"};
@@ -123,7 +117,7 @@ std::vector<std::string> Stages::Srun(const std::vector<std::string>& nodes, boo
 }
 
 void Stages::FindLost(const std::vector<std::string>& nodes, const std::string& step) {
-  ProcessResult p = run_({o_.sinfo, "--noheader", "--Node", "--nodes=" + Join(nodes), "--format=%N %T"}, 15000);
+  ProcessResult p = run_({o_.sinfo, "--noheader", "--Node", "--nodes=" + Join(nodes, ","), "--format=%N %T"}, 15000);
   if (p.exit_code != 0) return;
   size_t pos = 0;
   while (pos < p.output.size()) {

@@ -12,11 +12,11 @@
 
 #include "preflight/accept_report.h"
 #include "preflight/accept_run.h"
+#include "preflight/strings.h"
 
 namespace preflight::accept::run_internal {
 
 double Now();  // steady clock, seconds
-std::string Join(const std::vector<std::string>& v, const char* sep = ",");
 std::string F(const char* fmt, double v);  // printf of one double
 // argv as one shell command line, arguments quoted where needed.
 std::string Cmdline(const std::vector<std::string>& argv);
@@ -49,6 +49,10 @@ class Stages {
 
   // run_nodes.cc
   void Nodes();
+  void Rails();
+  // `preflight` (pass_args, the node checks' state_dir) with `args`, within
+  // the stage's budget and at most 60 s.
+  ProcessResult Preflight(const std::vector<std::string>& args);
 
   // run_collective.cc
   std::vector<std::string> NcclArgs(std::vector<std::string> a);

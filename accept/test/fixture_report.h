@@ -3,6 +3,7 @@
 // names and paths holding markup (they must come out escaped).
 #pragma once
 
+#include <cstdio>
 #include <string>
 
 #include "preflight/accept_report.h"
@@ -73,6 +74,41 @@ inline Report FixtureReport(bool fast, const std::string& odd_path = "/scratch/<
   r.storage.push_back(MakeStorage("/fast", "one node", "n1", 600e6));
   r.storage.push_back(MakeStorage(second, "one node", "n1", fast ? 590e6 : 20e6));
   r.storage.push_back(MakeStorage(odd_path, "one node", "n1", 550e6));
+  return r;
+}
+
+// Wide: 200 nodes with long names, every third failing its node checks with
+// one long unbroken message, every other one below a storage threshold (a
+// long hostlist in the finding), a long path and long notes: what must still
+// fit the page (tests/golden/accept_html.sh).
+inline Report WideReport() {
+  Report r = FixtureReport(true);
+  r.nodes.clear();
+  r.node_checks.clear();
+  r.curves.clear();
+  r.pairs.clear();
+  r.storage.clear();
+  char name[64];
+  for (int i = 1; i <= 200; ++i) {
+    std::snprintf(name, sizeof name, "gpu-node-rack%02d-slot%04d", i / 20, i);
+    r.nodes.push_back(name);
+  }
+  const std::string path = "/lustre/project-with-a-long-name/acceptance/" + std::string(120, 'd') + "/scratch";
+  r.storage_paths = {path};
+  std::string unbroken = "exit 1: gpu.pcie: /sys/bus/pci/devices/0000:17:00.0/" + std::string(160, 'p') + "/current_link_width=x8";
+  r.stages[0].notes.push_back("rails: " + r.nodes[3] + " differs from the other 199 node(s): " + std::string(150, 'r'));
+  r.notes.push_back("--out holds other files: left alone; the report is in " + path + "/preflight-accept-" + std::string(80, 't'));
+  for (size_t i = 0; i < r.nodes.size(); ++i) {
+    const std::string& n = r.nodes[i];
+    r.node_checks[n] = i % 3 == 0 ? unbroken : "";
+    r.curves.push_back(MakeCurve(1, 900e6, {n}));
+    r.pairs.push_back({n, r.nodes[(i + 1) % r.nodes.size()], 100e6, 0, true, "ok"});
+    r.storage.push_back(MakeStorage(path, "all nodes", n, i % 2 ? 5e6 : 50e6));
+  }
+  for (int k : {2, 4, 8, 16, 32, 64, 128, 200})
+    r.curves.push_back(MakeCurve(k, 100e6, {r.nodes.begin(), r.nodes.begin() + k}));
+  r.curves.back().reproduce = "srun --mpi=pmix -N200 --nodelist=" + std::string(600, 'n') + " preflight-nccl --json";
+  r.thresholds.seq_write = 10e6;
   return r;
 }
 

@@ -1,8 +1,12 @@
 #include "preflight/hostlist.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <cstdio>
+#include <map>
+#include <set>
+#include <tuple>
 
 namespace preflight {
 namespace {
@@ -160,6 +164,75 @@ Expected<std::vector<std::string>> ExpandHostlist(const std::string& s) {
     Status v = ValidNodeName(name);
     if (!v.ok()) return Status::InvalidArgument("hostlist '" + Printable(s) + "': " + v.message());
   }
+  return out;
+}
+
+namespace {
+
+// A name split at its last run of digits: prefix, number, suffix.
+struct Numbered {
+  std::string prefix, suffix;
+  std::string digits;  // "" when the name has none (or too many to count)
+};
+
+Numbered SplitNumber(const std::string& name) {
+  size_t end = name.find_last_of("0123456789");
+  if (end == std::string::npos) return {name, "", ""};
+  size_t begin = name.find_last_not_of("0123456789", end);
+  begin = begin == std::string::npos ? 0 : begin + 1;
+  std::string digits = name.substr(begin, end + 1 - begin);
+  if (digits.size() > 18) return {name, "", ""};
+  return {name.substr(0, begin), name.substr(end + 1), digits};
+}
+
+// "1-3,7" (each number padded to `width`, 0: none) from sorted numbers.
+std::string Ranges(const std::set<uint64_t>& numbers, size_t width) {
+  auto text = [width](uint64_t n) {
+    std::string s = std::to_string(n);
+    return s.size() < width ? std::string(width - s.size(), '0') + s : s;
+  };
+  std::string out;
+  for (auto it = numbers.begin(); it != numbers.end();) {
+    uint64_t lo = *it, hi = lo;
+    for (++it; it != numbers.end() && *it == hi + 1; ++it) hi = *it;
+    out += (out.empty() ? "" : ",") + text(lo) + (hi == lo ? "" : "-" + text(hi));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string CompressHostlist(const std::vector<std::string>& names) {
+  // (prefix, suffix, width) -> numbers. A zero-padded number ("08") fixes
+  // its group's width; an unpadded one of that width ("10") joins it, since
+  // ExpandHostlist pads every number of a range to its first's width.
+  using Key = std::tuple<std::string, std::string, size_t>;
+  std::vector<Numbered> split;
+  std::set<Key> padded;
+  std::set<std::string> plain;
+  for (const auto& n : names) {
+    Numbered s = SplitNumber(n);
+    if (s.digits.empty()) { plain.insert(n); continue; }
+    if (s.digits.size() > 1 && s.digits[0] == '0') padded.insert({s.prefix, s.suffix, s.digits.size()});
+    split.push_back(s);
+  }
+  std::map<Key, std::set<uint64_t>> groups;
+  for (const auto& s : split) {
+    Key k{s.prefix, s.suffix, s.digits.size()};
+    if (!padded.count(k)) std::get<2>(k) = 0;
+    groups[k].insert(std::stoull(s.digits));
+  }
+  std::vector<std::pair<std::string, std::string>> items;  // (sort key, text)
+  for (const auto& p : plain) items.push_back({p, p});
+  for (const auto& [k, numbers] : groups) {
+    const auto& [prefix, suffix, width] = k;
+    std::string r = Ranges(numbers, width);
+    bool one = numbers.size() == 1;
+    items.push_back({prefix + suffix, prefix + (one ? r : "[" + r + "]") + suffix});
+  }
+  std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : ",") + i.second;
   return out;
 }
 

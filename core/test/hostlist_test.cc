@@ -2,6 +2,8 @@
 // name that becomes a path component are held to (issue #19).
 #include "preflight/hostlist.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 namespace preflight {
@@ -57,6 +59,29 @@ TEST(Hostlist, NamesMustBeNodeNames) {
   ASSERT_FALSE(up.ok());
   EXPECT_NE(up.status().message().find("node name '../../x'"), std::string::npos) << up.status().message();
   EXPECT_FALSE(ExpandHostlist("n[1-2]/x").ok());
+}
+
+TEST(Hostlist, CompressesToWhatExpandsBack) {
+  EXPECT_EQ(CompressHostlist({}), "");
+  EXPECT_EQ(CompressHostlist({"n3", "n1", "n2", "n7", "n2"}), "n[1-3,7]");
+  EXPECT_EQ(CompressHostlist({"n5"}), "n5");
+  EXPECT_EQ(CompressHostlist({"n9", "n10", "n8"}), "n[8-10]");
+  EXPECT_EQ(CompressHostlist({"gpu10", "gpu08", "gpu09", "gpu12"}), "gpu[08-10,12]");
+  EXPECT_EQ(CompressHostlist({"login", "n2", "n1", "gpu01"}), "gpu01,login,n[1-2]");
+  EXPECT_EQ(CompressHostlist({"r1n1-ib", "r1n2-ib", "r2n1-ib"}), "r1n[1-2]-ib,r2n1-ib");
+  // Padded and unpadded numbers of other widths stay apart.
+  EXPECT_EQ(CompressHostlist({"n01", "n1", "n2"}), "n[1-2],n01");
+  std::vector<std::string> many;
+  for (int i = 1; i <= 300; ++i)
+    if (i % 7 != 0) many.push_back("node" + std::string(i < 10 ? "00" : i < 100 ? "0" : "") + std::to_string(i));
+  many.push_back("head");
+  std::string text = CompressHostlist(many);
+  auto back = ExpandHostlist(text);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  std::sort(many.begin(), many.end());
+  std::vector<std::string> sorted = *back;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, many) << text;
 }
 
 TEST(NodeName, SlurmCharsetAndLength) {

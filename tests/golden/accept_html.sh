@@ -5,8 +5,13 @@
 # Passes when the page logs no console message (a CSP violation, a blocked
 # fetch, a script error all log one), every plot (svg[data-plot]) holds as
 # many points (.pt) as it states and at least one, no <script> element made
-# it into the DOM, and the slow node and path are named. The screenshot stays
-# in the build tree: BUILD/tests/accept_html/report.png.
+# it into the DOM, and the slow node and path are named. Then the wide
+# fixture (200 long node names, long unbroken messages, a long hostlist in a
+# finding) must fit an 800-pixel window: a copy of its page with a script
+# added (the report's own CSP forbids one) records the root element's
+# scrollWidth and clientWidth, and the first may not exceed the second. The
+# screenshots stay in the build tree: BUILD/tests/accept_html/report.png,
+# wide/report.png.
 #   accept_html.sh BUILD_DIR
 set -euo pipefail
 build=$1
@@ -72,5 +77,31 @@ for needle in ("straggler", "n5", "/slow", "the curve broke between 4 and 8 node
         print("FAIL: the page does not say:", needle); ok = False
 sys.exit(0 if ok else 1)
 PY
-[ $fail = 0 ] && echo "accept html ok: no console message, every plot has its points; screenshot $out/report.png"
+# The wide page: no horizontal overflow, and its findings grouped.
+mkdir -p "$out/wide"
+"$build/accept/accept_render_fixture" "$out/wide" wide
+grep -v 'Content-Security-Policy' "$out/wide/report.html" |
+  sed 's|</body></html>|<script>var e=document.documentElement;document.body.setAttribute("data-width",e.scrollWidth+" "+e.clientWidth)</script></body></html>|' \
+  >"$out/wide/measure.html"
+run_browser --window-size=800,1000 --dump-dom "file://$out/wide/measure.html" >"$out/wide/dom.html" 2>"$out/wide/console.log"
+run_browser --window-size=800,3000 --screenshot="$out/wide/report.png" "file://$out/wide/report.html" >/dev/null 2>>"$out/wide/console.log"
+python3 - "$out/wide/dom.html" <<'PY' || fail=1
+import re, sys
+dom = open(sys.argv[1], encoding="utf-8").read()
+m = re.search(r'data-width="(\d+) (\d+)"', dom)
+if not m:
+    print("FAIL: the wide page was not measured"); sys.exit(1)
+scroll, client = int(m.group(1)), int(m.group(2))
+ok = True
+if scroll > client:
+    print(f"FAIL: the wide page overflows: scrollWidth {scroll} > clientWidth {client}"); ok = False
+else:
+    print(f"wide page: scrollWidth {scroll} <= clientWidth {client}")
+# One line per finding: the 100 slow nodes of the path are one <li>.
+finding = re.findall(r"<li>fail: [^<]*seq_write below [^<]* per node on gpu-node-rack[^<]*</li>", dom)
+if len(finding) != 1:
+    print("FAIL: expected one grouped seq_write finding, got", len(finding)); ok = False
+sys.exit(0 if ok else 1)
+PY
+[ $fail = 0 ] && echo "accept html ok: no console message, every plot has its points, the wide page fits; screenshots $out/report.png, $out/wide/report.png"
 exit $fail

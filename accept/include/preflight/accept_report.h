@@ -35,6 +35,12 @@ struct Figure {
   Verdict verdict = Verdict::kSkip;
   std::string reason;            // in words
   std::string reproduce;         // a command line
+  // What a node's figure broke, in the same words for every node that broke
+  // it ("/p (all nodes): seq_write below 10 MB/s per node"); "" when it
+  // passed or belongs to the allocation. Figures that share a rule are one
+  // finding (Report::reasons). Not in report.json: the reason is.
+  std::string rule;
+  bool ranged = false;           // the rule compares `value`: the finding gives the nodes' range
 };
 
 // Collective: one all-reduce sweep at one node count (1 = intra-node).
@@ -146,7 +152,12 @@ struct Report {
   std::string straggler_text;
   std::string scaling_text;       // which step of the curve broke, or that it held
   Verdict verdict = Verdict::kSkip;
-  std::vector<std::string> reasons;  // the overall verdict's reasons, worst first
+  // The overall verdict's reasons, worst first, one line per finding: the
+  // nodes that broke the same rule on the same path as one hostlist, with
+  // the range of their figures ("fail: /p (all nodes): seq_write below
+  // 10 MB/s per node on n[1-8]: 1.30 MB/s to 7.20 MB/s"); a finding of one
+  // node is its figure's reason.
+  std::vector<std::string> reasons;
 };
 
 // The figures, node rows and verdicts from the measurements (idempotent).
