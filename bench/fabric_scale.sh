@@ -58,7 +58,7 @@ srun_secs() {
   local j
   j=$(sbatch --parsable -N"$1" -o "$dir/srun-%j.out" --wrap "s=\$(date +%s.%N); srun -N$1 true; echo \$s \$(date +%s.%N)")
   while [ -n "$(squeue -h -j "$j" 2>/dev/null)" ]; do sleep 0.05; done
-  awk '{print $2 - $1}' "$dir/srun-$j.out"
+  awk '/^[0-9.]+ [0-9.]+$/ {print $2 - $1}' "$dir/srun-$j.out"  # the job's output also holds the prolog's line
 }
 # data_secs N JOB: the check's own bytes at the rates it measured (its
 # nccl.json): quick with nccl_max_bytes = 1M sweeps 256 KiB and 1 MiB, 2
