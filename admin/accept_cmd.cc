@@ -171,7 +171,7 @@ int WriteReport(accept::Report& r, const std::string& dir) {
   if (wj.ok() && wh.ok()) std::printf("report: %s/report.json, %s/report.html\n", dir.c_str(), dir.c_str());
   std::fflush(stdout);
   if (!wj.ok() || !wh.ok()) return 2;
-  return r.verdict == accept::Verdict::kFail ? 1 : 0;
+  return r.verdict == Verdict::kFail ? 1 : 0;
 }
 
 }  // namespace

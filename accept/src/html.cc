@@ -158,7 +158,7 @@ std::string BarPlot(const std::string& name, const std::string& title, const std
 }
 
 std::string Badge(Verdict v) {
-  return std::string("<span class=\"v ") + VerdictName(v) + "\">" + VerdictName(v) + "</span>";
+  return std::string("<span class=\"v ") + ReportWord(v) + "\">" + ReportWord(v) + "</span>";
 }
 
 // The page head (style sheet included), the verdict, why, the notes.
@@ -167,7 +167,7 @@ std::string HeadHtml(const Report& r) {
   o += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
   // No resource may be fetched, even by accident (a path that looks like a URL).
   o += "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n";
-  o += "<title>preflight accept: " + HtmlEscape(VerdictName(r.verdict)) + "</title>\n<style>\n"
+  o += "<title>preflight accept: " + HtmlEscape(ReportWord(r.verdict)) + "</title>\n<style>\n"
        // Nothing may be wider than the page: a long hostlist, path, message
        // or command wraps anywhere, a table too wide even then scrolls in
        // its own box, a plot shrinks.
@@ -213,7 +213,7 @@ std::string StagesHtml(const Report& r) {
     std::string why;
     for (const auto& w : n.reasons) why += HtmlEscape(w) + "<br>";
     if (why.empty()) why = "all figures within bounds";
-    o += "<tr class=\"node " + std::string(VerdictName(n.verdict)) + "-row\"><td>" + HtmlEscape(n.node) + "</td><td>" +
+    o += "<tr class=\"node " + std::string(ReportWord(n.verdict)) + "-row\"><td>" + HtmlEscape(n.node) + "</td><td>" +
          Badge(n.verdict) + "</td><td>" + why + "</td></tr>\n";
   }
   o += "</table></div>\n";

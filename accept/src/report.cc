@@ -14,15 +14,7 @@
 
 namespace preflight::accept {
 
-const char* VerdictName(Verdict v) {
-  switch (v) {
-    case Verdict::kPass: return "pass";
-    case Verdict::kWarn: return "warn";
-    case Verdict::kFail: return "fail";
-    case Verdict::kSkip: return "skip";
-  }
-  return "skip";
-}
+const char* ReportWord(Verdict v) { return v == Verdict::kSkip ? "skip" : VerdictName(v); }
 
 namespace {
 
@@ -111,10 +103,10 @@ Status CheckThresholds(const Thresholds& t) {
 }
 
 std::string SummaryText(const Report& r) {
-  std::string o = "preflight accept: " + std::string(VerdictName(r.verdict)) + " (" + std::to_string(r.nodes.size()) +
+  std::string o = "preflight accept: " + std::string(ReportWord(r.verdict)) + " (" + std::to_string(r.nodes.size()) +
                   " nodes, level " + r.level + ")\n";
   for (const auto& s : r.stages) {
-    o += "  " + s.name + ": " + VerdictName(s.verdict) + " in " + Fmt("%.1f", s.seconds) + " s (budget " +
+    o += "  " + s.name + ": " + ReportWord(s.verdict) + " in " + Fmt("%.1f", s.seconds) + " s (budget " +
          Fmt("%.0f", s.budget_seconds) + " s)\n";
     for (const auto& n : s.notes) o += "    " + n + "\n";
   }

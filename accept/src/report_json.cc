@@ -24,7 +24,7 @@ std::string ReportJson(const Report& r) {
   w.Field("created", r.created);
   w.Field("job_id", r.job_id);
   w.Field("level", r.level);
-  w.Field("verdict", VerdictName(r.verdict));
+  w.Field("verdict", ReportWord(r.verdict));
   WriteStrings(w, "reasons", r.reasons);
   WriteStrings(w, "notes", r.notes);
   WriteStrings(w, "nodes", r.nodes);
@@ -39,7 +39,7 @@ std::string ReportJson(const Report& r) {
   w.EndObject();
   w.Key("stages").BeginArray();
   for (const auto& s : r.stages) {
-    w.BeginObject().Field("name", s.name).Field("verdict", VerdictName(s.verdict)).Field("seconds", s.seconds);
+    w.BeginObject().Field("name", s.name).Field("verdict", ReportWord(s.verdict)).Field("seconds", s.seconds);
     w.Field("budget_seconds", s.budget_seconds);
     WriteStrings(w, "notes", s.notes);
     w.EndObject();
@@ -83,7 +83,7 @@ std::string ReportJson(const Report& r) {
   w.EndArray();
   w.Key("node_rows").BeginArray();
   for (const auto& n : r.node_rows) {
-    w.BeginObject().Field("node", n.node).Field("verdict", VerdictName(n.verdict));
+    w.BeginObject().Field("node", n.node).Field("verdict", ReportWord(n.verdict));
     WriteStrings(w, "reasons", n.reasons);
     w.EndObject();
   }
@@ -93,7 +93,7 @@ std::string ReportJson(const Report& r) {
     w.BeginObject().Field("stage", f.stage).Field("name", f.name).Field("node", f.node).Field("path", f.path);
     w.Field("unit", f.unit).Field("value", f.value).Field("threshold", f.threshold);
     w.Field("threshold_source", f.threshold_source).Field("reference", f.reference);
-    w.Field("verdict", VerdictName(f.verdict)).Field("reason", f.reason).Field("reproduce", f.reproduce);
+    w.Field("verdict", ReportWord(f.verdict)).Field("reason", f.reason).Field("reproduce", f.reproduce);
     w.EndObject();
   }
   w.EndArray();

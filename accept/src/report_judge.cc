@@ -380,7 +380,7 @@ std::vector<std::string> Findings(const Report& r) {
       g->figures.push_back(&f);
     }
   std::vector<std::string> out;
-  for (const auto& g : groups) out.push_back(std::string(VerdictName(g.verdict)) + ": " + FindingText(g));
+  for (const auto& g : groups) out.push_back(std::string(ReportWord(g.verdict)) + ": " + FindingText(g));
   // Lost nodes: one line per way of being lost.
   std::map<std::string, std::vector<std::string>> lost;
   for (const auto& [node, what] : r.lost_nodes) lost[what].push_back(node);

@@ -13,13 +13,19 @@
 #include <string>
 #include <vector>
 
+#include "preflight/report.h"
 #include "preflight/status.h"
 
 namespace preflight::accept {
 
-enum class Verdict { kPass, kWarn, kFail, kSkip };  // skip: not measured (the reason says why)
-const char* VerdictName(Verdict v);                  // "pass", "warn", "fail", "skip"
-Verdict Worse(Verdict a, Verdict b);                 // fail > warn > pass > skip
+// Verdicts are core's (report.h); skip: not measured (the reason says why).
+// The accept report's words: "pass", "warn", "fail", "skip" (its schema's;
+// a node report writes "skipped").
+const char* ReportWord(Verdict v);
+// The run's worst: fail > warn > pass > skip (a stage that could not be
+// measured does not hide one that passed; core's node Overall() ranks skip
+// above pass, since a node check that could not run is not a pass).
+Verdict Worse(Verdict a, Verdict b);
 
 // One judged figure: every number the report shows a verdict for.
 struct Figure {
