@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "preflight/collective.h"
+#include "preflight/collective_run.h"
 
 namespace preflight::collective {
 namespace {
@@ -219,6 +220,27 @@ TEST(HostBackendOps, OutputNamesTheOperation) {
   RunInfo info{"intra-node", "quick", {"n1"}, "local", "test", ""};
   EXPECT_NE(ResultJson(*res[0], j, info).find("\"test\": \"reduce_scatter\""), std::string::npos);
   EXPECT_EQ(ResultText(*res[0], j, info).rfind("# preflight-nccl reduce_scatter (intra-node, quick)", 0), 0u);
+}
+
+TEST(IntraNodeOps, EveryOperationJudgedWithTheSameThreshold) {
+  Config cfg;
+  cfg.nccl.max_bytes = 1 << 20;
+  cfg.nccl.min_intra_busbw = 1;  // 1 B/s: every healthy run passes
+  CheckRun run = RunIntraNode(cfg, "n1", Level::kQuick, "host", 3, AllOps());
+  ASSERT_TRUE(run.error.empty()) << run.error;
+  EXPECT_EQ(run.result.op, Op::kAllReduce);
+  ASSERT_EQ(run.rest.size(), 3u);
+  EXPECT_EQ(run.rest[0].result.op, Op::kAllGather);
+  EXPECT_EQ(run.rest[2].result.op, Op::kAllToAll);
+  for (const auto& o : run.rest) EXPECT_DOUBLE_EQ(o.judgement.threshold, run.judgement.threshold);
+  EXPECT_TRUE(Passed(run)) << Deciding(run).judgement.message;
+
+  // One failed operation fails the run and is the one the drain reason names.
+  run.rest[1].judgement.ok = false;
+  run.rest[1].judgement.message = "wrong reduce_scatter result";
+  EXPECT_FALSE(Passed(run));
+  EXPECT_EQ(Deciding(run).result.op, Op::kReduceScatter);
+  EXPECT_NE(IntraDrainReason(run, "n1").find("reduce_scatter: wrong"), std::string::npos) << IntraDrainReason(run, "n1");
 }
 
 }  // namespace
