@@ -191,10 +191,13 @@ Judgement Judge(const SweepResult& r, double min_busbw) {
   }
   for (const auto& s : r.sizes) {
     if (s.wrong != 0) {
-      const bool ar = r.op == Op::kAllReduce;
-      j.message = "wrong " + std::string(ar ? "all-reduce" : OpName(r.op)) + " result at " + SizeLabel(s.bytes) + ": " +
-                  std::to_string(s.wrong) + " of " + std::to_string(s.count) + " elements differ from the expected " +
-                  (ar ? "sum" : "values");
+      // The other operations' result per rank is not the row's count
+      // (reduce_scatter's is a chunk of it), so no "of N" for them.
+      j.message = r.op == Op::kAllReduce
+                      ? "wrong all-reduce result at " + SizeLabel(s.bytes) + ": " + std::to_string(s.wrong) + " of " +
+                            std::to_string(s.count) + " elements differ from the expected sum"
+                      : "wrong " + std::string(OpName(r.op)) + " result at " + SizeLabel(s.bytes) + ": " +
+                            std::to_string(s.wrong) + " elements differ from the expected values (worst rank)";
       return j;
     }
   }

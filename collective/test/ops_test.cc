@@ -220,6 +220,10 @@ TEST(HostBackendOps, OutputNamesTheOperation) {
   RunInfo info{"intra-node", "quick", {"n1"}, "local", "test", ""};
   EXPECT_NE(ResultJson(*res[0], j, info).find("\"test\": \"reduce_scatter\""), std::string::npos);
   EXPECT_EQ(ResultText(*res[0], j, info).rfind("# preflight-nccl reduce_scatter (intra-node, quick)", 0), 0u);
+  // A result that names no operation is all_reduce's, as before --ops.
+  SweepResult plain;
+  EXPECT_NE(ResultJson(plain, j, info).find("\"test\": \"all_reduce\""), std::string::npos);
+  EXPECT_EQ(ResultText(plain, j, info).rfind("# preflight-nccl all_reduce (intra-node, quick)", 0), 0u);
 }
 
 TEST(IntraNodeOps, EveryOperationJudgedWithTheSameThreshold) {
