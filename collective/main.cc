@@ -40,32 +40,58 @@ using namespace preflight::collective;
 const char* kProg = "preflight-nccl";
 
 
+// With several operations the record carries the deciding one (Deciding):
+// its figures, its message after its name.
 ResultRecord RecordOf(const CheckRun& run) {
+  OpResult o = Deciding(run);
   ResultRecord r;
   r.kind = run.info.scope;
   r.nodes = run.info.nodes;
-  r.pass = run.judgement.ok;
-  r.busbw = run.judgement.busbw;
-  r.threshold = run.judgement.threshold;
-  r.message = run.judgement.message;
+  r.pass = Passed(run);
+  r.busbw = o.judgement.busbw;
+  r.threshold = o.judgement.threshold;
+  r.message = (run.rest.empty() || !run.error.empty() ? "" : std::string(OpName(o.result.op)) + ": ") + o.judgement.message;
   return r;
 }
 
+// The JSON for stdout and --output: without --ops the one all_reduce
+// document as always; with --ops an array of one document per operation
+// (the same schema, "test" naming it), also for a single operation, so a
+// caller that asks gets one shape.
+std::string JsonOf(const CheckRun& run, bool ops_given) {
+  if (!ops_given) return ResultJson(run.result, run.judgement, run.info);
+  std::string out = "[\n" + ResultJson(run.result, run.judgement, run.info);
+  for (const auto& o : run.rest) {
+    out.pop_back();  // each document ends with a newline
+    out += ",\n" + ResultJson(o.result, o.judgement, run.info);
+  }
+  return out + "]\n";
+}
+
+// A table per operation; after several, one footer for them all.
+std::string TextOf(const CheckRun& run) {
+  if (!run.error.empty() && run.result.sizes.empty()) {
+    return "# preflight-nccl " + std::string(OpName(run.result.op)) + " (" + run.info.scope + ", " + run.info.level +
+           ") on " + (run.info.nodes.empty() ? "?" : run.info.nodes[0]) + "\n# FAILED: " + run.error + "\n";
+  }
+  std::string out = ResultText(run.result, run.judgement, run.info);
+  if (run.rest.empty()) return out;
+  std::string names = OpName(run.result.op);
+  for (const auto& o : run.rest) {
+    out += ResultText(o.result, o.judgement, run.info);
+    names += std::string(", ") + OpName(o.result.op);
+  }
+  OpResult d = Deciding(run);
+  out += Passed(run) ? "# OK: every operation passed (" + names + ")\n"
+                     : "# FAILED: " + std::string(OpName(d.result.op)) + ": " + d.judgement.message + "\n";
+  return out;
+}
+
 // `record`: also the "#record" line for a caller (collective_records.h).
-int Emit(const CheckRun& run, bool json, const std::string& output_file, bool print, bool record,
+int Emit(const CheckRun& run, bool json, bool ops_given, const std::string& output_file, bool print, bool record,
          const std::string& drain_reason = "") {
   if (print) {
-    if (!run.error.empty() && run.result.sizes.empty()) {
-      if (json) {
-        std::fputs(ResultJson(run.result, run.judgement, run.info).c_str(), stdout);
-      } else {
-        std::printf("# preflight-nccl all_reduce (%s, %s) on %s\n# FAILED: %s\n", run.info.scope.c_str(),
-                    run.info.level.c_str(), run.info.nodes.empty() ? "?" : run.info.nodes[0].c_str(), run.error.c_str());
-      }
-    } else {
-      std::fputs((json ? ResultJson(run.result, run.judgement, run.info) : ResultText(run.result, run.judgement, run.info)).c_str(),
-                 stdout);
-    }
+    std::fputs((json ? JsonOf(run, ops_given) : TextOf(run)).c_str(), stdout);
     if (record) {
       ResultRecord r = RecordOf(run);
       if (!r.pass) r.drain_reason = drain_reason;
@@ -73,11 +99,11 @@ int Emit(const CheckRun& run, bool json, const std::string& output_file, bool pr
     }
     std::fflush(stdout);
     if (!output_file.empty()) {
-      Status w = WriteFileAtomic(output_file, ResultJson(run.result, run.judgement, run.info), 0644);
+      Status w = WriteFileAtomic(output_file, JsonOf(run, ops_given), 0644);
       if (!w.ok()) Log(LogLevel::kError, kProg, "--output", w.message());
     }
   }
-  return run.judgement.ok ? 0 : 1;
+  return Passed(run) ? 0 : 1;
 }
 
 // Ring pairs (pairs.h) after, or instead of, the allocation's all-reduce:
@@ -113,15 +139,19 @@ int PrintPairs(Bootstrap& b, const std::vector<std::string>& rank_nodes, const C
 int Main(int argc, char** argv) {
   CommonCli cli;
   std::string level_text = "quick", backend_choice, node, output_file, scope = "allocation", min_busbw, max_bytes;
+  std::string ops_text = "all_reduce";
   bool json = false, intra = false, drain = false, records = false, pairs = false, node_records = false;
   int ranks = 0;
   po::options_description visible(
       "Usage: srun --mpi=pmix [SRUN OPTIONS] preflight-nccl [OPTIONS]\n"
       "       preflight-nccl --intra-node [OPTIONS]\n"
-      "All-reduce bus bandwidth and correctness check; exit 0 pass, 1 fail, 2 usage.\n\nOptions");
+      "Collective (all-reduce by default) bus bandwidth and correctness check; exit 0 pass, 1 fail, 2 usage.\n\nOptions");
   AddCommonOptions(visible, cli);
   visible.add_options()
       ("level", po::value<std::string>(&level_text)->value_name("LEVEL"), "quick (sizes up to 256 MiB) or full (up to 8 GiB)")
+      ("ops", po::value<std::string>(&ops_text)->value_name("LIST"),
+       "operations, comma-separated: all_reduce (default), all_gather, reduce_scatter, all_to_all, or all; "
+       "--json then prints an array of one document per operation")
       ("backend", po::value<std::string>(&backend_choice)->value_name("NAME"), "auto, nccl or host (default: config nccl_backend)")
       ("json", po::bool_switch(&json), "print the result as JSON instead of the table")
       ("output", po::value<std::string>(&output_file)->value_name("FILE"), "also write the JSON result to FILE")
@@ -147,6 +177,16 @@ int Main(int argc, char** argv) {
   }
   if (cli.help) { std::cout << visible << "\n"; return 0; }
   if (cli.version) { std::cout << kProg << " " << VersionString() << "\n"; return 0; }
+  const bool ops_given = vm.count("ops") > 0;
+  auto ops = ParseOps(ops_text);
+  if (!ops) {
+    Log(LogLevel::kError, kProg, "--ops", ops.status().message());
+    return 2;
+  }
+  if (ops_given && (pairs || scope == "pairs")) {  // ring pairs and the straggler rule are all-reduce figures
+    Log(LogLevel::kError, kProg, "--ops", "not with --pairs or --scope pairs (ring pairs run all_reduce)");
+    return 2;
+  }
   if (vm.count("ranks")) {
     Status r = intra ? CheckIntraRanks(ranks, 0) : Status::InvalidArgument("only with --intra-node");
     if (!r.ok()) {
@@ -194,14 +234,14 @@ int Main(int argc, char** argv) {
       Log(LogLevel::kError, kProg, "--drain", "only root may drain (this runs as uid " + std::to_string(::geteuid()) + ")");
       return 2;
     }
-    CheckRun run = RunIntraNode(*cfg, node, *level, backend, ranks);
+    CheckRun run = RunIntraNode(*cfg, node, *level, backend, ranks, *ops);
     if (run.usage_error) {  // the request, not the node: no result, no drain
       Log(LogLevel::kError, kProg, "--ranks", run.error);
       return 2;
     }
     // With --records the failed record carries the drain reason, for a
     // caller that decides about the drain itself (the plugin).
-    int rc = Emit(run, json, output_file, true, records, IntraDrainReason(run, node));
+    int rc = Emit(run, json, ops_given, output_file, true, records, IntraDrainReason(run, node));
     if (rc != 0 && drain) {
       std::string reason = IntraDrainReason(run, node);
       Status d = DrainNode(*cfg, node, reason);
@@ -239,6 +279,7 @@ int Main(int argc, char** argv) {
   }
   run.result.backend = backend == "nccl" ? "nccl" : "host-tcp";
   run.result.nranks = b.Size();
+  run.result.op = (*ops)[0];
 
   // Watchdog: a rank stuck in a fence or a dead peer's socket must not hold
   // the job's start forever; nccl_timeout bounds the whole run.
@@ -284,7 +325,7 @@ int Main(int argc, char** argv) {
   if (!be) {
     run.error = be.status().message();
     run.judgement.message = run.error;
-    return then(Emit(run, json, output_file, b.Rank() == 0, records));
+    return then(Emit(run, json, ops_given, output_file, b.Rank() == 0, records));
   }
   GpuInventory inv;
   if (backend == "nccl") {
@@ -296,16 +337,11 @@ int Main(int argc, char** argv) {
   bool one_node = run.info.nodes.size() == 1;
   double threshold = Threshold(*cfg, prof, one_node, &run.info.threshold_source);
 
-  auto res = RunAllReduceSweep(**be, SweepForLevel(*level, cfg->nccl.max_bytes));
+  Op failed = (*ops)[0];
+  auto res = RunSweeps(**be, *ops, SweepForLevel(*level, cfg->nccl.max_bytes), &failed);
   be->reset();  // the ring's sockets: the pairs make their own
-  if (!res) {
-    run.error = res.status().message();
-    run.judgement.message = run.error;
-    return then(Emit(run, json, output_file, b.Rank() == 0, records));
-  }
-  run.result = *res;
-  run.judgement = Judge(run.result, threshold);
-  return then(Emit(run, json, output_file, b.Rank() == 0, records));
+  SetSweeps(&run, *ops, res, failed, threshold);
+  return then(Emit(run, json, ops_given, output_file, b.Rank() == 0, records));
 }
 
 }  // namespace

@@ -56,71 +56,121 @@ SweepOptions SweepForLevel(Level level, uint64_t max_bytes) {
   return o;
 }
 
-Expected<SweepResult> RunAllReduceSweep(Backend& b, const SweepOptions& opt) {
+namespace {
+
+Status Issue(Backend& b, Op op, uint64_t count) {
+  switch (op) {
+    case Op::kAllReduce: return b.AllReduce(count);
+    case Op::kAllGather: return b.AllGather(count);
+    case Op::kReduceScatter: return b.ReduceScatter(count);
+    case Op::kAllToAll: return b.AllToAll(count);
+  }
+  return Status::InvalidArgument("unknown operation");
+}
+
+// Elements of this rank's last result that differ from the expected ones;
+// beyond verify_max_elems, the head and the tail only.
+Expected<uint64_t> CountWrong(Backend& b, Op op, uint64_t count, const SweepOptions& opt) {
+  uint64_t wrong = 0, n_out = OutputCount(op, count, b.Size());
+  std::vector<float> out;
+  auto check = [&](uint64_t off, uint64_t n) -> Status {
+    out.resize(n);
+    Status g = b.GetOutput(out.data(), off, n);
+    if (!g.ok()) return g;
+    for (uint64_t i = 0; i < n; ++i)
+      if (out[i] != OpExpected(op, b.Size(), b.Rank(), count, off + i)) ++wrong;
+    return Status::Ok();
+  };
+  Status s;
+  if (n_out <= opt.verify_max_elems) {
+    s = check(0, n_out);
+  } else {
+    uint64_t half = opt.verify_max_elems / 2;
+    s = check(0, half);
+    if (s.ok()) s = check(n_out - half, half);
+  }
+  if (!s.ok()) return s;
+  return wrong;
+}
+
+}  // namespace
+
+Expected<SweepResult> RunSweep(Backend& b, Op op, const SweepOptions& opt) {
   if (opt.sizes.empty()) return Status::InvalidArgument("no message sizes to test");
   double t_start = MonotonicSeconds();
   SweepResult res;
+  res.op = op;
   res.backend = b.Name();
   res.nranks = b.Size();
+  // Every operation's buffers fit OpBytes/4 elements (collective_ops.h).
   uint64_t max_count = 0;
-  for (uint64_t s : opt.sizes) max_count = std::max(max_count, AllReduceCount(s));
-  if (max_count == 0) return Status::InvalidArgument("message size below one element");
+  std::vector<uint64_t> counts;
+  for (uint64_t bytes : opt.sizes) {
+    uint64_t c = OpCount(op, bytes, res.nranks);
+    if (c == 0) continue;
+    counts.push_back(c);
+    max_count = std::max(max_count, OpBytes(op, c, res.nranks) / sizeof(float));
+  }
+  if (max_count == 0)
+    return Status::InvalidArgument(op == Op::kAllReduce ? "message size below one element"
+                                                        : "message size below one chunk of 4 elements per rank");
   Status s = b.Prepare(max_count);
   if (!s.ok()) return s;
 
   // One input buffer for the largest size; smaller sizes use its prefix.
   std::vector<float> in(max_count);
-  for (uint64_t i = 0; i < max_count; ++i) in[i] = AllReduceInput(b.Rank(), i);
+  for (uint64_t i = 0; i < max_count; ++i) in[i] = OpInput(b.Rank(), i);
   s = b.SetInput(in.data(), max_count);
   if (!s.ok()) return s;
   in.clear();
   in.shrink_to_fit();
 
-  std::vector<float> out;
-  for (uint64_t bytes : opt.sizes) {
+  for (uint64_t count : counts) {
     SizeResult r;
-    r.count = AllReduceCount(bytes);
-    r.bytes = r.count * sizeof(float);
+    r.bytes = OpBytes(op, count, res.nranks);
+    r.count = r.bytes / sizeof(float);
     for (int i = 0; i < opt.warmup; ++i)
-      if (!(s = b.AllReduce(r.count)).ok()) return s.Context("warm-up at " + SizeLabel(r.bytes));
+      if (!(s = Issue(b, op, count)).ok()) return s.Context("warm-up at " + SizeLabel(r.bytes));
     if (!(s = b.Wait()).ok()) return s.Context("warm-up at " + SizeLabel(r.bytes));
     // Start together: a max-reduction doubles as a barrier.
     std::vector<double> sync = {0};
     if (!(s = b.MaxAcrossRanks(sync)).ok()) return s;
     double t0 = MonotonicSeconds();
     for (int i = 0; i < opt.iters; ++i)
-      if (!(s = b.AllReduce(r.count)).ok()) return s.Context("at " + SizeLabel(r.bytes));
+      if (!(s = Issue(b, op, count)).ok()) return s.Context("at " + SizeLabel(r.bytes));
     if (!(s = b.Wait()).ok()) return s.Context("at " + SizeLabel(r.bytes));
     double per_op = (MonotonicSeconds() - t0) / std::max(1, opt.iters);
 
-    // Verify the last result (every iteration computes the same sum).
-    auto check = [&](uint64_t off, uint64_t n) -> Status {
-      out.resize(n);
-      Status g = b.GetOutput(out.data(), off, n);
-      if (!g.ok()) return g;
-      for (uint64_t i = 0; i < n; ++i)
-        if (out[i] != AllReduceExpected(b.Size(), off + i)) ++r.wrong;
-      return Status::Ok();
-    };
-    if (r.count <= opt.verify_max_elems) {
-      s = check(0, r.count);
-    } else {
-      uint64_t half = opt.verify_max_elems / 2;
-      s = check(0, half);
-      if (s.ok()) s = check(r.count - half, half);
-    }
-    if (!s.ok()) return s.Context("reading back the result at " + SizeLabel(r.bytes));
+    // Verify the last result (every iteration computes the same one).
+    auto wrong = CountWrong(b, op, count, opt);
+    if (!wrong) return wrong.status().Context("reading back the result at " + SizeLabel(r.bytes));
 
-    std::vector<double> agg = {per_op, static_cast<double>(r.wrong)};
+    std::vector<double> agg = {per_op, static_cast<double>(*wrong)};
     if (!(s = b.MaxAcrossRanks(agg)).ok()) return s;
     r.seconds = agg[0];
     r.wrong = static_cast<uint64_t>(agg[1]);
     r.algbw = r.seconds > 0 ? r.bytes / r.seconds : 0;
-    r.busbw = r.algbw * AllReduceBusFactor(res.nranks);
+    r.busbw = r.algbw * BusFactor(op, res.nranks);
     res.sizes.push_back(r);
   }
   res.seconds = MonotonicSeconds() - t_start;
   return res;
+}
+
+Expected<SweepResult> RunAllReduceSweep(Backend& b, const SweepOptions& opt) { return RunSweep(b, Op::kAllReduce, opt); }
+
+Expected<std::vector<SweepResult>> RunSweeps(Backend& b, const std::vector<Op>& ops, const SweepOptions& opt, Op* failed) {
+  std::vector<SweepResult> out;
+  for (Op op : ops) {
+    auto r = RunSweep(b, op, opt);
+    if (!r) {
+      if (failed) *failed = op;
+      // A lone all_reduce keeps today's message; with several, say which.
+      return ops.size() == 1 ? r.status() : r.status().Context(OpName(op));
+    }
+    out.push_back(std::move(*r));
+  }
+  return out;
 }
 
 std::string RateText(double v) {
@@ -141,8 +191,13 @@ Judgement Judge(const SweepResult& r, double min_busbw) {
   }
   for (const auto& s : r.sizes) {
     if (s.wrong != 0) {
-      j.message = "wrong all-reduce result at " + SizeLabel(s.bytes) + ": " + std::to_string(s.wrong) +
-                  " of " + std::to_string(s.count) + " elements differ from the expected sum";
+      // The other operations' result per rank is not the row's count
+      // (reduce_scatter's is a chunk of it), so no "of N" for them.
+      j.message = r.op == Op::kAllReduce
+                      ? "wrong all-reduce result at " + SizeLabel(s.bytes) + ": " + std::to_string(s.wrong) + " of " +
+                            std::to_string(s.count) + " elements differ from the expected sum"
+                      : "wrong " + std::string(OpName(r.op)) + " result at " + SizeLabel(s.bytes) + ": " +
+                            std::to_string(s.wrong) + " elements differ from the expected values (worst rank)";
       return j;
     }
   }
@@ -170,7 +225,7 @@ std::string ResultJson(const SweepResult& r, const Judgement& j, const RunInfo& 
   JsonWriter w;
   w.BeginObject();
   w.Field("tool", "preflight-nccl");
-  w.Field("test", "all_reduce");
+  w.Field("test", OpName(r.op));
   w.Field("scope", info.scope);
   w.Field("level", info.level);
   w.Field("backend", r.backend);
@@ -207,7 +262,7 @@ std::string ResultText(const SweepResult& r, const Judgement& j, const RunInfo& 
   char line[256];
   std::string nodes;
   for (const auto& n : info.nodes) nodes += (nodes.empty() ? "" : ",") + n;
-  out += "# preflight-nccl all_reduce (" + info.scope + ", " + info.level + "): backend " + r.backend + ", " +
+  out += "# preflight-nccl " + std::string(OpName(r.op)) + " (" + info.scope + ", " + info.level + "): backend " + r.backend + ", " +
          std::to_string(r.nranks) + " ranks on " + nodes + ", bootstrap " + info.bootstrap + "\n";
   std::snprintf(line, sizeof line, "#%12s %12s %12s %12s %12s %8s\n", "size", "count", "time(us)", "algbw(GB/s)",
                 "busbw(GB/s)", "#wrong");

@@ -1,4 +1,4 @@
-// Host backend: ring all-reduce over TCP between ranks. It moves real bytes
+// Host backend: ring collectives over TCP between ranks. It moves real bytes
 // through the real network stack between real processes (or threads), so on
 // CPU-only nodes the check exercises the whole path: launch, PMIx bootstrap,
 // harness, verdict. Each rank connects to its right neighbour and accepts
@@ -144,7 +144,7 @@ class HostBackend : public Backend {
     std::copy(host, host + count, send_.begin());
     return Status::Ok();
   }
-  Status Wait() override { return Status::Ok(); }  // AllReduce is synchronous
+  Status Wait() override { return Status::Ok(); }  // every operation is synchronous
   Status GetOutput(float* host, uint64_t offset, uint64_t count) override {
     if (offset + count > recv_.size()) return Status::InvalidArgument("host backend: read past the buffer");
     std::copy(recv_.begin() + offset, recv_.begin() + offset + count, host);
@@ -157,9 +157,8 @@ class HostBackend : public Backend {
     if (size_ == 1) return Status::Ok();
     const int n = size_;
     auto off = [&](int k) { return count * static_cast<uint64_t>(k) / n; };
-    auto mod = [&](int x) { return ((x % n) + n) % n; };
-    op_start_ = MonotonicSeconds();
-    op_sent_ = 0;
+    auto mod = [&](int x) { return Mod(x); };
+    StartOp();
     // Reduce-scatter: after n-1 steps rank r holds the full sum of chunk r+1.
     for (int step = 0; step < n - 1; ++step) {
       int sc = mod(rank_ - step), rc = mod(rank_ - step - 1);
@@ -180,6 +179,68 @@ class HostBackend : public Backend {
     return Status::Ok();
   }
 
+  // The all-gather half of the ring alone, over chunks of `count`.
+  Status AllGather(uint64_t count) override {
+    const int n = size_;
+    if (count * n > recv_.size()) return Status::InvalidArgument("host backend: count larger than prepared");
+    std::copy(send_.begin(), send_.begin() + count, recv_.begin() + count * rank_);
+    StartOp();
+    const size_t len = count * sizeof(float);
+    for (int step = 0; step < n - 1; ++step) {
+      int sc = Mod(rank_ - step), rc = Mod(rank_ - step - 1);
+      Status s = SendRecv(recv_.data() + count * sc, len, recv_.data() + count * rc, len, true);
+      if (!s.ok()) return s;
+    }
+    return Status::Ok();
+  }
+
+  // The reduce-scatter half of the ring, shifted one chunk so that rank r
+  // ends with the sum of chunk r (the all-reduce's ends with r+1); the sums
+  // build in recv_, and chunk r is moved to its front.
+  Status ReduceScatter(uint64_t count) override {
+    const int n = size_;
+    if (count * n > recv_.size() || count > tmp_.size())
+      return Status::InvalidArgument("host backend: count larger than prepared");
+    std::copy(send_.begin(), send_.begin() + count * n, recv_.begin());
+    StartOp();
+    const size_t len = count * sizeof(float);
+    for (int step = 0; step < n - 1; ++step) {
+      int sc = Mod(rank_ - step - 1), rc = Mod(rank_ - step - 2);
+      Status s = SendRecv(recv_.data() + count * sc, len, tmp_.data(), len, true);
+      if (!s.ok()) return s;
+      float* dst = recv_.data() + count * rc;
+      for (uint64_t i = 0; i < count; ++i) dst[i] += tmp_[i];
+    }
+    if (rank_ != 0) std::copy(recv_.begin() + count * rank_, recv_.begin() + count * (rank_ + 1), recv_.begin());
+    return Status::Ok();
+  }
+
+  // Relayed around the ring: at step s every rank receives the chunks rank
+  // r-s sent to r, r+1, ..., keeps the first and passes the rest on (chunk
+  // for the rank k hops away crosses k links; see MakeHostBackend).
+  Status AllToAll(uint64_t count) override {
+    const int n = size_;
+    if (count * n > recv_.size()) return Status::InvalidArgument("host backend: count larger than prepared");
+    std::copy(send_.begin() + count * rank_, send_.begin() + count * (rank_ + 1), recv_.begin() + count * rank_);
+    if (n == 1) return Status::Ok();
+    relay_out_.resize(count * (n - 1));
+    relay_in_.resize(count * (n - 1));
+    for (int k = 1; k < n; ++k)  // by distance: the chunk for rank r+k at k-1
+      std::copy(send_.begin() + count * Mod(rank_ + k), send_.begin() + count * (Mod(rank_ + k) + 1),
+                relay_out_.begin() + count * (k - 1));
+    StartOp();
+    for (int step = 1; step < n; ++step) {
+      const uint64_t chunks = n - step;
+      Status s = SendRecv(relay_out_.data(), chunks * count * sizeof(float), relay_in_.data(),
+                          chunks * count * sizeof(float), true);
+      if (!s.ok()) return s;
+      int from = Mod(rank_ - step);
+      std::copy(relay_in_.begin(), relay_in_.begin() + count, recv_.begin() + count * from);
+      std::copy(relay_in_.begin() + count, relay_in_.begin() + count * chunks, relay_out_.begin());
+    }
+    return Status::Ok();
+  }
+
   Status MaxAcrossRanks(std::vector<double>& v) override {
     if (size_ == 1) return Status::Ok();
     std::vector<double> carry = v, in(v.size());
@@ -194,6 +255,11 @@ class HostBackend : public Backend {
 
  private:
   std::string Peer(int r) const { return "rank " + std::to_string(r) + " (" + peers_[r] + ")"; }
+  int Mod(int x) const { return ((x % size_) + size_) % size_; }
+  void StartOp() {  // the send-rate cap counts from here
+    op_start_ = MonotonicSeconds();
+    op_sent_ = 0;
+  }
 
   Status ConnectTo(int r) {
     const std::string& p = peers_[r];
@@ -353,6 +419,7 @@ class HostBackend : public Backend {
   std::vector<std::string> peers_;  // "addr:port node" per rank
   Fd right_, left_;
   std::vector<float> send_, recv_, tmp_;
+  std::vector<float> relay_out_, relay_in_;  // AllToAll's chunks in transit, sized on first use
   double op_start_ = 0;
   uint64_t op_sent_ = 0;
 };

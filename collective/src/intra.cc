@@ -28,7 +28,35 @@ Status CheckIntraRanks(int ranks, int gpus) {
   return Status::Ok();
 }
 
-CheckRun RunIntraNode(const Config& cfg, const std::string& node, Level level, const std::string& backend, int ranks) {
+bool Passed(const CheckRun& r) {
+  if (!r.judgement.ok) return false;
+  for (const auto& o : r.rest)
+    if (!o.judgement.ok) return false;
+  return true;
+}
+
+OpResult Deciding(const CheckRun& r) {
+  if (r.judgement.ok)
+    for (const auto& o : r.rest)
+      if (!o.judgement.ok) return o;
+  return OpResult{r.result, r.judgement};
+}
+
+void SetSweeps(CheckRun* run, const std::vector<Op>& ops, const Expected<std::vector<SweepResult>>& res, Op failed,
+               double threshold) {
+  if (!res || res->empty()) {
+    run->error = res ? "no operation asked for" : res.status().message();
+    run->judgement.message = run->error;
+    run->result.op = res ? (ops.empty() ? Op::kAllReduce : ops[0]) : failed;
+    return;
+  }
+  run->result = (*res)[0];
+  run->judgement = Judge(run->result, threshold);
+  for (size_t i = 1; i < res->size(); ++i) run->rest.push_back({(*res)[i], Judge((*res)[i], threshold)});
+}
+
+CheckRun RunIntraNode(const Config& cfg, const std::string& node, Level level, const std::string& backend, int ranks,
+                      const std::vector<Op>& ops) {
   CheckRun run;
   auto refuse = [&](const Status& s) {
     run.error = s.message();
@@ -45,6 +73,7 @@ CheckRun RunIntraNode(const Config& cfg, const std::string& node, Level level, c
   run.info.nodes = {node};
   run.info.bootstrap = "local";
   run.result.backend = backend == "nccl" ? "nccl" : "host-tcp";
+  if (!ops.empty()) run.result.op = ops[0];
   GpuInventory inv;
   if (backend == "nccl") {
     auto p = ProbeGpus(NcclOptionsFor(cfg));
@@ -72,7 +101,8 @@ CheckRun RunIntraNode(const Config& cfg, const std::string& node, Level level, c
   double threshold = Threshold(cfg, prof, true, &run.info.threshold_source);
 
   auto group = MakeLocalGroup(ranks, node, cfg.nccl.timeout_ms);
-  std::vector<Expected<SweepResult>> results(ranks, Status::Unavailable("not run"));
+  std::vector<Expected<std::vector<SweepResult>>> results(ranks, Status::Unavailable("not run"));
+  std::vector<Op> failed(ranks, ops.empty() ? Op::kAllReduce : ops[0]);
   SweepOptions sweep = SweepForLevel(level, cfg.nccl.max_bytes);
   std::vector<std::thread> threads;
   threads.reserve(ranks);
@@ -84,7 +114,7 @@ CheckRun RunIntraNode(const Config& cfg, const std::string& node, Level level, c
           auto boot = MakeLocalBootstrap(group, r);
           auto b = MakeBackend(backend, *boot, cfg);
           if (!b) { results[r] = b.status(); return; }
-          results[r] = RunAllReduceSweep(**b, sweep);
+          results[r] = RunSweeps(**b, ops, sweep, &failed[r]);
         } catch (const std::exception& e) {
           results[r] = Status::Unavailable("rank " + std::to_string(r) + ": " + e.what());
           AbortLocalGroup(*group, results[r].status().message());
@@ -110,13 +140,11 @@ CheckRun RunIntraNode(const Config& cfg, const std::string& node, Level level, c
   }
   for (int r = 0; r < ranks; ++r) {
     if (!results[r]) {
-      run.error = results[r].status().message();
-      run.judgement.message = run.error;
+      SetSweeps(&run, ops, results[r], failed[r], threshold);
       return run;
     }
   }
-  run.result = *results[0];
-  run.judgement = Judge(run.result, threshold);
+  SetSweeps(&run, ops, results[0], failed[0], threshold);
   return run;
 }
 
@@ -124,10 +152,13 @@ std::string IntraDrainReason(const CheckRun& r, const std::string& node) {
   DrainReason d;
   d.check = reason_check::kNcclIntra;
   d.device = node + " (" + r.result.backend + ", " + std::to_string(r.result.nranks) + " ranks)";
-  d.finding = r.judgement.message;
-  if (r.judgement.threshold > 0 && r.error.empty()) {
-    d.figure = RateText(r.judgement.busbw);
-    d.threshold = ">= " + RateText(r.judgement.threshold);
+  // With several operations, which one failed (an all_reduce-only run reads as before).
+  OpResult o = Deciding(r);
+  const bool name_op = !r.rest.empty() && r.error.empty();
+  d.finding = (name_op ? std::string(OpName(o.result.op)) + ": " : "") + o.judgement.message;
+  if (o.judgement.threshold > 0 && r.error.empty()) {
+    d.figure = RateText(o.judgement.busbw);
+    d.threshold = ">= " + RateText(o.judgement.threshold);
   }
   return FormatReason(d);
 }

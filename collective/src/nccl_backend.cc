@@ -36,6 +36,15 @@ struct NcclApi {
   decltype(&::ncclCommAbort) CommAbort = nullptr;
   decltype(&::ncclAllReduce) AllReduce = nullptr;
   decltype(&::ncclGetErrorString) GetErrorString = nullptr;
+  // Optional: only the operations that use them need them (ncclSend and
+  // ncclRecv came with NCCL 2.7), so an older NCCL still runs all_reduce;
+  // the operation that finds one null fails naming it (NcclBackend::Have).
+  decltype(&::ncclAllGather) AllGather = nullptr;
+  decltype(&::ncclReduceScatter) ReduceScatter = nullptr;
+  decltype(&::ncclGroupStart) GroupStart = nullptr;
+  decltype(&::ncclGroupEnd) GroupEnd = nullptr;
+  decltype(&::ncclSend) Send = nullptr;
+  decltype(&::ncclRecv) Recv = nullptr;
 };
 
 // Driver API, only for the device name (profile matching); optional.
@@ -65,6 +74,7 @@ struct Loaded {
   NcclApi nccl;
   bool cuda_ok = false, nccl_ok = false;
   Status cuda_status, nccl_status;
+  std::string nccl_name;  // the library asked for, for messages
 };
 
 // Loaded once per process (handles are kept for the process lifetime).
@@ -105,6 +115,14 @@ Loaded& Load(const NcclOptions& opt, bool want_nccl) {
       Sym(h, "ncclAllReduce", n.AllReduce, miss);
       Sym(h, "ncclGetErrorString", n.GetErrorString, miss);
       if (!miss.empty()) { l.nccl_status = Status::Unavailable(opt.nccl + ": missing symbols " + miss); return; }
+      std::string optional;  // null where absent: see NcclApi
+      Sym(h, "ncclAllGather", n.AllGather, optional);
+      Sym(h, "ncclReduceScatter", n.ReduceScatter, optional);
+      Sym(h, "ncclGroupStart", n.GroupStart, optional);
+      Sym(h, "ncclGroupEnd", n.GroupEnd, optional);
+      Sym(h, "ncclSend", n.Send, optional);
+      Sym(h, "ncclRecv", n.Recv, optional);
+      l.nccl_name = opt.nccl;
       l.nccl_ok = true;
     });
   }
@@ -131,7 +149,8 @@ bool Unhex(const std::string& s, void* p, size_t n) {
 
 class NcclBackend : public Backend {
  public:
-  NcclBackend(Loaded& l, int rank, int size, int device) : c_(l.cuda), n_(l.nccl), rank_(rank), size_(size), dev_(device) {}
+  NcclBackend(Loaded& l, int rank, int size, int device)
+      : c_(l.cuda), n_(l.nccl), lib_(l.nccl_name), rank_(rank), size_(size), dev_(device) {}
   ~NcclBackend() override {
     if (comm_) n_.CommDestroy(comm_);
     if (send_) c_.Free(send_);
@@ -173,7 +192,13 @@ class NcclBackend : public Backend {
   int Size() const override { return size_; }
   std::string Device() const override { return "GPU" + std::to_string(dev_) + (bus_.empty() ? "" : " " + bus_); }
 
+  // Called once per operation's sweep: buffers already large enough stay.
   Status Prepare(uint64_t max_count) override {
+    if (send_ && recv_ && max_count <= max_) return Status::Ok();
+    if (send_) c_.Free(send_);
+    if (recv_) c_.Free(recv_);
+    send_ = recv_ = nullptr;
+    max_ = 0;
     Status s = Cuda(c_.Malloc(&send_, max_count * sizeof(float)), "cudaMalloc (send)");
     if (!s.ok()) return s;
     max_ = max_count;
@@ -185,6 +210,34 @@ class NcclBackend : public Backend {
   }
   Status AllReduce(uint64_t count) override {
     return Nccl(n_.AllReduce(send_, recv_, count, ncclFloat32, ncclSum, comm_, stream_), "ncclAllReduce");
+  }
+  Status AllGather(uint64_t count) override {
+    Status s = Have(n_.AllGather, "ncclAllGather", "all_gather");
+    if (!s.ok()) return s;
+    return Nccl(n_.AllGather(send_, recv_, count, ncclFloat32, comm_, stream_), "ncclAllGather");
+  }
+  Status ReduceScatter(uint64_t count) override {
+    Status s = Have(n_.ReduceScatter, "ncclReduceScatter", "reduce_scatter");
+    if (!s.ok()) return s;
+    return Nccl(n_.ReduceScatter(send_, recv_, count, ncclFloat32, ncclSum, comm_, stream_), "ncclReduceScatter");
+  }
+  // As nccl-tests' alltoall: one send and one receive per peer (itself
+  // included) fused in a group, so they progress together.
+  Status AllToAll(uint64_t count) override {
+    Status s = Have(n_.GroupStart, "ncclGroupStart", "all_to_all");
+    if (s.ok()) s = Have(n_.GroupEnd, "ncclGroupEnd", "all_to_all");
+    if (s.ok()) s = Have(n_.Send, "ncclSend", "all_to_all");
+    if (s.ok()) s = Have(n_.Recv, "ncclRecv", "all_to_all");
+    if (!s.ok()) return s;
+    if (!(s = Nccl(n_.GroupStart(), "ncclGroupStart")).ok()) return s;
+    const float* in = static_cast<const float*>(send_);
+    float* out = static_cast<float*>(recv_);
+    for (int p = 0; p < size_ && s.ok(); ++p) {
+      s = Nccl(n_.Send(in + count * p, count, ncclFloat32, p, comm_, stream_), "ncclSend");
+      if (s.ok()) s = Nccl(n_.Recv(out + count * p, count, ncclFloat32, p, comm_, stream_), "ncclRecv");
+    }
+    Status end = Nccl(n_.GroupEnd(), "ncclGroupEnd");  // also after a failed call: the group must be closed
+    return s.ok() ? end : s;
   }
   Status Wait() override { return Cuda(c_.StreamSynchronize(stream_), "cudaStreamSynchronize"); }
   Status GetOutput(float* host, uint64_t offset, uint64_t count) override {
@@ -203,8 +256,15 @@ class NcclBackend : public Backend {
   }
 
  private:
+  template <class F>
+  Status Have(F fn, const char* symbol, const char* op) const {
+    if (fn) return Status::Ok();
+    return Status::Unavailable(lib_ + " has no " + symbol + " (an NCCL too old for it): " + op + " cannot run");
+  }
+
   CudaApi& c_;
   NcclApi& n_;
+  std::string lib_;
   int rank_, size_, dev_;
   std::string bus_;
   cudaStream_t stream_ = nullptr;

@@ -124,6 +124,9 @@ class CorruptingBackend : public Backend {
   Status Prepare(uint64_t n) override { return b_->Prepare(n); }
   Status SetInput(const float* h, uint64_t n) override { return b_->SetInput(h, n); }
   Status AllReduce(uint64_t n) override { return b_->AllReduce(n); }
+  Status AllGather(uint64_t n) override { return b_->AllGather(n); }
+  Status ReduceScatter(uint64_t n) override { return b_->ReduceScatter(n); }
+  Status AllToAll(uint64_t n) override { return b_->AllToAll(n); }
   Status Wait() override { return b_->Wait(); }
   Status GetOutput(float* h, uint64_t off, uint64_t n) override {
     Status s = b_->GetOutput(h, off, n);

@@ -19,6 +19,9 @@
 #              NCCL loop on all GPUs, quick and full
 #   nccl-2     preflight-nccl --intra-node with 2 ranks on GPU 0..: where the
 #              machine has one GPU, what NCCL and preflight say (information)
+#   nccl-ops   preflight-nccl --intra-node --ops all on all GPUs: all_reduce,
+#              all_gather, reduce_scatter and all_to_all through NCCL, every
+#              element verified, busbw by the nccl-tests formulas (nccl.txt)
 #   topo       `preflight topo` from the live hwloc probe; its GPUs vs nvidia-smi
 # Exit: 0 every GPU step passed, 1 some failed, 2 the bundle does not load
 # here, 77 no GPU here.
@@ -147,6 +150,19 @@ if ! late nccl-2; then
   if [ $r = 0 ]; then summary ok nccl-2 "2 ranks passed"
   elif [ "$n" -lt 2 ]; then summary info nccl-2 "1 GPU: $(grep -m1 -E 'FAILED|wants GPU|Duplicate' <<<"$o" | cut -c1-150)"
   else summary FAIL nccl-2 "exit $r"; rc=1; fi
+fi
+
+step "nccl-ops: every collective operation through NCCL on $n GPU(s)"
+if ! late nccl-ops; then
+  t=$(bound 90)
+  # A threshold of 1 B/s (0 would fall back to the node profile): this step
+  # is about each operation's data and figures; bandwidth is judged against
+  # the reference loop in 'nccl'.
+  o=$(CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((n - 1))) timeout -k 5 "$t" env LD_LIBRARY_PATH=$lib "$bundle/bin/preflight-nccl" \
+        --config "$conf" --intra-node --backend nccl --ranks "$n" --level quick --ops all --min-busbw 1 2>&1); r=$?
+  echo "$o" | tee -a "$out/nccl.txt"
+  if [ $r = 0 ]; then summary ok nccl-ops "$(grep -m1 '^# OK: every operation' <<<"$o" | cut -c3-150)"
+  else summary FAIL nccl-ops "exit $r$([ $r = 124 ] && echo ", ran past $t s"): $(grep -m1 -E '^# FAILED' <<<"$o" | cut -c1-150)"; rc=1; fi
 fi
 
 step "topo: the topology environment from the live hwloc probe"

@@ -12,6 +12,7 @@
 
 #include "preflight/collective_backend.h"
 #include "preflight/collective_bootstrap.h"
+#include "preflight/collective_ops.h"
 #include "preflight/config.h"
 #include "preflight/options.h"
 #include "preflight/status.h"
@@ -42,8 +43,8 @@ struct SweepOptions {
 SweepOptions SweepForLevel(Level level, uint64_t max_bytes);
 
 struct SizeResult {
-  uint64_t bytes = 0;
-  uint64_t count = 0;
+  uint64_t bytes = 0;  // as nccl-tests reports it (collective_ops.h)
+  uint64_t count = 0;  // bytes / 4, nccl-tests' count column
   double seconds = 0;  // per operation, slowest rank
   double algbw = 0;    // bytes/s
   double busbw = 0;    // bytes/s
@@ -51,17 +52,27 @@ struct SizeResult {
 };
 
 struct SweepResult {
+  Op op = Op::kAllReduce;
   std::string backend;
   int nranks = 0;
   std::vector<SizeResult> sizes;
   double seconds = 0;  // whole sweep, this rank
 };
 
-// Collective: every rank runs it with the same options.
+// Collective: every rank runs it with the same options. Sizes OpCount
+// makes 0 (below one chunk per rank) are left out; none left is InvalidArgument.
+Expected<SweepResult> RunSweep(Backend& b, Op op, const SweepOptions& opt);
 Expected<SweepResult> RunAllReduceSweep(Backend& b, const SweepOptions& opt);
+// Each operation's sweep in turn on one backend; the first error ends it,
+// with the operation named in the message and in `*failed` (when given).
+Expected<std::vector<SweepResult>> RunSweeps(Backend& b, const std::vector<Op>& ops, const SweepOptions& opt,
+                                             Op* failed = nullptr);
 
 // The verdict: every size verified, and the bus bandwidth at the largest
 // size (where the link is saturated) at least `min_busbw` (0: no threshold).
+// The same threshold serves every operation: busbw is normalised to what
+// one link carries (the bus factor), so a healthy fabric reaches about the
+// same figure whatever the operation, as nccl-tests' tables show.
 struct Judgement {
   bool ok = false;
   double busbw = 0;      // at the largest size
@@ -98,6 +109,7 @@ struct RunInfo {
   std::string threshold_source;
   std::string profile;
 };
+// One document per sweep; "test" is the operation (OpName).
 std::string ResultJson(const SweepResult& r, const Judgement& j, const RunInfo& info);
 // nccl-tests-like table, then the explicit footer line "# OK: ..." or "# FAILED: ...".
 std::string ResultText(const SweepResult& r, const Judgement& j, const RunInfo& info);

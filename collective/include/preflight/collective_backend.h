@@ -18,10 +18,13 @@
 namespace preflight::collective {
 
 // --- backend: moves data, nothing else ------------------------------------
-// Float32 sum all-reduce from a send buffer to a receive buffer (out of
-// place, so the input stays valid across iterations and the last result can
-// be verified). Buffers live where the backend wants them (GPU memory for
-// NCCL); the harness reaches them only through SetInput/GetOutput.
+// Float32 collectives (sums where they reduce) from a send buffer to a
+// receive buffer (out of place, so the input stays valid across iterations
+// and the last result can be verified). Buffers live where the backend
+// wants them (GPU memory for NCCL); the harness reaches them only through
+// SetInput/GetOutput. Counts follow NCCL's calls (collective_ops.h's
+// OpCount): every operation fits buffers of Prepare's max_count when
+// count * Size() <= max_count (all_reduce: count <= max_count).
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -31,7 +34,12 @@ class Backend {
   virtual std::string Device() const = 0;  // what this rank drives, for the report
   virtual Status Prepare(uint64_t max_count) = 0;
   virtual Status SetInput(const float* host, uint64_t count) = 0;
-  virtual Status AllReduce(uint64_t count) = 0;  // may return before completion
+  // Each may return before completion; an operation this backend cannot
+  // run (a symbol missing from an old NCCL) is an error value naming it.
+  virtual Status AllReduce(uint64_t count) = 0;      // count elements in, count out
+  virtual Status AllGather(uint64_t count) = 0;      // count in, Size() * count out (rank r's at r * count)
+  virtual Status ReduceScatter(uint64_t count) = 0;  // Size() * count in, this rank's summed chunk of count out
+  virtual Status AllToAll(uint64_t count) = 0;       // chunk p of count elements to rank p; chunk q out from rank q
   virtual Status Wait() = 0;                     // all issued operations complete
   virtual Status GetOutput(float* host, uint64_t offset, uint64_t count) = 0;
   // Element-wise max of a few doubles across ranks (timings, error counts).
@@ -63,7 +71,11 @@ struct HostOptions {
 };
 // TCP ring all-reduce between ranks (reduce-scatter then all-gather, n-1
 // steps each, full duplex), the algorithm NCCL's ring uses, so the bus
-// bandwidth formula holds. Listen addresses are exchanged through `boot`.
+// bandwidth formula holds; all-gather and reduce-scatter are the two
+// halves alone. All-to-all relays chunks around the same ring (a chunk for
+// the rank k hops away travels k links), so its busbw on the host backend
+// is about 2/n of what a switched fabric would give: correct data, a
+// pessimistic figure. Listen addresses are exchanged through `boot`.
 Expected<std::unique_ptr<Backend>> MakeHostBackend(Bootstrap& boot, const HostOptions& opt);
 
 struct NcclOptions {

@@ -38,14 +38,31 @@ Expected<double> HostRateCap(const Config& cfg);
 Expected<std::unique_ptr<Backend>> MakeBackend(const std::string& backend, Bootstrap& boot, const Config& cfg,
                                                double user_rate_cap = 0, double deadline = 0);
 
-// One finished check, with its inputs, ready for output.
-struct CheckRun {
+// One operation's sweep and its verdict.
+struct OpResult {
   SweepResult result;
   Judgement judgement;
+};
+
+// One finished check, with its inputs, ready for output.
+struct CheckRun {
+  // The first operation's (all_reduce unless --ops says otherwise); when
+  // `error` is set, `result` has no sizes and names the operation that failed.
+  SweepResult result;
+  Judgement judgement;
+  std::vector<OpResult> rest;  // the other operations', in the order asked (--ops)
   RunInfo info;
   std::string error;  // set when the check could not run (then judgement.ok is false)
   bool usage_error = false;  // `error` is the caller's request (bad --ranks): exit 2, never a drain
 };
+// Every operation passed.
+bool Passed(const CheckRun& r);
+// The sweep the run's verdict rests on: the first that failed, else the first.
+OpResult Deciding(const CheckRun& r);
+// Fills `run` from RunSweeps' answer for `ops`, each judged against
+// `threshold`; an error goes to run->error, naming `failed`.
+void SetSweeps(CheckRun* run, const std::vector<Op>& ops, const Expected<std::vector<SweepResult>>& res, Op failed,
+               double threshold);
 
 // The most ranks --intra-node runs as threads of one process. Above any
 // node's GPU count (8 today, 72 GPUs per NVLink domain are 4 per node); a
@@ -58,8 +75,9 @@ Status CheckIntraRanks(int ranks, int gpus);
 
 // All ranks of one node as threads over the local bootstrap: `ranks` ranks
 // (0: one per visible GPU for nccl, 2 for host), threshold from
-// nccl_min_intra_busbw or the node profile.
-CheckRun RunIntraNode(const Config& cfg, const std::string& node, Level level, const std::string& backend, int ranks);
+// nccl_min_intra_busbw or the node profile, every operation of `ops` in turn.
+CheckRun RunIntraNode(const Config& cfg, const std::string& node, Level level, const std::string& backend, int ranks,
+                      const std::vector<Op>& ops = {Op::kAllReduce});
 
 // The drain reason for a failed intra-node check (drain_reason.h:
 // "preflight[node] nccl.intra NODE (BACKEND, N ranks): busbw ... [got X, want >= Y]").
