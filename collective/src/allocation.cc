@@ -28,6 +28,10 @@ namespace {
 // --config and --set overrides, carried whole.
 std::vector<std::string> NcclArgs(const Config& cfg, const Allocation& a, Level level, const char* scope) {
   std::vector<std::string> v = {cfg.nccl.binary, "--level", LevelName(level), "--scope", scope};
+  // Full: the collectives jobs spend their time in (all-gather and
+  // reduce-scatter for sharded data parallelism, all-to-all for experts)
+  // beside the all-reduce; ring pairs stay all-reduce figures.
+  if (level == Level::kFull && std::string(scope) != "pairs") v.insert(v.end(), {"--ops", "all"});
   if (!a.config_path.empty()) { v.push_back("--config"); v.push_back(a.config_path); }
   for (const auto& kv : a.sets) { v.push_back("--set"); v.push_back(kv); }
   return v;

@@ -5,7 +5,8 @@
 # nccl_host_rate_file) is found by the root-run intra-node check, drained
 # with its figure, and the job requeued without it; the script of a job whose
 # check failed never runs. Also: preflight-nccl by hand, and what a user can
-# and cannot make the check do.
+# and cannot make the check do, and at full level the four collectives
+# (all-reduce, all-gather, reduce-scatter, all-to-all) in the one step.
 . "$(dirname "$0")/lib.sh"
 
 conf=$C/etc/preflight.conf
@@ -163,4 +164,15 @@ echo "fast" >"$C/nodes/n1/nccl_rate"
 rc=0; "$NCCL" --config "$conf" --intra-node --node n1 >"$OUT/bad-rate.out" 2>&1 || rc=$?
 check "bad rate file: fails naming the file" contains "$OUT/bad-rate.out" "nodes/n1/nccl_rate: bad rate 'fast'"
 rm -f "$C/nodes/n1/nccl_rate"
+
+# --- 8. full level: the collectives jobs use, in the same one step (issue 33)
+jid=$(sbatch --parsable -N3 --nccl-check=full -o "$OUT/full-%j.out" --wrap 'echo script ran')
+wait_job "$jid"
+cat "$OUT/full-$jid.out"
+check "full: job completed" test "$(job_field "$jid" JobState)" = COMPLETED
+for op in all_reduce all_gather reduce_scatter all_to_all; do
+  check "full: $op measured across the 3 nodes" contains "$OUT/full-$jid.out" "# preflight-nccl $op \(allocation, full\): backend host-tcp, 3 ranks"
+done
+check "full: every operation verified" contains "$OUT/full-$jid.out" '# OK: every operation passed \(all_reduce, all_gather, reduce_scatter, all_to_all\)'
+check "full: ring pairs still follow" contains "$OUT/full-$jid.out" '# pair n1-n2: OK'
 finish
