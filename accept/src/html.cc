@@ -286,6 +286,15 @@ std::string CollectiveTablesHtml(const Report& r) {
          HtmlEscape(c.reproduce) + "</code></td></tr>\n";
   }
   o += "</table></div>\n";
+  if (!r.op_curves.empty()) {
+    o += "<h3>Other collectives</h3><div class=\"scroll\"><table><tr><th>operation</th><th>nodes</th><th>busbw</th>"
+         "<th>reproduce</th></tr>\n";
+    for (const auto& c : r.op_curves)
+      o += "<tr><td>" + HtmlEscape(c.op) + "</td><td>" + std::to_string(c.nodes) + "</td><td>" +
+           (c.error.empty() ? HtmlEscape(RateWords(c.Busbw())) : "failed: " + HtmlEscape(c.error)) + "</td><td><code>" +
+           HtmlEscape(c.reproduce) + "</code></td></tr>\n";
+    o += "</table></div>\n";
+  }
   if (!r.pairs.empty()) {
     o += "<h3>Ring pairs</h3><div class=\"scroll\"><table><tr><th>pair</th><th>busbw</th><th>verdict</th></tr>\n";
     for (const auto& p : r.pairs) {

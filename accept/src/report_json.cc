@@ -13,6 +13,21 @@ void WriteStrings(JsonWriter& w, const std::string& key, const std::vector<std::
   for (const auto& s : v) w.String(s);
   w.EndArray();
 }
+
+// One sweep: a curve of the all-reduce, or another operation's.
+void WriteCurve(JsonWriter& w, const Curve& c) {
+  w.BeginObject().Field("op", c.op).Field("nodes", c.nodes);
+  WriteStrings(w, "node_names", c.node_names);
+  w.Field("ranks", c.ranks).Field("backend", c.backend).Field("profile", c.profile);
+  w.Field("profile_threshold_Bps", c.profile_threshold).Field("threshold_source", c.threshold_source);
+  w.Field("busbw_Bps", c.Busbw()).Field("worse_busbw_Bps", c.worse_busbw).Field("error", c.error)
+      .Field("reproduce", c.reproduce);
+  w.Key("sizes").BeginArray();
+  for (const auto& s : c.sizes)
+    w.BeginObject().Field("bytes", static_cast<int64_t>(s.bytes)).Field("busbw_Bps", s.busbw)
+        .Field("wrong", static_cast<int64_t>(s.wrong)).EndObject();
+  w.EndArray().EndObject();
+}
 }  // namespace
 
 std::string ReportJson(const Report& r) {
@@ -48,19 +63,10 @@ std::string ReportJson(const Report& r) {
   w.Key("collective").BeginObject();
   w.Field("scaling", r.scaling_text);
   w.Key("curves").BeginArray();
-  for (const auto& c : r.curves) {
-    w.BeginObject().Field("nodes", c.nodes);
-    WriteStrings(w, "node_names", c.node_names);
-    w.Field("ranks", c.ranks).Field("backend", c.backend).Field("profile", c.profile);
-    w.Field("profile_threshold_Bps", c.profile_threshold).Field("threshold_source", c.threshold_source);
-    w.Field("busbw_Bps", c.Busbw()).Field("worse_busbw_Bps", c.worse_busbw).Field("error", c.error)
-        .Field("reproduce", c.reproduce);
-    w.Key("sizes").BeginArray();
-    for (const auto& s : c.sizes)
-      w.BeginObject().Field("bytes", static_cast<int64_t>(s.bytes)).Field("busbw_Bps", s.busbw)
-          .Field("wrong", static_cast<int64_t>(s.wrong)).EndObject();
-    w.EndArray().EndObject();
-  }
+  for (const auto& c : r.curves) WriteCurve(w, c);
+  w.EndArray();
+  w.Key("operations").BeginArray();
+  for (const auto& c : r.op_curves) WriteCurve(w, c);
   w.EndArray();
   w.Key("pairs").BeginArray();
   for (const auto& p : r.pairs)

@@ -59,10 +59,17 @@ std::string SizeWords(uint64_t b) {
   return std::to_string(b);
 }
 
-// Data first: any wrong element fails, whatever the bandwidth.
+// Data first: any wrong element fails, whatever the bandwidth. The other
+// collectives are judged the same way, against the same threshold (busbw is
+// per link whatever the operation, as nccl-tests defines it).
 void JudgeCurves(Report* r) {
-  for (const auto& c : r->curves) {
-    std::string label = c.nodes == 1 ? "intra-node" : std::to_string(c.nodes) + " nodes";
+  std::vector<const Curve*> all;
+  for (const auto& c : r->curves) all.push_back(&c);
+  for (const auto& c : r->op_curves) all.push_back(&c);
+  for (const Curve* cp : all) {
+    const Curve& c = *cp;
+    std::string label = (c.op == "all_reduce" ? std::string() : c.op + " ") +
+                        (c.nodes == 1 ? "intra-node" : std::to_string(c.nodes) + " nodes");
     Figure f;
     f.stage = "collective";
     f.name = "busbw " + label;

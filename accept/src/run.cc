@@ -62,6 +62,28 @@ Status ParseNcclJson(const std::string& text, Curve* c) {
   return Status::Ok();
 }
 
+Status ParseNcclOpsJson(const std::string& text, std::vector<Curve>* curves) {
+  // The array starts at the first line that is "[" and ends at the first
+  // line that is "]" (pretty output); srun's words may surround it.
+  size_t open = text.rfind("[\n", 0) == 0 ? 0 : text.find("\n[\n");
+  if (open == std::string::npos) return Status::InvalidArgument("no JSON array in preflight-nccl's output");
+  if (open != 0) ++open;
+  size_t end = text.find("\n]", open);
+  std::string doc = text.substr(open, end == std::string::npos ? std::string::npos : end + 2 - open);
+  nlohmann::json j = nlohmann::json::parse(doc, nullptr, false);
+  if (j.is_discarded() || !j.is_array()) return Status::InvalidArgument("preflight-nccl's JSON array does not parse");
+  for (const auto& e : j) {
+    if (!e.is_object() || !e.contains("test") || !e["test"].is_string()) continue;
+    Curve c;
+    Status s = ParseNcclJson(e.dump(2), &c);
+    if (!s.ok()) return s;
+    c.op = e["test"].get<std::string>();
+    curves->push_back(std::move(c));
+  }
+  if (curves->empty()) return Status::InvalidArgument("preflight-nccl's JSON array holds no operation");
+  return Status::Ok();
+}
+
 Report RunAccept(const RunOptions& in, const Runner& run, const Progress& progress) {
   RunOptions o = in;
   DefaultBudgets(&o);

@@ -23,7 +23,8 @@ void Stages::Collective() {
   // Intra-node on every node at once: one JSON document per task.
   if (Budget("the intra-node sweeps")) IntraNode();
   if (live_.size() < 2) {
-    Note("one node: the curve is intra-node only (no inter-node figure, no scaling, no ring pairs)");
+    Note("one node: the curve is intra-node only (no inter-node figure, no scaling, no ring pairs, no all-gather, "
+         "reduce-scatter or all-to-all across nodes)");
     return;
   }
   for (int k : NodeCounts(static_cast<int>(live_.size()))) {
@@ -47,7 +48,35 @@ void Stages::Collective() {
     Say("collective: " + std::to_string(k) + " nodes: " +
         (c.error.empty() ? RateWords(c.Busbw()) : c.error) + " (" + F("%.1f", Now() - t0) + " s)");
   }
+  if (Budget("the other collectives")) Operations(per);
   if (live_.size() >= 2 && Budget("the ring pairs")) Pairs(per);
+}
+
+// All-gather, reduce-scatter and all-to-all across the whole allocation, in
+// one launch: what sharded data parallelism and experts spend their time in.
+void Stages::Operations(int per) {
+  std::vector<std::string> a = NcclArgs(Srun(live_, true, per, false));
+  a.insert(a.end(), {"--ops", "all_gather,reduce_scatter,all_to_all", "--json"});
+  double t0 = Now();
+  ProcessResult p = run_(a, Left());
+  std::vector<Curve> got;
+  Status s = ParseNcclOpsJson(p.output, &got);
+  if (!s.ok()) {
+    Curve c;
+    c.op = "all_gather,reduce_scatter,all_to_all";
+    c.error = p.timed_out ? "no verdict within the stage budget" : "no result: " + LastLine(p.output);
+    got.push_back(c);
+    FindLost(live_, "the other collectives");
+  }
+  for (auto& c : got) {
+    c.nodes = static_cast<int>(live_.size());
+    c.node_names = live_;
+    c.reproduce = Cmdline(a);
+    Say("collective: " + c.op + " on " + std::to_string(c.nodes) + " nodes: " +
+        (c.error.empty() ? RateWords(c.Busbw()) : c.error));
+    r_->op_curves.push_back(std::move(c));
+  }
+  Say("collective: the other collectives took " + F("%.1f", Now() - t0) + " s");
 }
 
 // The intra-node sweep on every node, and again on each suspect.

@@ -57,6 +57,7 @@ class Stages {
   // run_collective.cc
   std::vector<std::string> NcclArgs(std::vector<std::string> a);
   void Collective();
+  void Operations(int per);
   void IntraNode();
   std::vector<PairFigure> RunPairs(const std::vector<std::string>& nodes, int per, std::string* error);
   void Pairs(int per);

@@ -137,6 +137,9 @@ check "shaped: report.json valid against its schema" python3 -c \
   'import json,sys,jsonschema; jsonschema.validate(json.load(open(sys.argv[2])), json.load(open(sys.argv[1])))' \
   "$S/accept/accept-report.schema.json" "$J"
 jq_py() { python3 -c "import json,sys; r=json.load(open('$J')); $1"; }
+ops_ok() {  # every other collective ran on all nodes, measured and verified
+  jq_py "o = r['collective']['operations']; sys.exit(sorted(c['op'] for c in o) != ['all_gather', 'all_to_all', 'reduce_scatter'] or any(c['nodes'] != $count or c['error'] or not c['sizes'] or any(s['wrong'] for s in c['sizes']) for c in o))"
+}
 check "shaped: verdict fail" jq_py "sys.exit(r['verdict'] != 'fail')"
 check "shaped: $slow_node named a straggler" jq_py "sys.exit('$slow_node' not in r['collective']['stragglers'])"
 check "shaped: $slow_node's row fails" jq_py \
@@ -149,6 +152,9 @@ check "shaped: the fast path passes seq_write" jq_py \
   "sys.exit(any(f['path'] == '$OUT/fast' and f['name'] == 'seq_write' and f['verdict'] == 'fail' for f in r['figures']))"
 check "shaped: the curve broke at the step taking in $slow_node" jq_py \
   "sys.exit('the curve broke between' not in r['collective']['scaling'] or ' and $count nodes' not in r['collective']['scaling'])"
+check "shaped: all-gather, reduce-scatter and all-to-all across all $count nodes, data verified" ops_ok
+check "shaped: a progress line per other collective" grep -q "preflight accept: collective: all_to_all on $count nodes:" "$OUT/logs/shaped.out"
+check "shaped: the HTML shows them" grep -q "Other collectives" "$OUT/shaped/report.html"
 check "shaped: the HTML names the node and the path" \
   grep -q "straggler.*$slow_node\|$slow_node.*straggler" "$OUT/shaped/report.html"
 check "shaped: the HTML names the slow path" grep -q "$OUT/slow (one node" "$OUT/shaped/report.html"
@@ -160,6 +166,7 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 for c in r["collective"]["curves"]:
     if c["nodes"] > 1: print(f"  figure: busbw {c['nodes']} nodes {c['busbw_Bps']/1e6:.2f} MB/s")
+for c in r["collective"]["operations"]: print(f"  figure: {c['op']} {c['nodes']} nodes {c['busbw_Bps']/1e6:.2f} MB/s")
 for p in r["collective"]["pairs"]: print(f"  figure: pair {p['a']}-{p['b']} {p['busbw_Bps']/1e6:.2f} MB/s")
 for s in r["storage"]:
     if s["scope"] == "one node": print(f"  figure: {s['path']} one node seq_write {s['seq_write_Bps']/1e6:.2f} MB/s seq_read {s['seq_read_Bps']/1e6:.2f} MB/s")
@@ -180,6 +187,7 @@ cat "$OUT/logs/clean.out"
 J=$OUT/clean/report.json
 check "clean: verdict pass" jq_py "sys.exit(r['verdict'] != 'pass')"
 check "clean: nobody named" jq_py "sys.exit(bool(r['collective']['stragglers']))"
+check "clean: the other collectives pass" ops_ok
 
 # --- 3. bad input
 ALLOC=2 accept_job "$OUT/logs/bad.out" --config "$C/etc/preflight.conf" --out "$OUT/bad" --storage "$OUT/locked" --storage "$OUT/full" \

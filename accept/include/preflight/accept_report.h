@@ -56,6 +56,7 @@ struct SizePoint {
   uint64_t wrong = 0; // elements that did not verify
 };
 struct Curve {
+  std::string op = "all_reduce";  // preflight-nccl's operation (collective_ops.h names)
   int nodes = 0;                  // node count (1: intra-node on nodes[0])
   std::vector<std::string> node_names;
   int ranks = 0;
@@ -144,7 +145,10 @@ struct Report {
   std::vector<std::string> storage_paths;
   Thresholds thresholds;
   std::vector<Stage> stages;
-  std::vector<Curve> curves;      // by node count, ascending
+  std::vector<Curve> curves;      // all-reduce, by node count, ascending
+  // all_gather, reduce_scatter, all_to_all across the whole allocation
+  // (2+ nodes): judged like a curve, not part of scaling or stragglers.
+  std::vector<Curve> op_curves;
   std::vector<PairFigure> pairs;
   std::map<std::string, std::string> node_checks;  // node -> "" passed, else the reason
   std::map<std::string, std::string> lost_nodes;   // node -> when/what

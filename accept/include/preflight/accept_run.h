@@ -74,5 +74,8 @@ Status PrepareOutDir(const std::string& dir, const std::string& tag, std::string
 
 // Parse preflight-nccl's --json document (one sweep) into a curve.
 Status ParseNcclJson(const std::string& text, Curve* c);
+// preflight-nccl --ops --json: an array, one document per operation, each
+// a curve with its `op` set (the document's "test").
+Status ParseNcclOpsJson(const std::string& text, std::vector<Curve>* curves);
 
 }  // namespace preflight::accept
