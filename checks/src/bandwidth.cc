@@ -24,11 +24,6 @@ const std::vector<BwProfile>& BwProfiles() {
   return kProfiles;
 }
 
-std::vector<std::string> CudaRuntimeNames(const std::string& configured) {
-  if (configured == Config().cuda_runtime) return {configured, "libcudart.so.12"};
-  return {configured};
-}
-
 const BwProfile* FindBwProfile(const std::string& name, const std::string& gpu_name) {
   for (const auto& p : BwProfiles())
     if (name == "auto" ? gpu_name.find(p.match) != std::string::npos : name == p.name) return &p;
@@ -177,16 +172,11 @@ std::vector<CheckResult> CheckBandwidth(const CheckEnv& env) {
   using checks_internal::Skip;
   CheckResult r = checks_internal::Make("gpu.bandwidth", "node");
   auto skip = [&](const std::string& why) { return std::vector<CheckResult>{Skip(r, why)}; };
-  void* h = nullptr;
-  std::string tried, lib;
-  for (const std::string& name : CudaRuntimeNames(c.cuda_runtime)) {
-    ProbeStep("gpu.bandwidth", "", "dlopen " + name);
-    h = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (h != nullptr) { lib = name; break; }
-    const char* e = ::dlerror();
-    tried += (tried.empty() ? "" : "; ") + std::string(e ? e : name);
-  }
-  if (h == nullptr) return skip("no CUDA runtime (" + tried + ")");
+  auto opened = OpenFirstLibrary(CudaRuntimeNames(c.cuda_runtime),
+                                 [](const std::string& name) { ProbeStep("gpu.bandwidth", "", "dlopen " + name); });
+  if (!opened) return skip("no CUDA runtime (" + opened.status().message() + ")");
+  void* h = opened->handle;
+  const std::string& lib = opened->name;
   Cudart cu;
   std::string miss;
   Sym(h, "cudaGetDeviceCount", cu.GetDeviceCount, miss);

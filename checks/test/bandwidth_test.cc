@@ -33,9 +33,10 @@ TEST(Bandwidth, SkippedWithTheReasonOnCpuNodes) {
   EXPECT_TRUE(RunTier(cfg, Level::kQuick).empty()) << "full level only";
 }
 
-TEST(Bandwidth, DefaultRuntimeIsCuda13ThenCuda12) {
+TEST(Bandwidth, DefaultRuntimeIsCuda13Then12Then11) {
   EXPECT_EQ(Config().cuda_runtime, "libcudart.so.13");
-  EXPECT_EQ(CudaRuntimeNames(Config().cuda_runtime), (std::vector<std::string>{"libcudart.so.13", "libcudart.so.12"}));
+  EXPECT_EQ(CudaRuntimeNames(Config().cuda_runtime),
+            (std::vector<std::string>{"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"}));
   EXPECT_EQ(CudaRuntimeNames("/opt/cuda/libcudart.so.12"), (std::vector<std::string>{"/opt/cuda/libcudart.so.12"}));
   // Neither soname loadable: the skip names both attempts.
   Config cfg;

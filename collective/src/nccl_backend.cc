@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "preflight/collective.h"
+#include "preflight/dl_library.h"
 
 namespace preflight::collective {
 namespace {
@@ -59,16 +60,6 @@ bool Sym(void* h, const char* name, T& out, std::string& missing) {
   return out != nullptr;
 }
 
-void* OpenFirst(const std::vector<std::string>& names, std::string& tried) {
-  for (const auto& n : names) {
-    void* h = ::dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (h) return h;
-    const char* e = ::dlerror();
-    tried += (tried.empty() ? "" : "; ") + std::string(e ? e : n);
-  }
-  return nullptr;
-}
-
 struct Loaded {
   CudaApi cuda;
   NcclApi nccl;
@@ -82,9 +73,9 @@ Loaded& Load(const NcclOptions& opt, bool want_nccl) {
   static Loaded l;
   static std::once_flag cuda_once, nccl_once;
   std::call_once(cuda_once, [&] {
-    std::string tried;
-    void* h = OpenFirst({opt.cudart, "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"}, tried);
-    if (!h) { l.cuda_status = Status::Unavailable("cannot load the CUDA runtime: " + tried); return; }
+    auto opened = OpenFirstLibrary(CudaRuntimeNames(opt.cudart));
+    if (!opened) { l.cuda_status = Status::Unavailable("cannot load the CUDA runtime: " + opened.status().message()); return; }
+    void* h = opened->handle;
     std::string miss;
     CudaApi& c = l.cuda;
     Sym(h, "cudaGetDeviceCount", c.GetDeviceCount, miss);
@@ -97,14 +88,16 @@ Loaded& Load(const NcclOptions& opt, bool want_nccl) {
     Sym(h, "cudaStreamDestroy", c.StreamDestroy, miss);
     Sym(h, "cudaGetErrorString", c.GetErrorString, miss);
     Sym(h, "cudaDeviceGetPCIBusId", c.DeviceGetPCIBusId, miss);
-    if (!miss.empty()) { l.cuda_status = Status::Unavailable(opt.cudart + ": missing symbols " + miss); return; }
+    if (!miss.empty()) { l.cuda_status = Status::Unavailable(opened->name + ": missing symbols " + miss); return; }
     l.cuda_ok = true;
   });
   if (want_nccl) {
     std::call_once(nccl_once, [&] {
-      std::string tried;
-      void* h = OpenFirst({opt.nccl, "libnccl.so"}, tried);
-      if (!h) { l.nccl_status = Status::Unavailable("cannot load NCCL: " + tried); return; }
+      // nccl_library (default libnccl.so.2), then the unversioned name a
+      // development install has.
+      auto opened = OpenFirstLibrary({opt.nccl, "libnccl.so"});
+      if (!opened) { l.nccl_status = Status::Unavailable("cannot load NCCL: " + opened.status().message()); return; }
+      void* h = opened->handle;
       std::string miss;
       NcclApi& n = l.nccl;
       Sym(h, "ncclGetVersion", n.GetVersion, miss);

@@ -223,7 +223,7 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_PARSED(fleet_fail_fields, ParseFleetFields, ListText)},
       {"fleet_max_age", "duration", "Other nodes' version records older than this are not compared (0: any age)",
        PF_PARSED(fleet_max_age_ms, ParseDurationMs, DurationText)},
-      {"cuda_runtime", "path", "CUDA runtime the bandwidth tier and the NCCL backend dlopen (default: CUDA 13's, else 12's; absent: gpu.bandwidth is skipped, saying so)",
+      {"cuda_runtime", "path", "CUDA runtime the bandwidth tier and the NCCL backend dlopen (default: CUDA 13's, else 12's, else 11's; a value set is the only one tried; absent: gpu.bandwidth is skipped, saying so)",
        PF_CMDPATH(cuda_runtime)},
       {"bw_profile", "string", "Bandwidth profile for gpu.bandwidth: auto (from the GPU name), H100, H200, B200, A100, L40S",
        PF_PARSED(bw_profile, ParseBwProfile, Same)},

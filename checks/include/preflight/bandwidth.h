@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "preflight/checks.h"
+#include "preflight/dl_library.h"  // CudaRuntimeNames: the runtimes tried, in order
 
 namespace preflight {
 
@@ -32,11 +33,6 @@ struct BwProfile {
 };
 const std::vector<BwProfile>& BwProfiles();
 
-// The CUDA runtimes to dlopen, in order, for the cuda_runtime key: the
-// default (unset key) is CUDA 13's soname, then CUDA 12's, so a node with
-// either loads its runtime; a value the site set is the only one tried.
-// The bandwidth tier and the NCCL backend (collective/) both use it.
-std::vector<std::string> CudaRuntimeNames(const std::string& configured);
 // By name ("H100") or, for "auto", the first whose match is in gpu_name.
 const BwProfile* FindBwProfile(const std::string& name, const std::string& gpu_name);
 

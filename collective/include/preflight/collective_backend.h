@@ -79,9 +79,10 @@ struct HostOptions {
 Expected<std::unique_ptr<Backend>> MakeHostBackend(Bootstrap& boot, const HostOptions& opt);
 
 struct NcclOptions {
-  // dlopen names: cudart tried first, then CUDA 13's, 12's and 11's sonames;
-  // nccl, then libnccl.so. From the config: NcclOptionsFor.
-  std::string cudart = "libcudart.so.13";
+  // dlopen names: the CUDA runtime as CudaRuntimeNames (dl_library.h) says
+  // (the default, then CUDA 12's and 11's; a name the site set alone); nccl,
+  // then libnccl.so. From the config: NcclOptionsFor.
+  std::string cudart = kCudaRuntimeSoname;
   std::string nccl = "libnccl.so.2";
   int device = -1;  // -1: the bootstrap's local rank
 };

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "preflight/config_values.h"
+#include "preflight/dl_library.h"
 #include "preflight/health_config.h"
 #include "preflight/nccl_config.h"
 #include "preflight/options.h"
@@ -136,10 +137,10 @@ struct Config {
   // gpu.bandwidth (bandwidth.h), full level: CUDA runtime to dlopen, the
   // profile (auto: from the GPU name), the fraction of its per-direction
   // peak each copy must reach, and the bytes per copy.
-  // Default: CUDA 13's soname, then CUDA 12's (CudaRuntimeNames, bandwidth.h);
-  // a value set in the config is the only one tried. The NCCL backend loads
-  // the same runtime.
-  std::string cuda_runtime = "libcudart.so.13";
+  // Default: CUDA 13's soname, then CUDA 12's and 11's (CudaRuntimeNames,
+  // dl_library.h); a value set in the config is the only one tried. The NCCL
+  // backend loads the same runtime the same way.
+  std::string cuda_runtime = kCudaRuntimeSoname;
   std::string bw_profile = "auto";
   double bw_min_fraction = 0.6;
   uint64_t bw_bytes = 256ull << 20;
