@@ -166,7 +166,7 @@ int Main(int argc, char** argv) {
       ("drain", po::bool_switch(&drain), "with --intra-node, as root: drain this node when it fails")
       ("records", po::bool_switch(&records), "also print one '#record {json}' line per verdict, for a caller")
       ("pairs", po::bool_switch(&pairs), "after the allocation's all-reduce, ring pairs and the straggler rule in the same launch")
-      ("node-records", po::bool_switch(&node_records), "first carry each node's rails and versions records to rank 0's output");
+      ("node-records", po::bool_switch(&node_records), "first carry each node's rails, versions and gemm records to rank 0's output");
   po::options_description all;
   all.add(visible).add(hidden);
   po::variables_map vm;

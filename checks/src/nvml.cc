@@ -60,6 +60,7 @@ Expected<NvmlApi> Open(const std::string& library) {
   Resolve(h, "nvmlDeviceGetTemperature", a.DeviceGetTemperature);
   if (!Resolve(h, "nvmlDeviceGetCurrentClocksEventReasons", a.DeviceGetClockReasons))
     Resolve(h, "nvmlDeviceGetCurrentClocksThrottleReasons", a.DeviceGetClockReasons);
+  Resolve(h, "nvmlDeviceGetClockInfo", a.DeviceGetClockInfo);
   Resolve(h, "nvmlDeviceGetCurrPcieLinkGeneration", a.DeviceGetCurrPcieLinkGeneration);
   Resolve(h, "nvmlDeviceGetCurrPcieLinkWidth", a.DeviceGetCurrPcieLinkWidth);
   Resolve(h, "nvmlDeviceGetMaxPcieLinkGeneration", a.DeviceGetMaxPcieLinkGeneration);

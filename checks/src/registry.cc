@@ -6,6 +6,7 @@
 #include "preflight/checks.h"
 #include "preflight/dcgm.h"
 #include "preflight/fleet.h"
+#include "preflight/gemm.h"
 #include "preflight/gpu_checks.h"
 #include "preflight/ib_checks.h"
 #include "preflight/ib_counters.h"
@@ -31,6 +32,10 @@ const std::vector<CheckDescriptor>& AllChecks() {
        CheckDcgm, 0, [](const Config& c) { return c.dcgm_timeout_ms + 10000u; }},
       {"gpu.bandwidth", "H2D, D2H and P2P copy bandwidth per GPU against its profile (full level; CUDA dlopen'ed)",
        Level::kFull, CheckBandwidth, 0, [](const Config& c) { return std::max(c.probe_timeout_ms, 120000u); }},
+      // The soak itself plus two minutes for loading cuBLAS, copying and hashing.
+      {"gpu.gemm", "GEMM soak on every GPU: TFLOPS vs profile and node median, results compared bit for bit, clocks (full level; cuBLAS dlopen'ed)",
+       Level::kFull, CheckGemm, 0,
+       [](const Config& c) { return static_cast<unsigned>(c.gemm_soak_seconds * 1000 + std::max(c.probe_timeout_ms, 120000u)); }},
       {"topo.pairing", "GPU-NIC placement matches the pinned topo_expect", Level::kQuick, CheckPairing},
       {"topo.rails", "every compute rail (NIC next to a GPU, or named in topo_rails) is up", Level::kQuick,
        CheckRailsUp},

@@ -9,6 +9,7 @@
 
 #include "preflight/collective_records.h"
 #include "preflight/fileutil.h"
+#include "preflight/gemm_record.h"
 #include "preflight/json.h"
 #include "preflight/pairs.h"
 #include "preflight/severity.h"
@@ -192,7 +193,8 @@ VersionsOutcome VersionsOf(const Expected<NodeRecordSet>& recs) {
 
 // The comparisons' text from the records the step carried; a kind it did
 // not carry is read with its own step.
-std::string NodeComparisons(const Config& cfg, const Allocation& a, const ParsedOutput* carried) {
+// The gemm records only at the full level, the one whose prolog soaked.
+std::string NodeComparisons(const Config& cfg, const Allocation& a, const ParsedOutput* carried, Level level) {
   auto set = [&](const char* kind, const char* suffix) -> Expected<NodeRecordSet> {
     if (carried != nullptr) {
       auto it = carried->node_records.find(kind);
@@ -200,10 +202,31 @@ std::string NodeComparisons(const Config& cfg, const Allocation& a, const Parsed
     }
     return GatherNodeRecords(cfg, a, suffix);
   };
-  return RailsOf(set("rails", state::kRails)).text + VersionsOf(set("versions", state::kVersions)).text;
+  std::string text = RailsOf(set("rails", state::kRails)).text + VersionsOf(set("versions", state::kVersions)).text;
+  if (level >= Level::kFull)
+    if (auto gemm = set("gemm", kGemmRecordSuffix)) text += GemmAcrossText(*gemm, a.job_id);
+  return text;
 }
 
 }  // namespace
+
+std::string GemmAcrossText(const NodeRecordSet& recs, const std::string& job) {
+  std::vector<NodeGemm> nodes;
+  std::string without;
+  for (const auto& line : recs.lines)
+    if (auto n = ParseGemmRecordJson(line)) nodes.push_back(*n);
+  // Only this job's soaks count: a node's record from an earlier job's soak,
+  // or none (a job below the full level runs no soak), is said only when
+  // some node did record this job's.
+  GemmAcross c = CompareGemm(nodes, job);
+  if (c.nodes == 0) return "";
+  for (const auto& n : nodes)
+    if (n.job != job) without += (without.empty() ? "" : ",") + n.node;
+  if (!recs.missing.empty()) without += (without.empty() ? "" : ",") + recs.missing;
+  std::string out = Prefixed("preflight: gemm: ", c.text);
+  if (!without.empty()) out += "preflight: gemm: no soak of this job recorded on " + without + "\n";
+  return out;
+}
 
 RailsOutcome RailsAcross(const Config& cfg, const Allocation& a) { return RailsOf(GatherNodeRecords(cfg, a, state::kRails)); }
 
@@ -303,13 +326,13 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
   CheckMode mode = ModeFor(cfg.check_modes, "nccl.straggler");
   const bool with_pairs = mode != CheckMode::kOff && a.nodes.size() >= 2;
 
-  // One job step when the check passes: the nodes' rails and versions
+  // One job step when the check passes: the nodes' rails, versions and gemm
   // records travel in it (issue 33), compared here before the figures.
   const bool compare_nodes = a.nodes.size() >= 2;
   double t0 = MonotonicSeconds();
   auto all = user_step(a.nodes, "allocation", with_pairs, compare_nodes);
   if (!all) {
-    if (compare_nodes) o.text += NodeComparisons(cfg, a, nullptr);
+    if (compare_nodes) o.text += NodeComparisons(cfg, a, nullptr, level);
     o.text += head + "cannot start the check: " + all.status().message() + "\n";
     return o;
   }
@@ -319,7 +342,7 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
   std::vector<ResultRecord> step_records;
   {
     ParsedOutput parsed = ParseOutput(all->second);
-    if (compare_nodes) o.text += NodeComparisons(cfg, a, &parsed);
+    if (compare_nodes) o.text += NodeComparisons(cfg, a, &parsed, level);
     o.text += head + "all_reduce across " + std::to_string(a.nodes.size()) + " nodes x " + std::to_string(k) +
               " ranks" + (with_pairs ? ", then ring pairs" : "") + " (" + took + ")\n";
     o.text += Indent(parsed.display);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "preflight/collective_records.h"
+#include "preflight/gemm_record.h"
 #include "preflight/state_paths.h"
 
 namespace preflight::collective {
@@ -48,7 +49,8 @@ std::string ReadRecord(const std::string& path, std::string* why) {
 }  // namespace
 
 const std::vector<NodeRecordKind>& CarriedNodeRecords() {
-  static const std::vector<NodeRecordKind> kKinds = {{"rails", state::kRails}, {"versions", state::kVersions}};
+  static const std::vector<NodeRecordKind> kKinds = {
+      {"rails", state::kRails}, {"versions", state::kVersions}, {"gemm", kGemmRecordSuffix}};
   return kKinds;
 }
 

@@ -10,6 +10,8 @@
 
 #include "preflight/collective_node_records.h"
 #include "preflight/collective_records.h"
+#include "preflight/collective_run.h"
+#include "preflight/gemm_record.h"
 #include "preflight_test/temp_dir.h"
 
 namespace preflight::collective {
@@ -62,7 +64,10 @@ TEST(NodeRecords, RankZeroPrintsEveryNodesRecordsInNodeOrder) {
             "#node-record rails n3 -\n"
             "#node-record versions n1 {\"node\":\"n1\",\"v\":1}\n"
             "#node-record versions n2 -\n"
-            "#node-record versions n3 -\n");
+            "#node-record versions n3 -\n"
+            "#node-record gemm n1 -\n"
+            "#node-record gemm n2 -\n"
+            "#node-record gemm n3 -\n");
   for (int r = 1; r < 6; ++r) EXPECT_EQ(out[r], "") << "rank " << r;
 
   ParsedOutput p = ParseOutput("table line\n" + out[0] + "# OK: fine\n");
@@ -97,6 +102,25 @@ TEST(NodeRecords, MalformedLinesAreNamedNotDropped) {
   ASSERT_EQ(p.errors.size(), 2u);
   EXPECT_NE(p.errors[0].find("malformed node record"), std::string::npos);
   EXPECT_TRUE(p.node_records["rails"].lines.empty());
+}
+
+// The gpu.gemm records the step carried, compared for the job output: the
+// allocation's median and majority (gemm_record.h), this job's soaks only.
+TEST(NodeRecords, GemmSoaksAreComparedAcrossTheAllocation) {
+  auto rec = [](const std::string& node, double tflops, const std::string& job) {
+    NodeGemm g;
+    g.node = node, g.job = job, g.size = 8192, g.gpu_model = "H100";
+    g.gpus = {{0, tflops, "aaaa"}, {1, tflops, "aaaa"}};
+    return GemmRecordJson(g);
+  };
+  NodeRecordSet set;
+  set.lines = {rec("n1", 700, "7"), rec("n2", 700, "7"), rec("n3", 500, "7"), rec("n4", 700, "6"), "garbage"};
+  set.missing = "n5";
+  EXPECT_EQ(GemmAcrossText(set, "7"),
+            "preflight: gemm: n3 GPU0: 500.0 TFLOPS < 90% of the allocation's median 700.0 TFLOPS\n"
+            "preflight: gemm: n3 GPU1: 500.0 TFLOPS < 90% of the allocation's median 700.0 TFLOPS\n"
+            "preflight: gemm: no soak of this job recorded on n4,n5\n");
+  EXPECT_EQ(GemmAcrossText(set, "8"), "") << "no soak of job 8 (below the full level): nothing said";
 }
 
 }  // namespace

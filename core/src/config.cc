@@ -98,6 +98,12 @@ Expected<std::string> ParsePairingKey(const std::string& s) {
 // check_<name> = on|warn|off, one key per switchable check (severity.h).
 // The table holds plain function pointers, so each key gets its own
 // instantiation, indexed into SwitchableChecks().
+// gemm_profile: auto or a GPU gpu.gemm has a TFLOPS profile for (gemm.cc's
+// GemmProfiles; checks/test/gemm_test.cc holds the two lists equal).
+Expected<std::string> ParseGemmProfile(const std::string& s) {
+  return OneOf(s, {"auto", "H100", "H100-PCIe", "H200", "B200", "A100", "L40S"});
+}
+
 Expected<CheckMode> ParseCheckMode(const std::string& s) {
   if (s == "on") return CheckMode::kOn;
   if (s == "warn") return CheckMode::kWarn;
@@ -231,6 +237,16 @@ const std::vector<ConfigKey>& ConfigKeys() {
        PF_PARSED(bw_min_fraction, ParseFraction, FractionText)},
       {"bw_bytes", "size", "Bytes per copy in gpu.bandwidth",
        PF_PARSED(bw_bytes, ParseSize, SizeText)},
+      {"cublas_library", "path", "cuBLAS gpu.gemm dlopens (default: CUDA 13's libcublas.so.13, else 12's; absent: gpu.gemm is skipped, saying so)",
+       PF_CMDPATH(cublas_library)},
+      {"gemm_profile", "string", "TFLOPS profile for gpu.gemm: auto (from the GPU name), H100, H100-PCIe, H200, B200, A100, L40S",
+       PF_PARSED(gemm_profile, ParseGemmProfile, Same)},
+      {"gemm_min_fraction", "fraction", "Fraction of the profile's dense FP16 tensor TFLOPS each GPU's GEMM soak must reach (gpu.gemm)",
+       PF_PARSED(gemm_min_fraction, ParseFraction, FractionText)},
+      {"gemm_soak_seconds", "count", "Seconds every GPU runs the GEMM loop in gpu.gemm (1 to 3600)",
+       PF_PARSED(gemm_soak_seconds, (CountIn<1, 3600>), CountText)},
+      {"gemm_size", "count", "Side N of the N x N FP16 matrices gpu.gemm multiplies (256 to 16384)",
+       PF_PARSED(gemm_size, (CountIn<256, 16384>), CountText)},
       {"dcgmi", "path", "DCGM's dcgmi, run by gpu.dcgm where installed (absent: the check is skipped, saying so)",
        PF_CMDPATH(dcgmi)},
       {"dcgm_level", "count", "dcgmi diag -r level at the full check level (1 quick .. 4 long; 0: never)",

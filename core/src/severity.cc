@@ -20,7 +20,7 @@ const std::vector<std::string>& SwitchableChecks() {
       "scratch", "scratch.free", "scratch.inodes", "scratch.writable",
       "gpu", "gpu.nvml", "gpu.count", "gpu.present", "gpu.ecc", "gpu.retired_pages", "gpu.row_remap",
       "gpu.temperature", "gpu.throttle", "gpu.pcie", "gpu.nvlink", "gpu.persistence", "gpu.compute_mode",
-      "gpu.xid", "gpu.dcgm", "gpu.bandwidth",
+      "gpu.xid", "gpu.dcgm", "gpu.bandwidth", "gpu.gemm",
       "ib", "ib.present", "ib.port", "ib.rate", "ib.link_layer", "ib.flapping", "ib.netdev", "ib.counters",
       "fleet.versions", "topo.pairing", "topo.rails",
       // The collective check's straggler rule (collective/straggler.h):

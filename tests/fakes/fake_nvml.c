@@ -21,6 +21,7 @@
  *   remap_pending GPU           row remap pending (needs reset)
  *   temp GPU C                  temperature
  *   throttle GPU MASK           clock throttle reasons (hex or decimal)
+ *   sm_clock GPU MHZ            nvmlDeviceGetClockInfo(NVML_CLOCK_SM) (default 1980)
  *   pcie_width GPU W            current link width (max 16)
  *   pcie_gen GPU G              current and max link generation (default 5)
  *   nvlink_down GPU LINK        that NVLink is inactive (18 links)
@@ -54,7 +55,7 @@ struct nvmlDevice_st {
   int index, gone, ecc_unsupported, pending, remap_fail, remap_pending, no_nvlink, persistence, compute;
   unsigned long long ecc_vol, ecc_agg, throttle;
   unsigned retired, temp, width, gen, nvlink_down_mask;
-  unsigned util;
+  unsigned util, sm_mhz;
   unsigned power_w, power_limit_w, mem_used_mib;
   char vbios[32];
   char inforom[32];
@@ -81,6 +82,7 @@ static void reset(void) {
     g_dev[i].index = i;
     g_dev[i].temp = 38;
     g_dev[i].util = 100;
+    g_dev[i].sm_mhz = 1980;
     g_dev[i].power_w = 500;
     g_dev[i].power_limit_w = 700;
     g_dev[i].mem_used_mib = 40000;
@@ -117,6 +119,7 @@ SETTER(f_power, d->power_w = (unsigned)strtoul(a, 0, 0))
 SETTER(f_power_limit, d->power_limit_w = (unsigned)strtoul(a, 0, 0))
 SETTER(f_mem_used, d->mem_used_mib = (unsigned)strtoul(a, 0, 0))
 SETTER(f_thr, d->throttle = strtoull(a, 0, 0))
+SETTER(f_smclk, d->sm_mhz = (unsigned)strtoul(a, 0, 0))
 SETTER(f_width, d->width = (unsigned)strtoul(a, 0, 0))
 SETTER(f_gen, d->gen = (unsigned)strtoul(a, 0, 0))
 SETTER(f_nvl, d->nvlink_down_mask |= 1u << (strtoul(a, 0, 0) % 32))
@@ -135,7 +138,7 @@ static void parse_line(char* line) {
   static const struct { const char* key; void (*fn)(struct nvmlDevice_st*, const char*); } kTable[] = {
       {"gone", f_gone}, {"ecc_volatile", f_eccv}, {"ecc_aggregate", f_ecca}, {"ecc_unsupported", f_eccu},
       {"retired_pages", f_ret}, {"pending_retirement", f_pend}, {"remap_failure", f_rfail},
-      {"remap_pending", f_rpend}, {"temp", f_temp}, {"throttle", f_thr}, {"pcie_width", f_width},
+      {"remap_pending", f_rpend}, {"temp", f_temp}, {"throttle", f_thr}, {"sm_clock", f_smclk}, {"pcie_width", f_width},
       {"pcie_gen", f_gen}, {"nvlink_down", f_nvl}, {"no_nvlink", f_nonvl}, {"persistence", f_pers},
       {"compute_mode", f_cm}, {"util", f_util}, {"power", f_power}, {"power_limit", f_power_limit}, {"mem_used", f_mem_used}, {"vbios", f_vbios}, {"inforom", f_inforom}};
   if (strcmp(k, "driver") == 0 && n >= 2) { snprintf(g_driver, sizeof g_driver, "%s", g); return; }
@@ -302,6 +305,12 @@ EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatur
 EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device, unsigned long long* r) {
   DEV_GUARD("nvmlDeviceGetCurrentClocksThrottleReasons");
   *r = device->throttle ? device->throttle : nvmlClocksThrottleReasonGpuIdle;
+  return NVML_SUCCESS;
+}
+EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type, unsigned int* mhz) {
+  DEV_GUARD("nvmlDeviceGetClockInfo");
+  if (type != NVML_CLOCK_SM) return NVML_ERROR_NOT_SUPPORTED;
+  *mhz = device->sm_mhz;
   return NVML_SUCCESS;
 }
 EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device, unsigned int* g) {

@@ -21,6 +21,8 @@
 #                             libudev), found with ldd, copied from this
 #                             machine's Debian packages
 #   lib/fake/libnvidia-ml.so.1  the fake NVML (tests/fakes), for the hung-call check
+#   lib/fake/libfake_cuda_gemm.so  the fake CUDA runtime + cuBLAS (tests/fakes),
+#                             for the script selftest's GEMM soak on a CPU
 #   MANIFEST                  every file: size, sha256, where it came from;
 #                             the glibc/libstdc++ symbol versions it needs
 # Binaries are stripped of debug info and of their build-tree RUNPATH; the
@@ -77,7 +79,8 @@ check() {
   else
     echo "ok   needs $glibc (at most GLIBC_2.35, Ubuntu 22.04's)"
   fi
-  for f in bin/preflight-nccl bin/preflight bin/gpu-check bin/nccl-ref-allreduce lib/fake/libnvidia-ml.so.1; do
+  for f in bin/preflight-nccl bin/preflight bin/gpu-check bin/nccl-ref-allreduce lib/fake/libnvidia-ml.so.1 \
+           lib/fake/libfake_cuda_gemm.so; do
     [ -f "$b/$f" ] || { echo "FAIL: $f missing"; fails=$((fails + 1)); }
   done
   [ $fails = 0 ] && echo "BUNDLE: OK" || echo "BUNDLE: FAILED ($fails)"
@@ -92,11 +95,12 @@ bundle=$(realpath -m "${2:-$src/gpu-bundle}")
 declare -A bins=([preflight-nccl]=collective/preflight-nccl-local [preflight]=admin/preflight
                  [gpu-check]=tests/gpu/gpu-check [nccl-ref-allreduce]=tests/gpu/nccl-ref-allreduce)
 fake=tests/fakes/libnvidia-ml.so.1
+fake_gemm=tests/fakes/libfake_cuda_gemm.so
 if [ $build_first = 1 ]; then
   [ -f "$build/CMakeCache.txt" ] || PREFLIGHT_BUILD_DIR=$build "$src/scripts/build" >/dev/null
-  cmake --build "$build" -j2 --target preflight-nccl-local preflight gpu-check nccl-ref-allreduce fake_nvml >/dev/null
+  cmake --build "$build" -j2 --target preflight-nccl-local preflight gpu-check nccl-ref-allreduce fake_nvml fake_cuda_gemm >/dev/null
 fi
-for rel in "${bins[@]}" $fake; do
+for rel in "${bins[@]}" $fake $fake_gemm; do
   [ -x "$build/$rel" ] || { echo "bundle.sh: $build/$rel not built (cmake --build $build)"; exit 1; }
 done
 
@@ -109,6 +113,8 @@ for name in "${!bins[@]}"; do
 done
 cp "$build/$fake" "$bundle/lib/fake/"
 origin[lib/fake/libnvidia-ml.so.1]="build: $fake (tests/fakes/fake_nvml.c)"
+cp "$build/$fake_gemm" "$bundle/lib/fake/"
+origin[lib/fake/libfake_cuda_gemm.so]="build: $fake_gemm (tests/fakes/fake_cuda_gemm.c)"
 # The build tree's RUNPATH (e.g. PMIx's private lib dir) would reach outside the bundle.
 echo 'file(RPATH_REMOVE FILE "${F}")' >"$bundle/rpath.cmake"
 for f in "$bundle"/bin/*; do cmake -DF="$f" -P "$bundle/rpath.cmake"; done
@@ -118,7 +124,7 @@ rm "$bundle/rpath.cmake"
 # system's, copied under its soname. ldd runs on the build tree's binaries,
 # whose RUNPATH still finds a library outside the system's dirs (a Slurm
 # built from source under SLURM_ROOT).
-for f in "${bins[@]/#/$build/}" "$build/$fake"; do
+for f in "${bins[@]/#/$build/}" "$build/$fake" "$build/$fake_gemm"; do
   while read -r lib path; do
     [[ $lib =~ $system_re ]] && continue
     [ -e "$bundle/lib/$lib" ] && continue

@@ -11,10 +11,11 @@
 #   bundle     every bundled binary loads here (no missing library, glibc new enough)
 #   libraries  NVML from the driver, the CUDA 13 (else 12) runtime, libnccl.so.2
 #              from the nvidia-nccl-cu13 wheel (python3), into a site config
-#              (nvml_library, cuda_runtime, nccl_library)
+#              (nvml_library, cuda_runtime, cublas_library, nccl_library)
 #   machine    nvidia-smi -L; none: "no GPU here", exit 77 (nothing after runs)
 #   nvml       run_gpu_checks.sh: NVML checks vs nvidia-smi, the bandwidth
-#              tier, gpu.dcgm if dcgmi is installed, a hung NVML call bounded
+#              tier, a 10 s GEMM soak (gpu.gemm), gpu.dcgm if dcgmi is
+#              installed, a hung NVML call bounded
 #   nccl       run_nccl_check.sh: preflight-nccl's NCCL backend vs the plain
 #              NCCL loop on all GPUs, quick and full
 #   nccl-2     preflight-nccl --intra-node with 2 ranks on GPU 0..: where the
@@ -78,7 +79,9 @@ pyfind() {
   timeout -k 2 30 python3 - <<'PY'
 import glob, importlib, os
 for mod, pat in (("nvidia.nccl", "lib/libnccl.so.2"), ("nvidia.cuda_runtime", "lib/libcudart.so.1[23]"),
-                 ("nvidia.cu13", "lib/libcudart.so.13"), ("nvidia", "*/lib/libcudart.so.13")):
+                 ("nvidia.cu13", "lib/libcudart.so.13"), ("nvidia", "*/lib/libcudart.so.13"),
+                 ("nvidia.cublas", "lib/libcublas.so.1[23]"), ("nvidia.cu13", "lib/libcublas.so.13"),
+                 ("nvidia", "*/lib/libcublas.so.13")):
     try:
         m = importlib.import_module(mod)
     except Exception:
@@ -103,9 +106,21 @@ for c in ${CUDA_HOME:+$CUDA_HOME/lib64/libcudart.so.13} /usr/local/cuda/lib64/li
 done
 echo "CUDA runtime: ${cudart:-not found (libcudart.so.13 or .12)}"
 [ -n "$cudart" ] && echo "cuda_runtime = $cudart" >>"$conf"
+# cuBLAS for the GEMM soak (gpu.gemm): the runtime's major version, next
+# to it first (a toolkit), then a wheel, then ldconfig.
+cublas=""
+if [ -n "$cudart" ]; then
+  major=${cudart##*libcudart.so.}
+  for c in "${cudart%/*}/libcublas.so.$major" $(awk -v m="$major" '$2 ~ ("libcublas.so." m "$") {print $2}' <<<"$pywheels") \
+           $(ldconfig -p 2>/dev/null | awk -v m="$major" '$1 == "libcublas.so." m {print $NF}'); do
+    [ -f "$c" ] && { cublas=$c; break; }
+  done
+fi
+echo "cuBLAS: ${cublas:-not found (libcublas.so of the same CUDA major version; the GEMM soak is skipped)}"
+[ -n "$cublas" ] && echo "cublas_library = $cublas" >>"$conf"
 cat "$conf"
 if o=$(timeout -k 2 20 env LD_LIBRARY_PATH=$lib "$bundle/bin/preflight" config check --config "$conf" 2>&1); then
-  summary ok libraries "NVML ${nvml:-none}, CUDA ${cudart:-none}, NCCL ${nccl:-none}"
+  summary ok libraries "NVML ${nvml:-none}, CUDA ${cudart:-none}, cuBLAS ${cublas:-none}, NCCL ${nccl:-none}"
 else
   echo "$o"; summary FAIL libraries "preflight config check refused $conf"; rc=1
 fi
@@ -122,12 +137,12 @@ n=$(grep -c '^GPU ' "$work/smi-L.txt")
 cat "$work/smi-L.txt"; timeout -k 2 30 nvidia-smi topo -m
 summary ok machine "$n GPU(s)"
 
-step "nvml: NVML checks vs nvidia-smi, bandwidth tier, DCGM, a hung NVML call"
+step "nvml: NVML checks vs nvidia-smi, bandwidth tier, GEMM soak, DCGM, a hung NVML call"
 if ! late nvml; then
   t=$(bound 240)
-  NVML=${nvml:-libnvidia-ml.so.1} CUDART=$cudart OUT=$work/nvml timeout -k 5 "$t" bash "$src/tests/gpu/run_gpu_checks.sh" "$bundle" 2>&1 |
+  NVML=${nvml:-libnvidia-ml.so.1} CUDART=$cudart CUBLAS=$cublas OUT=$work/nvml timeout -k 5 "$t" bash "$src/tests/gpu/run_gpu_checks.sh" "$bundle" 2>&1 |
     tee "$work/nvml.log"; r=${PIPESTATUS[0]}
-  cat "$work"/nvml/{results,bandwidth,dcgm,hang}.tsv >"$out/gpu-checks.tsv" 2>/dev/null
+  cat "$work"/nvml/{results,bandwidth,gemm,dcgm,hang}.tsv >"$out/gpu-checks.tsv" 2>/dev/null
   [ $r = 0 ] && summary ok nvml "$(grep -c '^ok: ' "$work/nvml.log") checks ok" ||
     { summary FAIL nvml "exit $r$([ $r = 124 ] && echo ", ran past $t s")"; rc=1; }
 fi

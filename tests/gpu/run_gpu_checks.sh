@@ -3,12 +3,16 @@
 # bundle (tests/gpu/bundle.sh: gpu-check and the fake NVML, built by CMake;
 # nothing is compiled here): runs preflight's GPU checks against the real
 # libnvidia-ml.so.1, and checks every figure against nvidia-smi; then the
-# bandwidth tier and, where dcgmi is installed, gpu.dcgm. Also proves on
+# bandwidth tier, the GEMM soak and, where dcgmi is installed, gpu.dcgm. Also proves on
 # this machine that a hung NVML call fails its check within the budget.
 #
 #   tests/gpu/run_gpu_checks.sh [BUNDLE]     (default: gpu-bundle; writes to $OUT or a temp dir)
 #   env: NVML (library for gpu-check; default libnvidia-ml.so.1), CUDART
-#   (CUDA runtime for the bandwidth tier; default: the cuda_runtime default)
+#   (CUDA runtime for the bandwidth tier and the GEMM soak; default: the
+#   cuda_runtime default), CUBLAS (cuBLAS for the GEMM soak; default: the
+#   cublas_library default); for the selftest: GEMM_CUDART (the CUDA runtime
+#   of the GEMM soak alone, e.g. the bundle's fake), GEMM_SECONDS (default
+#   10), GEMM_SIZE (the matrices' side; default gemm_size's 8192)
 #
 # Exit 0: NVML loaded through dlopen, our declared ABI agrees with the
 # driver (bus ids, temperatures, modes, link widths and ECC counts match
@@ -86,6 +90,26 @@ else
   grep -qE 'probe hung|probe crashed|copy failed' "$out/bandwidth.tsv" && bad "a bandwidth copy failed or hung" || ok "no bandwidth copy failed or hung"
   echo "bandwidth figures (fail = below bw_min_fraction of the profile; information, not script failures):"
   awk -F'\t' '$1 == "gpu.bandwidth" {print "  " $5 " " $2 ": " $6}' "$out/bandwidth.tsv"
+fi
+
+# The GEMM soak (gpu.gemm, full level), 10 s here ($GEMM_SECONDS): FP16 cublasGemmEx on
+# every GPU at once, TFLOPS against the profile and the node's median,
+# output hashes compared, clocks sampled. Needs the CUDA runtime and cuBLAS
+# ($CUDART / $CUBLAS, else the .so.13 / .so.12 sonames); without them (the
+# CPU selftest) the skip is shown, not a failure.
+# cuBLAS loads libcublasLt from its own directory: put that on the path.
+gemm_dir=""; [[ ${CUBLAS:-} == */* ]] && gemm_dir=${CUBLAS%/*}
+CUDART=${GEMM_CUDART:-${CUDART:-}} LD_LIBRARY_PATH=$gemm_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+  gpu_check "$nvml" "$n" "$out/state" 180000 gemm "${GEMM_SECONDS:-10}" >"$out/gemm.tsv" 2>&1
+cat "$out/gemm.tsv"
+if grep -qE $'^gpu.gemm\tnode\t.*\tskipped\tskipped: no (CUDA runtime|CUDA device|cuBLAS)' "$out/gemm.tsv"; then
+  echo "gemm soak: skipped here: $(grep $'^gpu.gemm' "$out/gemm.tsv" | cut -f6)"
+else
+  ng=$(grep -cE $'^gpu.gemm\tGPU[0-9]+\t[0-9.]+ TFLOPS\t' "$out/gemm.tsv" || true)
+  [ "$ng" = "$n" ] && ok "gemm soak measured all $n GPU(s)" || bad "gemm soak: $ng TFLOPS results for $n GPU(s)"
+  grep -qE 'probe hung|probe crashed|GEMM soak failed|GEMM result' "$out/gemm.tsv" && bad "a GEMM failed, hung or computed a wrong result" || ok "no GEMM failed, hung or computed wrong"
+  echo "gemm figures (fail = below gemm_min_fraction or the node median; information, not script failures):"
+  awk -F'\t' '$1 == "gpu.gemm" {print "  " $5 " " $2 ": " $6}' "$out/gemm.tsv"
 fi
 
 # A hung NVML call fails its check within the budget, on this machine too.

@@ -39,6 +39,7 @@ struct NvmlApi {
   // nvmlDeviceGetCurrentClocksEventReasons when exported, else the older
   // nvmlDeviceGetCurrentClocksThrottleReasons (same signature and bits).
   nvmlReturn_t (*DeviceGetClockReasons)(nvmlDevice_t, unsigned long long*) = nullptr;
+  nvmlReturn_t (*DeviceGetClockInfo)(nvmlDevice_t, nvmlClockType_t, unsigned int*) = nullptr;  // gpu.gemm
   nvmlReturn_t (*DeviceGetCurrPcieLinkGeneration)(nvmlDevice_t, unsigned int*) = nullptr;
   nvmlReturn_t (*DeviceGetCurrPcieLinkWidth)(nvmlDevice_t, unsigned int*) = nullptr;
   nvmlReturn_t (*DeviceGetMaxPcieLinkGeneration)(nvmlDevice_t, unsigned int*) = nullptr;

@@ -151,6 +151,14 @@ typedef struct nvmlMemory_st {
   unsigned long long used;
 } nvmlMemory_t;
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory);
+/* The current clock of one domain in MHz (gpu.gemm samples the SM clock during its soak). */
+typedef enum nvmlClockType_enum {
+  NVML_CLOCK_GRAPHICS = 0,
+  NVML_CLOCK_SM = 1,
+  NVML_CLOCK_MEM = 2,
+  NVML_CLOCK_VIDEO = 3
+} nvmlClockType_t;
+nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type, unsigned int* clock);
 nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device, unsigned long long* reasons);
 /* r535+: the same call under its new name; preferred when present. */
 nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device, unsigned long long* reasons);

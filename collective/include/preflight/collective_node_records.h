@@ -1,4 +1,4 @@
-// The nodes' own records (rails, versions: state_paths.h) carried by the
+// The nodes' own records (rails, versions: state_paths.h; gemm: gemm_record.h) carried by the
 // collective step itself, so a passing --nccl-check is one job step, not
 // three (issue 33). Local rank 0 of each node reads its node's records;
 // rank 0 prints them all, in node order, as lines the caller parses
@@ -23,7 +23,7 @@ struct NodeRecordKind {
   const char* name;
   const char* suffix;
 };
-const std::vector<NodeRecordKind>& CarriedNodeRecords();  // rails, versions
+const std::vector<NodeRecordKind>& CarriedNodeRecords();  // rails, versions, gemm
 
 // Collective: every rank calls it (one AllGather for all kinds). `nodes_dir` is
 // <state_dir>/nodes on this node; each record is read up to 64 KiB (a

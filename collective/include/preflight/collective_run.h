@@ -171,6 +171,12 @@ struct VersionsOutcome {
 };
 VersionsOutcome VersionsAcross(const Config& cfg, const Allocation& a);
 
+// The nodes' gpu.gemm records (gemm_record.h) of job `job`, compared: a GPU
+// below 90% of the allocation's median TFLOPS or with another GEMM result
+// than the allocation's majority is named ("preflight: gemm: n2 GPU3: ...");
+// "" when fewer than two nodes recorded a soak of this job (no full level).
+std::string GemmAcrossText(const NodeRecordSet& recs, const std::string& job);
+
 // Ring pairs (i, i+1 mod n) between n nodes, pair i failed or not: the
 // nodes in two failed pairs (n >= 3); with two nodes nobody can be singled out.
 std::vector<size_t> InterNodeSuspects(size_t n, const std::vector<bool>& pair_failed);

@@ -144,6 +144,15 @@ struct Config {
   std::string bw_profile = "auto";
   double bw_min_fraction = 0.6;
   uint64_t bw_bytes = 256ull << 20;
+  // gpu.gemm (gemm.h), full level: the cuBLAS to dlopen (default CUDA 13's
+  // soname, then 12's, as cuda_runtime), the TFLOPS profile (auto: from the
+  // GPU name), the fraction of its dense FP16 peak each GPU must reach, how
+  // long every GPU runs the GEMM loop, and the matrices' side (N x N x N).
+  std::string cublas_library = "libcublas.so.13";
+  std::string gemm_profile = "auto";
+  double gemm_min_fraction = 0.5;  // healthy GPUs reach about 0.65 to 0.8 (gemm.cc)
+  uint64_t gemm_soak_seconds = 60;  // the parser allows 1..3600; 0 (tests only): one batch
+  uint64_t gemm_size = 8192;
   // gpu.dcgm (dcgm.h): dcgmi binary, diag level at full (0: never), in the
   // health check (0: not run there), and the bound on one diag.
   std::string dcgmi = "dcgmi";
