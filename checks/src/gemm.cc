@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <map>
 
+#include "preflight/dl_library.h"
 #include "preflight/gemm.h"
 #include "preflight/nvml_abi.h"
 #include "result_sink.h"
@@ -31,8 +32,7 @@ const GemmProfile* FindGemmProfile(const std::string& name, const std::string& g
 }
 
 std::vector<std::string> CublasNames(const std::string& configured) {
-  if (configured == Config().cublas_library) return {configured, "libcublas.so.12"};
-  return {configured};
+  return LibraryNames(configured, Config().cublas_library, {"libcublas.so.12"});
 }
 
 uint64_t Fnv1a64(const void* data, size_t n, uint64_t h) {

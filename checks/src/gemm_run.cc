@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "preflight/bandwidth.h"
+#include "preflight/dl_library.h"
 #include "preflight/gemm.h"
 #include "preflight/gemm_record.h"
 #include "preflight/nvml.h"
@@ -226,18 +227,9 @@ void Sample(const NvmlApi& api, const std::vector<nvmlDevice_t>& d, std::vector<
 
 namespace {
 
-// The first library of `names` that loads, or null with every dlerror in *tried.
-void* OpenFirst(const std::vector<std::string>& names, std::string* lib, std::string* tried) {
-  for (const std::string& name : names) {
-    ProbeStep("gpu.gemm", "", "dlopen " + name);
-    if (void* h = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-      *lib = name;
-      return h;
-    }
-    const char* e = ::dlerror();
-    *tried += (tried->empty() ? "" : "; ") + std::string(e ? e : name);
-  }
-  return nullptr;
+// The one loader (dl_library.h), each dlopen a probe step.
+Expected<DlLibrary> Open(const std::vector<std::string>& names) {
+  return OpenFirstLibrary(names, [](const std::string& name) { ProbeStep("gpu.gemm", "", "dlopen " + name); });
 }
 
 std::string ResolveAll(void* rt, void* blas, Cuda& c) {
@@ -278,9 +270,10 @@ std::vector<CheckResult> CheckGemm(const CheckEnv& env) {
   if (env.level < Level::kFull) return {};
   CheckResult r = checks_internal::Make("gpu.gemm", "node");
   auto skip = [&](const std::string& why) { return std::vector<CheckResult>{checks_internal::Skip(r, why)}; };
-  std::string rt_lib, blas_lib, tried;
-  void* rt = OpenFirst(CudaRuntimeNames(cfg.cuda_runtime), &rt_lib, &tried);
-  if (rt == nullptr) return skip("no CUDA runtime (" + tried + ")");
+  auto rt_open = Open(CudaRuntimeNames(cfg.cuda_runtime));
+  if (!rt_open) return skip("no CUDA runtime (" + rt_open.status().message() + ")");
+  void* rt = rt_open->handle;
+  const std::string rt_lib = rt_open->name;
   Cuda c;
   std::string miss;
   Sym(rt, "cudaGetDeviceCount", c.GetDeviceCount, &miss);
@@ -291,9 +284,10 @@ std::vector<CheckResult> CheckGemm(const CheckEnv& env) {
   int e = c.GetDeviceCount(&n);
   if (e != 0 || n == 0)
     return skip("no CUDA device (" + (e != 0 ? CudaErr(c, e, "cudaGetDeviceCount") : std::string("cudaGetDeviceCount: 0")) + ")");
-  tried.clear();
-  void* blas = OpenFirst(CublasNames(cfg.cublas_library), &blas_lib, &tried);
-  if (blas == nullptr) return skip("no cuBLAS (" + tried + ")");
+  auto blas_open = Open(CublasNames(cfg.cublas_library));
+  if (!blas_open) return skip("no cuBLAS (" + blas_open.status().message() + ")");
+  void* blas = blas_open->handle;
+  const std::string blas_lib = blas_open->name;
   miss = ResolveAll(rt, blas, c);
   if (!miss.empty()) {
     r.verdict = Verdict::kFail;

@@ -45,7 +45,7 @@ const std::vector<GemmProfile>& GemmProfiles();
 // By name ("H100") or, for "auto", the first whose match is in gpu_name.
 const GemmProfile* FindGemmProfile(const std::string& name, const std::string& gpu_name);
 
-// cuBLAS sonames to dlopen, as CudaRuntimeNames (bandwidth.h): the default
+// cuBLAS sonames to dlopen, by the rule of dl_library.h: the default
 // is CUDA 13's then CUDA 12's; a value the site set is the only one tried.
 std::vector<std::string> CublasNames(const std::string& configured);
 
