@@ -91,12 +91,6 @@ struct Cudart {
   const char* (*GetErrorString)(int) = nullptr;
 };
 
-template <class T>
-void Sym(void* h, const char* n, T& f, std::string& miss) {
-  f = reinterpret_cast<T>(::dlsym(h, n));
-  if (f == nullptr) miss += (miss.empty() ? "" : ", ") + std::string(n);
-}
-
 std::string Err(const Cudart& c, int e, const char* call) {
   return std::string(call) + ": " + (c.GetErrorString ? c.GetErrorString(e) : "error " + std::to_string(e));
 }
@@ -179,23 +173,23 @@ std::vector<CheckResult> CheckBandwidth(const CheckEnv& env) {
   const std::string& lib = opened->name;
   Cudart cu;
   std::string miss;
-  Sym(h, "cudaGetDeviceCount", cu.GetDeviceCount, miss);
-  Sym(h, "cudaGetErrorString", cu.GetErrorString, miss);
+  ResolveSymbol(h, "cudaGetDeviceCount", cu.GetDeviceCount, &miss);
+  ResolveSymbol(h, "cudaGetErrorString", cu.GetErrorString, &miss);
   if (!miss.empty()) return skip(lib + " lacks " + miss);
   int n = 0;
   ProbeStep("gpu.bandwidth", "", "cudaGetDeviceCount");
   int e = cu.GetDeviceCount(&n);
   if (e != 0 || n == 0) return skip("no CUDA device (" + (e != 0 ? Err(cu, e, "cudaGetDeviceCount") : std::string("cudaGetDeviceCount: 0")) + ")");
-  Sym(h, "cudaSetDevice", cu.SetDevice, miss);
-  Sym(h, "cudaMalloc", cu.Malloc, miss);
-  Sym(h, "cudaFree", cu.Free, miss);
-  Sym(h, "cudaMallocHost", cu.MallocHost, miss);
-  Sym(h, "cudaFreeHost", cu.FreeHost, miss);
-  Sym(h, "cudaMemcpy", cu.Memcpy, miss);
-  Sym(h, "cudaMemcpyPeer", cu.MemcpyPeer, miss);
-  Sym(h, "cudaDeviceCanAccessPeer", cu.DeviceCanAccessPeer, miss);
-  Sym(h, "cudaDeviceEnablePeerAccess", cu.DeviceEnablePeerAccess, miss);
-  Sym(h, "cudaDeviceSynchronize", cu.DeviceSynchronize, miss);
+  ResolveSymbol(h, "cudaSetDevice", cu.SetDevice, &miss);
+  ResolveSymbol(h, "cudaMalloc", cu.Malloc, &miss);
+  ResolveSymbol(h, "cudaFree", cu.Free, &miss);
+  ResolveSymbol(h, "cudaMallocHost", cu.MallocHost, &miss);
+  ResolveSymbol(h, "cudaFreeHost", cu.FreeHost, &miss);
+  ResolveSymbol(h, "cudaMemcpy", cu.Memcpy, &miss);
+  ResolveSymbol(h, "cudaMemcpyPeer", cu.MemcpyPeer, &miss);
+  ResolveSymbol(h, "cudaDeviceCanAccessPeer", cu.DeviceCanAccessPeer, &miss);
+  ResolveSymbol(h, "cudaDeviceEnablePeerAccess", cu.DeviceEnablePeerAccess, &miss);
+  ResolveSymbol(h, "cudaDeviceSynchronize", cu.DeviceSynchronize, &miss);
   if (!miss.empty()) {
     r.verdict = Verdict::kFail;
     r.message = lib + " lacks " + miss + " on a node with " + std::to_string(n) + " CUDA devices";

@@ -50,12 +50,6 @@ struct Cuda {
   const char* (*StatusString)(int) = nullptr;  // optional (cuBLAS 11.4.2+)
 };
 
-template <class T>
-void Sym(void* h, const char* n, T& f, std::string* miss) {
-  f = reinterpret_cast<T>(::dlsym(h, n));
-  if (f == nullptr && miss != nullptr) *miss += (miss->empty() ? "" : ", ") + std::string(n);
-}
-
 std::string CudaErr(const Cuda& c, int e, const char* call) {
   return std::string(call) + ": " + (c.GetErrorString ? c.GetErrorString(e) : "error") + " (" + std::to_string(e) + ")";
 }
@@ -234,24 +228,24 @@ Expected<DlLibrary> Open(const std::vector<std::string>& names) {
 
 std::string ResolveAll(void* rt, void* blas, Cuda& c) {
   std::string miss;
-  Sym(rt, "cudaSetDevice", c.SetDevice, &miss);
-  Sym(rt, "cudaMalloc", c.Malloc, &miss);
-  Sym(rt, "cudaFree", c.Free, &miss);
-  Sym(rt, "cudaMemcpy", c.Memcpy, &miss);
-  Sym(rt, "cudaStreamCreate", c.StreamCreate, &miss);
-  Sym(rt, "cudaStreamDestroy", c.StreamDestroy, &miss);
-  Sym(rt, "cudaStreamSynchronize", c.StreamSynchronize, &miss);
-  Sym(rt, "cudaEventCreate", c.EventCreate, &miss);
-  Sym(rt, "cudaEventDestroy", c.EventDestroy, &miss);
-  Sym(rt, "cudaEventRecord", c.EventRecord, &miss);
-  Sym(rt, "cudaEventSynchronize", c.EventSynchronize, &miss);
-  Sym(rt, "cudaEventElapsedTime", c.EventElapsedTime, &miss);
-  Sym(rt, "cudaDeviceGetPCIBusId", c.DeviceGetPCIBusId, nullptr);
-  Sym(blas, "cublasCreate_v2", c.Create, &miss);
-  Sym(blas, "cublasDestroy_v2", c.Destroy, &miss);
-  Sym(blas, "cublasSetStream_v2", c.SetStream, &miss);
-  Sym(blas, "cublasGemmEx", c.GemmEx, &miss);
-  Sym(blas, "cublasGetStatusString", c.StatusString, nullptr);
+  ResolveSymbol(rt, "cudaSetDevice", c.SetDevice, &miss);
+  ResolveSymbol(rt, "cudaMalloc", c.Malloc, &miss);
+  ResolveSymbol(rt, "cudaFree", c.Free, &miss);
+  ResolveSymbol(rt, "cudaMemcpy", c.Memcpy, &miss);
+  ResolveSymbol(rt, "cudaStreamCreate", c.StreamCreate, &miss);
+  ResolveSymbol(rt, "cudaStreamDestroy", c.StreamDestroy, &miss);
+  ResolveSymbol(rt, "cudaStreamSynchronize", c.StreamSynchronize, &miss);
+  ResolveSymbol(rt, "cudaEventCreate", c.EventCreate, &miss);
+  ResolveSymbol(rt, "cudaEventDestroy", c.EventDestroy, &miss);
+  ResolveSymbol(rt, "cudaEventRecord", c.EventRecord, &miss);
+  ResolveSymbol(rt, "cudaEventSynchronize", c.EventSynchronize, &miss);
+  ResolveSymbol(rt, "cudaEventElapsedTime", c.EventElapsedTime, &miss);
+  ResolveSymbol(rt, "cudaDeviceGetPCIBusId", c.DeviceGetPCIBusId, nullptr);
+  ResolveSymbol(blas, "cublasCreate_v2", c.Create, &miss);
+  ResolveSymbol(blas, "cublasDestroy_v2", c.Destroy, &miss);
+  ResolveSymbol(blas, "cublasSetStream_v2", c.SetStream, &miss);
+  ResolveSymbol(blas, "cublasGemmEx", c.GemmEx, &miss);
+  ResolveSymbol(blas, "cublasGetStatusString", c.StatusString, nullptr);
   return miss;
 }
 
@@ -276,8 +270,8 @@ std::vector<CheckResult> CheckGemm(const CheckEnv& env) {
   const std::string rt_lib = rt_open->name;
   Cuda c;
   std::string miss;
-  Sym(rt, "cudaGetDeviceCount", c.GetDeviceCount, &miss);
-  Sym(rt, "cudaGetErrorString", c.GetErrorString, &miss);
+  ResolveSymbol(rt, "cudaGetDeviceCount", c.GetDeviceCount, &miss);
+  ResolveSymbol(rt, "cudaGetErrorString", c.GetErrorString, &miss);
   if (!miss.empty()) return skip(rt_lib + " lacks " + miss);
   int n = 0;
   ProbeStep("gpu.gemm", "", "cudaGetDeviceCount");

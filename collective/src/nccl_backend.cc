@@ -53,13 +53,6 @@ using CuInitFn = int (*)(unsigned);
 using CuDeviceGetFn = int (*)(int*, int);
 using CuDeviceGetNameFn = int (*)(char*, int, int);
 
-template <class T>
-bool Sym(void* h, const char* name, T& out, std::string& missing) {
-  out = reinterpret_cast<T>(::dlsym(h, name));
-  if (!out) missing += (missing.empty() ? "" : ", ") + std::string(name);
-  return out != nullptr;
-}
-
 struct Loaded {
   CudaApi cuda;
   NcclApi nccl;
@@ -78,16 +71,16 @@ Loaded& Load(const NcclOptions& opt, bool want_nccl) {
     void* h = opened->handle;
     std::string miss;
     CudaApi& c = l.cuda;
-    Sym(h, "cudaGetDeviceCount", c.GetDeviceCount, miss);
-    Sym(h, "cudaSetDevice", c.SetDevice, miss);
-    Sym(h, "cudaMalloc", c.Malloc, miss);
-    Sym(h, "cudaFree", c.Free, miss);
-    Sym(h, "cudaMemcpy", c.Memcpy, miss);
-    Sym(h, "cudaStreamCreateWithFlags", c.StreamCreateWithFlags, miss);
-    Sym(h, "cudaStreamSynchronize", c.StreamSynchronize, miss);
-    Sym(h, "cudaStreamDestroy", c.StreamDestroy, miss);
-    Sym(h, "cudaGetErrorString", c.GetErrorString, miss);
-    Sym(h, "cudaDeviceGetPCIBusId", c.DeviceGetPCIBusId, miss);
+    ResolveSymbol(h, "cudaGetDeviceCount", c.GetDeviceCount, &miss);
+    ResolveSymbol(h, "cudaSetDevice", c.SetDevice, &miss);
+    ResolveSymbol(h, "cudaMalloc", c.Malloc, &miss);
+    ResolveSymbol(h, "cudaFree", c.Free, &miss);
+    ResolveSymbol(h, "cudaMemcpy", c.Memcpy, &miss);
+    ResolveSymbol(h, "cudaStreamCreateWithFlags", c.StreamCreateWithFlags, &miss);
+    ResolveSymbol(h, "cudaStreamSynchronize", c.StreamSynchronize, &miss);
+    ResolveSymbol(h, "cudaStreamDestroy", c.StreamDestroy, &miss);
+    ResolveSymbol(h, "cudaGetErrorString", c.GetErrorString, &miss);
+    ResolveSymbol(h, "cudaDeviceGetPCIBusId", c.DeviceGetPCIBusId, &miss);
     if (!miss.empty()) { l.cuda_status = Status::Unavailable(opened->name + ": missing symbols " + miss); return; }
     l.cuda_ok = true;
   });
@@ -100,21 +93,21 @@ Loaded& Load(const NcclOptions& opt, bool want_nccl) {
       void* h = opened->handle;
       std::string miss;
       NcclApi& n = l.nccl;
-      Sym(h, "ncclGetVersion", n.GetVersion, miss);
-      Sym(h, "ncclGetUniqueId", n.GetUniqueId, miss);
-      Sym(h, "ncclCommInitRank", n.CommInitRank, miss);
-      Sym(h, "ncclCommDestroy", n.CommDestroy, miss);
-      Sym(h, "ncclCommAbort", n.CommAbort, miss);
-      Sym(h, "ncclAllReduce", n.AllReduce, miss);
-      Sym(h, "ncclGetErrorString", n.GetErrorString, miss);
+      ResolveSymbol(h, "ncclGetVersion", n.GetVersion, &miss);
+      ResolveSymbol(h, "ncclGetUniqueId", n.GetUniqueId, &miss);
+      ResolveSymbol(h, "ncclCommInitRank", n.CommInitRank, &miss);
+      ResolveSymbol(h, "ncclCommDestroy", n.CommDestroy, &miss);
+      ResolveSymbol(h, "ncclCommAbort", n.CommAbort, &miss);
+      ResolveSymbol(h, "ncclAllReduce", n.AllReduce, &miss);
+      ResolveSymbol(h, "ncclGetErrorString", n.GetErrorString, &miss);
       if (!miss.empty()) { l.nccl_status = Status::Unavailable(opt.nccl + ": missing symbols " + miss); return; }
       std::string optional;  // null where absent: see NcclApi
-      Sym(h, "ncclAllGather", n.AllGather, optional);
-      Sym(h, "ncclReduceScatter", n.ReduceScatter, optional);
-      Sym(h, "ncclGroupStart", n.GroupStart, optional);
-      Sym(h, "ncclGroupEnd", n.GroupEnd, optional);
-      Sym(h, "ncclSend", n.Send, optional);
-      Sym(h, "ncclRecv", n.Recv, optional);
+      ResolveSymbol(h, "ncclAllGather", n.AllGather, &optional);
+      ResolveSymbol(h, "ncclReduceScatter", n.ReduceScatter, &optional);
+      ResolveSymbol(h, "ncclGroupStart", n.GroupStart, &optional);
+      ResolveSymbol(h, "ncclGroupEnd", n.GroupEnd, &optional);
+      ResolveSymbol(h, "ncclSend", n.Send, &optional);
+      ResolveSymbol(h, "ncclRecv", n.Recv, &optional);
       l.nccl_name = opt.nccl;
       l.nccl_ok = true;
     });

@@ -29,6 +29,21 @@ TEST(DlLibrary, FirstThatLoadsAndEveryNameIsToldBeforeItsOpen) {
   EXPECT_EQ(told, (Names{"/nonexistent/libnope.so.1", "libm.so.6"})) << "stops at the first that loads";
 }
 
+TEST(DlLibrary, SymbolsATableLacksAreNamedTogether) {
+  auto m = OpenFirstLibrary({"libm.so.6"});
+  ASSERT_TRUE(m.ok());
+  double (*cosine)(double) = nullptr;
+  int (*nope)(void) = nullptr;
+  std::string missing;
+  EXPECT_TRUE(ResolveSymbol(m->handle, "cos", cosine, &missing));
+  EXPECT_FALSE(ResolveSymbol(m->handle, "preflight_no_such_a", nope, &missing));
+  EXPECT_FALSE(ResolveSymbol(m->handle, "preflight_no_such_b", nope, &missing));
+  EXPECT_FALSE(ResolveSymbol(m->handle, "preflight_optional", nope, nullptr));
+  ASSERT_NE(cosine, nullptr);
+  EXPECT_EQ(cosine(0.0), 1.0);
+  EXPECT_EQ(missing, "preflight_no_such_a, preflight_no_such_b");
+}
+
 TEST(DlLibrary, NoneLoadsNamesEveryAttempt) {
   auto got = OpenFirstLibrary({"/nonexistent/a/libx.so.13", "libpreflight-no-such.so.12", ""});
   ASSERT_FALSE(got.ok());

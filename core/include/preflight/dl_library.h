@@ -11,6 +11,8 @@
 // back to another CUDA).
 #pragma once
 
+#include <dlfcn.h>
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -40,5 +42,16 @@ struct DlLibrary {
 // name and dlerror's answer, when none loads.
 Expected<DlLibrary> OpenFirstLibrary(const std::vector<std::string>& names,
                                      const std::function<void(const std::string&)>& before = nullptr);
+
+// dlsym(h, name) into `out` (a function pointer). When it is absent and
+// `missing` is given, its name is appended there ("a, b"): callers resolve
+// a table of symbols, then name every one a library lacks at once. Pass
+// null for an optional symbol.
+template <class T>
+bool ResolveSymbol(void* h, const char* name, T& out, std::string* missing) {
+  out = reinterpret_cast<T>(::dlsym(h, name));
+  if (out == nullptr && missing != nullptr) *missing += (missing->empty() ? "" : ", ") + std::string(name);
+  return out != nullptr;
+}
 
 }  // namespace preflight
