@@ -1,10 +1,10 @@
 // gpu.gemm's profiles and judgement (gemm.h); the measurement is gemm_run.cc.
 #include <algorithm>
 #include <cstdio>
-#include <map>
 
 #include "preflight/dl_library.h"
 #include "preflight/gemm.h"
+#include "preflight/stats.h"
 #include "preflight/nvml_abi.h"
 #include "result_sink.h"
 
@@ -35,6 +35,12 @@ std::vector<std::string> CublasNames(const std::string& configured) {
   return LibraryNames(configured, Config().cublas_library, {"libcublas.so.12"});
 }
 
+std::string TflopsText(double t) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f TFLOPS", t);
+  return b;
+}
+
 uint64_t Fnv1a64(const void* data, size_t n, uint64_t h) {
   const auto* b = static_cast<const unsigned char*>(data);
   for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
@@ -58,36 +64,8 @@ int GemmInput(int which, uint64_t i) {
 
 namespace {
 
-std::string Tf(double t) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f TFLOPS", t);
-  return b;
-}
-
 std::string Hex(uint64_t h) { return GemmHashText(h); }
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-// The hash most GPUs agree on, and whether that is a strict majority (with
-// two GPUs that disagree there is none: both are named).
-uint64_t MajorityHash(const std::vector<GemmSample>& s, bool* strict, size_t* count) {
-  std::map<uint64_t, size_t> n;
-  size_t total = 0;
-  for (const auto& x : s)
-    if (x.error.empty()) ++n[x.hash_last], ++total;
-  uint64_t best = 0;
-  size_t most = 0;
-  for (const auto& [h, c] : n)
-    if (c > most) best = h, most = c;
-  *strict = 2 * most > total;
-  *count = most;
-  return best;
-}
 
 // "SM clock min 1755 / median 1980 MHz; throttle: HwThermalSlowdown", and
 // whether a reason seen is one a healthy, cooled, powered GPU never shows.
@@ -119,12 +97,16 @@ std::string Clocks(const GemmSample& x, bool* bad) {
 
 std::vector<CheckResult> JudgeGemm(const GemmProfile* p, double f, const std::vector<GemmSample>& samples) {
   std::vector<double> rates;
+  std::vector<uint64_t> hashes;
   for (const auto& x : samples)
-    if (x.error.empty()) rates.push_back(x.tflops());
+    if (x.error.empty()) rates.push_back(x.tflops()), hashes.push_back(x.hash_last);
   const double median = Median(rates);
-  bool strict = false;
-  size_t agree = 0;
-  const uint64_t major = MajorityHash(samples, &strict, &agree);
+  // The hash most GPUs agree on; with two GPUs that disagree there is no
+  // strict majority: both are named.
+  const Majority<uint64_t> m = MajorityOf(hashes);
+  const bool strict = m.strict;
+  const size_t agree = m.count;
+  const uint64_t major = m.value;
   std::vector<CheckResult> out;
   for (const auto& x : samples) {
     CheckResult r = checks_internal::Make("gpu.gemm", "GPU" + std::to_string(x.gpu));
@@ -137,22 +119,22 @@ std::vector<CheckResult> JudgeGemm(const GemmProfile* p, double f, const std::ve
       continue;
     }
     const double t = x.tflops();
-    r.value = Tf(t);
+    r.value = TflopsText(t);
     std::vector<std::string> fails;
     if (p != nullptr) {
-      r.threshold = ">= " + Tf(f * p->fp16_tflops);
+      r.threshold = ">= " + TflopsText(f * p->fp16_tflops);
       if (t < f * p->fp16_tflops) {
         char b[160];
         std::snprintf(b, sizeof b, "%s < %s (%.0f%% of the %s dense FP16 %s; need %.0f%%, gemm_min_fraction)",
-                      Tf(t).c_str(), Tf(f * p->fp16_tflops).c_str(), 100 * t / p->fp16_tflops, p->name,
-                      Tf(p->fp16_tflops).c_str(), 100 * f);
+                      TflopsText(t).c_str(), TflopsText(f * p->fp16_tflops).c_str(), 100 * t / p->fp16_tflops, p->name,
+                      TflopsText(p->fp16_tflops).c_str(), 100 * f);
         fails.push_back(b);
       }
     }
     if (rates.size() > 1 && t < kGemmStragglerFraction * median) {
       char b[160];
-      std::snprintf(b, sizeof b, "straggler: %s < %.0f%% of the node's median %s", Tf(t).c_str(),
-                    100 * kGemmStragglerFraction, Tf(median).c_str());
+      std::snprintf(b, sizeof b, "straggler: %s < %.0f%% of the node's median %s", TflopsText(t).c_str(),
+                    100 * kGemmStragglerFraction, TflopsText(median).c_str());
       fails.push_back(b);
     }
     const size_t others = rates.size() - 1;
@@ -170,13 +152,13 @@ std::vector<CheckResult> JudgeGemm(const GemmProfile* p, double f, const std::ve
                       " elements not integers)");
     bool throttled = false;
     std::string clocks = Clocks(x, &throttled);
-    std::string facts = Tf(t);
+    std::string facts = TflopsText(t);
     if (p != nullptr) {
       char b[64];
       std::snprintf(b, sizeof b, " (%.0f%% of %s)", 100 * t / p->fp16_tflops, p->name);
       facts += b;
     }
-    facts += ", node median " + Tf(median) + "; hash fnv1a64:" + Hex(x.hash_last);
+    facts += ", node median " + TflopsText(median) + "; hash fnv1a64:" + Hex(x.hash_last);
     if (!clocks.empty()) facts += "; " + clocks;
     if (!fails.empty()) {
       r.verdict = Verdict::kFail;

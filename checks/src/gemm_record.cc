@@ -9,6 +9,7 @@
 #include "preflight/fileutil.h"
 #include "preflight/gemm.h"
 #include "preflight/state_paths.h"
+#include "preflight/stats.h"
 
 namespace preflight {
 
@@ -48,35 +49,23 @@ Status WriteGemmRecord(const Config& cfg, const NodeGemm& g) {
 
 namespace {
 
-std::string Tf(double t) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f TFLOPS", t);
-  return b;
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-void Compare(const std::vector<const NodeGemm*>& group, GemmAcross& c) {
+// One group's findings into `c`; returns the group's median TFLOPS and
+// adds its GPUs to *gpus_out.
+double Compare(const std::vector<const NodeGemm*>& group, GemmAcross& c, size_t* gpus_out) {
   std::vector<double> rates;
-  std::map<std::string, size_t> hashes;
-  size_t gpus = 0;
+  std::vector<std::string> hashes;
   for (const NodeGemm* n : group)
     for (const auto& x : n->gpus) {
       rates.push_back(x.tflops);
-      ++hashes[x.hash];
-      ++gpus;
+      hashes.push_back(x.hash);
     }
+  const size_t gpus = hashes.size();
+  *gpus_out += gpus;
   const double median = Median(rates);
-  std::string major;
-  size_t most = 0;
-  for (const auto& [h, k] : hashes)
-    if (k > most) major = h, most = k;
-  const bool strict = 2 * most > gpus;
+  const Majority<std::string> m = MajorityOf(hashes);
+  const std::string& major = m.value;
+  const size_t most = m.count;
+  const bool strict = m.strict;
   auto odd = [&](const std::string& who) {
     c.consistent = false;
     if (std::find(c.odd.begin(), c.odd.end(), who) == c.odd.end()) c.odd.push_back(who);
@@ -87,7 +76,7 @@ void Compare(const std::vector<const NodeGemm*>& group, GemmAcross& c) {
       if (x.tflops < kGemmStragglerFraction * median) {
         char b[48];
         std::snprintf(b, sizeof b, " < %.0f%% of the allocation's median ", 100 * kGemmStragglerFraction);
-        c.text += who + ": " + Tf(x.tflops) + b + Tf(median) + "\n";
+        c.text += who + ": " + TflopsText(x.tflops) + b + TflopsText(median) + "\n";
         odd(who);
       }
       if (strict && x.hash != major) {
@@ -96,13 +85,14 @@ void Compare(const std::vector<const NodeGemm*>& group, GemmAcross& c) {
         odd(who);
       }
     }
-  if (!strict && hashes.size() > 1) {
+  if (!strict && gpus > 1) {
     c.consistent = false;
     std::string all;
     for (const NodeGemm* n : group)
       for (const auto& x : n->gpus) all += (all.empty() ? "" : ", ") + n->node + " GPU" + std::to_string(x.gpu) + " " + x.hash;
     c.text += "GEMM results differ with no majority: " + all + "\n";
   }
+  return median;
 }
 
 }  // namespace
@@ -119,17 +109,12 @@ GemmAcross CompareGemm(const std::vector<NodeGemm>& nodes, const std::string& jo
     ++compared;
     std::sort(group.begin(), group.end(), [](const NodeGemm* a, const NodeGemm* b) { return a->node < b->node; });
     c.nodes += group.size();
-    std::vector<double> rates;
-    for (const NodeGemm* n : group)
-      for (const auto& x : n->gpus) rates.push_back(x.tflops);
-    median = Median(rates);
-    gpus += rates.size();
-    Compare(group, c);
+    median = Compare(group, c, &gpus);
   }
   if (c.nodes > 0 && c.consistent)
     c.text = std::to_string(c.nodes) + " nodes' " + std::to_string(gpus) + " GPUs agree on the GEMM result, all within " +
              std::to_string(static_cast<int>(100 * kGemmStragglerFraction)) + "% of the allocation's median" +
-             (compared == 1 ? " " + Tf(median) : std::string()) + "\n";
+             (compared == 1 ? " " + TflopsText(median) : std::string()) + "\n";
   return c;
 }
 

@@ -2,8 +2,6 @@
 // dlopen'ed (the real libraries on a GPU node; tests/fakes/fake_cuda_gemm.c
 // behind the same path in the tests), one thread per GPU, and NVML sampled
 // from the check's own thread while they run.
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -13,7 +11,6 @@
 #include <ctime>
 #include <thread>
 
-#include "preflight/bandwidth.h"
 #include "preflight/dl_library.h"
 #include "preflight/gemm.h"
 #include "preflight/gemm_record.h"
@@ -216,10 +213,6 @@ void Sample(const NvmlApi& api, const std::vector<nvmlDevice_t>& d, std::vector<
     if (api.DeviceGetClockReasons && api.DeviceGetClockReasons(d[g], &why) == NVML_SUCCESS) s[g].throttle |= why;
   }
 }
-
-}  // namespace
-
-namespace {
 
 // The one loader (dl_library.h), each dlopen a probe step.
 Expected<DlLibrary> Open(const std::vector<std::string>& names) {

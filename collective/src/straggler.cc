@@ -4,16 +4,10 @@
 #include <cstdio>
 
 #include "preflight/collective.h"
+#include "preflight/stats.h"
 
 namespace preflight::collective {
 namespace {
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
 
 std::string Fraction(double f) {
   char b[32];

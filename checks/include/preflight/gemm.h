@@ -68,6 +68,10 @@ struct GemmSample {
 // p may be null (no profile for this GPU): the node comparisons still hold.
 std::vector<CheckResult> JudgeGemm(const GemmProfile* p, double min_fraction, const std::vector<GemmSample>& s);
 
+// "989.4 TFLOPS": the words of every gpu.gemm figure, per node and across
+// the allocation (gemm_record.h).
+std::string TflopsText(double tflops);
+
 // FNV-1a, 64 bit: cheap, and enough to tell two outputs apart (not a MAC).
 uint64_t Fnv1a64(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull);
 // The hash as it is printed and recorded: 16 lowercase hex digits.
