@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <ctime>
 #include <fstream>
@@ -154,7 +155,15 @@ Expected<int> OpenPrivateDir(const std::string& path, mode_t mode, std::vector<S
 }
 
 Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t mode) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  // A hidden name beside the target (globs such as nodes/*.json never see
+  // it), unique per process and call so two threads writing the same file
+  // do not share one temporary.
+  static std::atomic<unsigned> seq{0};
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  std::string prefix = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  std::string tmp = prefix + "." + base + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(seq++);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
   if (fd < 0) return Status::FromErrno(errno, "create " + tmp);
   if (!WriteAll(fd, data)) {
@@ -173,6 +182,15 @@ Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t 
     ::unlink(tmp.c_str());
     return Status::FromErrno(e, "rename " + tmp + " to " + path);
   }
+  // The rename is durable once the folder is: without this a crash can
+  // leave the old file (or none) after the call said the new one is there.
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return Status::FromErrno(errno, "open " + dir + " to sync it");
+  int rc = ::fsync(dfd), e = errno;
+  ::close(dfd);
+  // EINVAL: a file system that cannot sync a folder (some FUSE ones); the
+  // rename is as durable there as that file system makes anything.
+  if (rc != 0 && e != EINVAL) return Status::FromErrno(e, "sync " + dir);
   return Status::Ok();
 }
 

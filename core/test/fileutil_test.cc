@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <string>
@@ -54,6 +55,47 @@ TEST(WriteAll, ABadDescriptorFailsWithItsErrno) {
   errno = 0;
   EXPECT_FALSE(WriteAll(-1, std::string("x")));
   EXPECT_EQ(errno, EBADF);
+}
+
+// The durable replace leaves the target and nothing else: its temporary
+// is hidden while it exists and gone after a rename that succeeded or
+// failed; threads replacing one file each land whole.
+std::vector<std::string> Entries(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(WriteFileAtomic, LeavesOnlyTheTargetWhetherTheRenameWorksOrNot) {
+  preflight_test::TempDir t{"atomic"};
+  ASSERT_TRUE(WriteFileAtomic(t.path() + "/a.json", "{}\n").ok());
+  EXPECT_EQ(Entries(t.path()), std::vector<std::string>{"a.json"});
+  EXPECT_EQ(*ReadWholeFile(t.path() + "/a.json"), "{}\n");
+  // A folder where the file should go: the rename fails, nothing is left.
+  MakeDirs(t.path() + "/b.json/x");
+  Status s = WriteFileAtomic(t.path() + "/b.json", "x");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("rename"), std::string::npos) << s.message();
+  EXPECT_EQ(Entries(t.path()), (std::vector<std::string>{"a.json", "b.json"}));
+}
+
+TEST(WriteFileAtomic, ThreadsReplacingOneFileEachLandWhole) {
+  preflight_test::TempDir t{"atomic"};
+  std::string path = t.path() + "/same";
+  std::vector<std::thread> ts;
+  std::vector<int> failed(8, 0);
+  for (int i = 0; i < 8; ++i)
+    ts.emplace_back([&, i] {
+      for (int k = 0; k < 50; ++k)
+        if (!WriteFileAtomic(path, std::string(4096, static_cast<char>('a' + i))).ok()) failed[i]++;
+    });
+  for (auto& th : ts) th.join();
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(failed[i], 0) << "thread " << i;
+  std::string got = *ReadWholeFile(path);
+  ASSERT_EQ(got.size(), 4096u);
+  EXPECT_EQ(got.find_first_not_of(got[0]), std::string::npos);
+  EXPECT_EQ(Entries(t.path()), std::vector<std::string>{"same"});
 }
 
 // Issue 29 (6): a user who pre-created stage_dir (or a folder of its

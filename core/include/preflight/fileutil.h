@@ -62,8 +62,9 @@ std::string PrivateDirRefusal(const std::string& shown, const struct stat& st, b
 // owned by someone other than root and `me`.
 bool UserEntryInStickyDir(const struct stat& parent, const struct stat& entry, uid_t me);
 
-// Write to PATH.tmp.PID, fsync, rename over PATH: readers see the old file or
-// the whole new one, never a part.
+// Durable replace: write to the hidden DIR/.NAME.tmp.PID.SEQ, fsync it,
+// rename over PATH, fsync DIR. Readers see the old file or the whole new
+// one, never a part; after an Ok a crash keeps the new one.
 Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t mode = 0644);
 Expected<std::string> ReadWholeFile(const std::string& path);
 
