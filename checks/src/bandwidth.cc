@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "preflight/nvml.h"
+#include "cuda_runtime.h"
 #include "result_sink.h"
 
 namespace preflight {
@@ -77,7 +78,6 @@ namespace {
 // The CUDA runtime calls the tier makes; cudaError_t is an int-sized enum
 // (cudaSuccess 0), cudaMemcpyKind HostToDevice 1, DeviceToHost 2.
 struct Cudart {
-  int (*GetDeviceCount)(int*) = nullptr;
   int (*SetDevice)(int) = nullptr;
   int (*Malloc)(void**, size_t) = nullptr;
   int (*Free)(void*) = nullptr;
@@ -92,7 +92,7 @@ struct Cudart {
 };
 
 std::string Err(const Cudart& c, int e, const char* call) {
-  return std::string(call) + ": " + (c.GetErrorString ? c.GetErrorString(e) : "error " + std::to_string(e));
+  return checks_internal::CudaErrorText(c.GetErrorString, e, call);
 }
 
 // One copy direction on `gpu`: a warm-up, then `iters` timed copies.
@@ -147,8 +147,7 @@ BwSample PeerCopy(const Cudart& c, int a, int b, size_t bytes, int iters) {
 }
 
 std::string GpuName(const Config& cfg) {
-  if (!cfg.nvml_fault_file.empty()) ::setenv("PREFLIGHT_FAKE_NVML_FAULTS", cfg.nvml_fault_file.c_str(), 1);
-  auto api = LoadNvml(cfg.nvml_library);
+  auto api = LoadNvmlFor(cfg);
   if (!api || (*api)->Init() != NVML_SUCCESS) return "";
   nvmlDevice_t d = nullptr;
   char buf[96] = "";
@@ -166,20 +165,14 @@ std::vector<CheckResult> CheckBandwidth(const CheckEnv& env) {
   using checks_internal::Skip;
   CheckResult r = checks_internal::Make("gpu.bandwidth", "node");
   auto skip = [&](const std::string& why) { return std::vector<CheckResult>{Skip(r, why)}; };
-  auto opened = OpenFirstLibrary(CudaRuntimeNames(c.cuda_runtime),
-                                 [](const std::string& name) { ProbeStep("gpu.bandwidth", "", "dlopen " + name); });
-  if (!opened) return skip("no CUDA runtime (" + opened.status().message() + ")");
-  void* h = opened->handle;
-  const std::string& lib = opened->name;
+  auto rt = checks_internal::OpenCudaRuntime(c, "gpu.bandwidth");
+  if (!rt) return skip(rt.status().message());
+  void* h = rt->lib.handle;
+  const std::string& lib = rt->lib.name;
+  const int n = rt->devices;
   Cudart cu;
+  cu.GetErrorString = rt->GetErrorString;
   std::string miss;
-  ResolveSymbol(h, "cudaGetDeviceCount", cu.GetDeviceCount, &miss);
-  ResolveSymbol(h, "cudaGetErrorString", cu.GetErrorString, &miss);
-  if (!miss.empty()) return skip(lib + " lacks " + miss);
-  int n = 0;
-  ProbeStep("gpu.bandwidth", "", "cudaGetDeviceCount");
-  int e = cu.GetDeviceCount(&n);
-  if (e != 0 || n == 0) return skip("no CUDA device (" + (e != 0 ? Err(cu, e, "cudaGetDeviceCount") : std::string("cudaGetDeviceCount: 0")) + ")");
   ResolveSymbol(h, "cudaSetDevice", cu.SetDevice, &miss);
   ResolveSymbol(h, "cudaMalloc", cu.Malloc, &miss);
   ResolveSymbol(h, "cudaFree", cu.Free, &miss);

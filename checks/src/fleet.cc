@@ -122,9 +122,8 @@ std::vector<CheckResult> CheckFleetVersions(const CheckEnv& env) {
   v.node = env.job.node;
   v.at = static_cast<double>(std::time(nullptr));
   // GPUs: NVML, as the gpu checks load it (a node without it records none).
-  if (!cfg.nvml_fault_file.empty()) ::setenv("PREFLIGHT_FAKE_NVML_FAULTS", cfg.nvml_fault_file.c_str(), 1);
   ProbeStep("fleet.versions", cfg.nvml_library, "dlopen");
-  auto api_or = LoadNvml(cfg.nvml_library);
+  auto api_or = LoadNvmlFor(cfg);
   std::string nvml_note;
   if (api_or) {
     const NvmlApi& api = **api_or;

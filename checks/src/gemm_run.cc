@@ -15,6 +15,7 @@
 #include "preflight/gemm.h"
 #include "preflight/gemm_record.h"
 #include "preflight/nvml.h"
+#include "cuda_runtime.h"
 #include "result_sink.h"
 
 namespace preflight {
@@ -23,7 +24,6 @@ namespace {
 // cudaError_t and cublasStatus_t are int-sized enums, 0 success; handles,
 // streams and events are opaque pointers.
 struct Cuda {
-  int (*GetDeviceCount)(int*) = nullptr;
   const char* (*GetErrorString)(int) = nullptr;
   int (*SetDevice)(int) = nullptr;
   int (*Malloc)(void**, size_t) = nullptr;
@@ -48,7 +48,7 @@ struct Cuda {
 };
 
 std::string CudaErr(const Cuda& c, int e, const char* call) {
-  return std::string(call) + ": " + (c.GetErrorString ? c.GetErrorString(e) : "error") + " (" + std::to_string(e) + ")";
+  return checks_internal::CudaErrorText(c.GetErrorString, e, call);
 }
 
 std::string BlasErr(const Cuda& c, int s, const char* call) {
@@ -244,8 +244,7 @@ std::string ResolveAll(void* rt, void* blas, Cuda& c) {
 
 // NVML for the GPU name and the samples; null (no name, no samples) without it.
 const NvmlApi* OpenNvml(const Config& cfg) {
-  if (!cfg.nvml_fault_file.empty()) ::setenv("PREFLIGHT_FAKE_NVML_FAULTS", cfg.nvml_fault_file.c_str(), 1);
-  auto api = LoadNvml(cfg.nvml_library);
+  auto api = LoadNvmlFor(cfg);
   if (!api || (*api)->Init() != NVML_SUCCESS) return nullptr;
   return *api;
 }
@@ -257,20 +256,14 @@ std::vector<CheckResult> CheckGemm(const CheckEnv& env) {
   if (env.level < Level::kFull) return {};
   CheckResult r = checks_internal::Make("gpu.gemm", "node");
   auto skip = [&](const std::string& why) { return std::vector<CheckResult>{checks_internal::Skip(r, why)}; };
-  auto rt_open = Open(CudaRuntimeNames(cfg.cuda_runtime));
-  if (!rt_open) return skip("no CUDA runtime (" + rt_open.status().message() + ")");
-  void* rt = rt_open->handle;
-  const std::string rt_lib = rt_open->name;
+  auto rt_open = checks_internal::OpenCudaRuntime(cfg, "gpu.gemm");
+  if (!rt_open) return skip(rt_open.status().message());
+  void* rt = rt_open->lib.handle;
+  const std::string rt_lib = rt_open->lib.name;
+  const int n = rt_open->devices;
   Cuda c;
+  c.GetErrorString = rt_open->GetErrorString;
   std::string miss;
-  ResolveSymbol(rt, "cudaGetDeviceCount", c.GetDeviceCount, &miss);
-  ResolveSymbol(rt, "cudaGetErrorString", c.GetErrorString, &miss);
-  if (!miss.empty()) return skip(rt_lib + " lacks " + miss);
-  int n = 0;
-  ProbeStep("gpu.gemm", "", "cudaGetDeviceCount");
-  int e = c.GetDeviceCount(&n);
-  if (e != 0 || n == 0)
-    return skip("no CUDA device (" + (e != 0 ? CudaErr(c, e, "cudaGetDeviceCount") : std::string("cudaGetDeviceCount: 0")) + ")");
   auto blas_open = Open(CublasNames(cfg.cublas_library));
   if (!blas_open) return skip("no cuBLAS (" + blas_open.status().message() + ")");
   void* blas = blas_open->handle;

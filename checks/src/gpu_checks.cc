@@ -412,9 +412,8 @@ std::vector<CheckResult> CheckGpus(const CheckEnv& env) {
   };
 
   // Only this check's child sees the variable (RunChecks forks per check).
-  if (!c.nvml_fault_file.empty()) ::setenv("PREFLIGHT_FAKE_NVML_FAULTS", c.nvml_fault_file.c_str(), 1);
   ProbeStep("gpu.nvml", c.nvml_library, "dlopen");
-  auto api_or = LoadNvml(c.nvml_library);
+  auto api_or = LoadNvmlFor(c);
   if (!api_or) return unavailable(api_or.status().message());
   const NvmlApi& api = **api_or;
   ProbeStep("gpu.nvml", c.nvml_library, "nvmlInit_v2");

@@ -1,8 +1,11 @@
 #include "preflight/nvml.h"
 
 #include <dlfcn.h>
+#include <stdlib.h>
 
 #include <cstddef>
+
+#include "preflight/config.h"
 
 namespace preflight {
 
@@ -84,6 +87,15 @@ Expected<const NvmlApi*> LoadNvml(const std::string& library) {
   if ((*loaded)->library != library)
     return Status::InvalidArgument("NVML already loaded from " + (*loaded)->library + ", not " + library);
   return &loaded->value();
+}
+
+void ExportNvmlTestFaults(const Config& cfg) {
+  if (!cfg.nvml_fault_file.empty()) ::setenv("PREFLIGHT_FAKE_NVML_FAULTS", cfg.nvml_fault_file.c_str(), 1);
+}
+
+Expected<const NvmlApi*> LoadNvmlFor(const Config& cfg) {
+  ExportNvmlTestFaults(cfg);
+  return LoadNvml(cfg.nvml_library);
 }
 
 }  // namespace preflight

@@ -19,6 +19,7 @@
 #include "preflight/hostlist.h"
 #include "preflight/job.h"
 #include "preflight/node_watch.h"
+#include "preflight/nvml.h"
 #include "preflight/strings.h"
 #include "preflight/supervisor.h"
 
@@ -403,8 +404,7 @@ int RunPersistAgentTask(const Config& cfg, const RunPolicy& p, const EnvMap& env
     std::vector<int> minors;
     auto ids = ParseIdList(EnvOr(env, "SLURM_STEP_GPUS", EnvOr(env, "SLURM_JOB_GPUS")));
     if (ids) minors = *ids;
-    // Test hook, as the GPU checks do: the fake NVML's per-node faults.
-    if (!cfg.nvml_fault_file.empty()) ::setenv("PREFLIGHT_FAKE_NVML_FAULTS", cfg.nvml_fault_file.c_str(), 1);
+    ExportNvmlTestFaults(cfg);  // the fake NVML's per-node faults, as the GPU checks
     watch = std::make_unique<GpuWatchLoop>(cfg.nvml_library, minors, node, p.watch_gpus_s, Say);
   }
   std::unique_ptr<PersistLoop> loop;

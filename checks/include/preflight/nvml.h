@@ -64,4 +64,13 @@ struct NvmlApi {
 // is never dlclose'd (NVML keeps threads). Not thread-safe on first call.
 Expected<const NvmlApi*> LoadNvml(const std::string& library);
 
+struct Config;
+// The test seam, in one place: cfg.nvml_fault_file, when set, is exported
+// as PREFLIGHT_FAKE_NVML_FAULTS, the per-node faults the fake NVML
+// (tests/fakes/fake_nvml.c) reads; production configs leave it empty and
+// nothing is set. Callers fork per check, so only that child sees it.
+void ExportNvmlTestFaults(const Config& cfg);
+// ExportNvmlTestFaults, then LoadNvml(cfg.nvml_library).
+Expected<const NvmlApi*> LoadNvmlFor(const Config& cfg);
+
 }  // namespace preflight
