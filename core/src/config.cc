@@ -1,7 +1,7 @@
 #include "preflight/config.h"
 
 #include "preflight/hostlist.h"
-#include "preflight/severity.h"
+#include "preflight/check_names.h"
 #include "preflight/topo_expect.h"
 
 #include <algorithm>
@@ -95,7 +95,7 @@ Expected<std::string> ParsePairingKey(const std::string& s) {
   return s;
 }
 
-// check_<name> = on|warn|off, one key per switchable check (severity.h).
+// check_<name> = on|warn|off, one key per switchable check (check_names.h).
 // The table holds plain function pointers, so each key gets its own
 // instantiation, indexed into SwitchableChecks().
 // gemm_profile: auto or a GPU gpu.gemm has a TFLOPS profile for (gemm.cc's

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "preflight/check_names.h"
 #include "preflight/config_values.h"
 #include "preflight/dl_library.h"
 #include "preflight/health_config.h"
@@ -37,8 +38,6 @@ inline constexpr const char* kDefaultConfigPath = "/etc/preflight/preflight.conf
 #define PREFLIGHT_DEFAULT_SLURM_QUERY "/usr/sbin/preflight"
 #endif
 
-// A site's switch for one check (`check_<name> = on|warn|off`; severity.h).
-enum class CheckMode { kOn, kWarn, kOff };
 
 struct Config {
   // Where per-job results (JSON) and node state live. Root-owned.
@@ -169,7 +168,7 @@ struct Config {
   StageConfig stage;  // stage_* keys (--stage)
   CkptConfig ckpt;    // ckpt_* keys (checkpoint persistence)
 
-  // Per-check switches, by check name ("gpu.xid"); absent: on (severity.h).
+  // Per-check switches, by check name ("gpu.xid"); absent: on (check_names.h).
   std::map<std::string, CheckMode> check_modes;
 
   // Where the config was read from (empty: defaults only).

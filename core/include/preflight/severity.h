@@ -16,31 +16,18 @@
 // switch wins: gpu.temperature's result looks at check_gpu_temperature, then
 // check_gpu. `warn` turns its fails into warns; `off` does not run a check
 // (descriptor names) or turns a result into "skipped: off by check_<name>".
-// Self-contained: used by the harness (check_harness.cc) and the config table.
+// The names and the switch rule are check_names.h; this is the policy
+// the harness (check_harness.cc) applies to results.
 #pragma once
 
 #include <map>
 #include <string>
 #include <vector>
 
-#include "preflight/config.h"
+#include "preflight/check_names.h"
 #include "preflight/report.h"
 
 namespace preflight {
-
-// CheckMode (on, warn, off) is declared in config.h, where the switches live.
-const char* CheckModeName(CheckMode m);
-
-// Names a `check_<name>` key may switch: every descriptor and result name
-// the node checks produce.
-const std::vector<std::string>& SwitchableChecks();
-// "gpu.row_remap" -> "check_gpu_row_remap".
-std::string CheckKeyName(const std::string& check);
-
-// The mode for a check or result name: the most specific switch set, else on.
-// *by (if given) gets the key that decided, e.g. "check_gpu".
-CheckMode ModeFor(const std::map<std::string, CheckMode>& modes, const std::string& check,
-                  std::string* by = nullptr);
 
 // Apply the site's switches and the ownership rule to a check's results, in
 // place. Returns how many results it changed.
