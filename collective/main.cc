@@ -136,133 +136,155 @@ int PrintPairs(Bootstrap& b, const std::vector<std::string>& rank_nodes, const C
   return out->all_pass && !named ? 0 : 1;
 }
 
-int Main(int argc, char** argv) {
+// The command line, typed: what one launch was asked to do.
+struct Args {
   CommonCli cli;
-  std::string level_text = "quick", backend_choice, node, output_file, scope = "allocation", min_busbw, max_bytes;
-  std::string ops_text = "all_reduce";
+  Level level = Level::kQuick;
+  std::vector<Op> ops = {Op::kAllReduce};
+  bool ops_given = false;  // --ops: --json prints an array
+  std::string backend_text, node, output_file, min_busbw, max_bytes;
+  Scope scope = Scope::kAllocation;
   bool json = false, intra = false, drain = false, records = false, pairs = false, node_records = false;
   int ranks = 0;
+  bool ranks_given = false;
+};
+
+// -1: go on; else the exit code (0 after --help/--version, 2 bad usage).
+int ParseArgs(int argc, char** argv, Args* a) {
+  std::string level_text = "quick", ops_text = "all_reduce", scope_text = "allocation";
   po::options_description visible(
       "Usage: srun --mpi=pmix [SRUN OPTIONS] preflight-nccl [OPTIONS]\n"
       "       preflight-nccl --intra-node [OPTIONS]\n"
       "Collective (all-reduce by default) bus bandwidth and correctness check; exit 0 pass, 1 fail, 2 usage.\n\nOptions");
-  AddCommonOptions(visible, cli);
+  AddCommonOptions(visible, a->cli);
   visible.add_options()
       ("level", po::value<std::string>(&level_text)->value_name("LEVEL"), "quick (sizes up to 256 MiB) or full (up to 8 GiB)")
       ("ops", po::value<std::string>(&ops_text)->value_name("LIST"),
        "operations, comma-separated: all_reduce (default), all_gather, reduce_scatter, all_to_all, or all; "
        "--json then prints an array of one document per operation")
-      ("backend", po::value<std::string>(&backend_choice)->value_name("NAME"), "auto, nccl or host (default: config nccl_backend)")
-      ("json", po::bool_switch(&json), "print the result as JSON instead of the table")
-      ("output", po::value<std::string>(&output_file)->value_name("FILE"), "also write the JSON result to FILE")
-      ("min-busbw", po::value<std::string>(&min_busbw)->value_name("RATE"), "threshold, overriding the config and profile (e.g. 40G)")
-      ("max-bytes", po::value<std::string>(&max_bytes)->value_name("SIZE"), "cap on message sizes (e.g. 64M)")
-      ("intra-node", po::bool_switch(&intra), "test this node alone: its ranks as threads of this process")
-      ("ranks", po::value<int>(&ranks)->value_name("N"), "ranks for --intra-node (default: GPUs, or 2 for host)")
-      ("node", po::value<std::string>(&node)->value_name("NAME"), "node name (default: $SLURMD_NODENAME, else host name)");
+      ("backend", po::value<std::string>(&a->backend_text)->value_name("NAME"), "auto, nccl or host (default: config nccl_backend)")
+      ("json", po::bool_switch(&a->json), "print the result as JSON instead of the table")
+      ("output", po::value<std::string>(&a->output_file)->value_name("FILE"), "also write the JSON result to FILE")
+      ("min-busbw", po::value<std::string>(&a->min_busbw)->value_name("RATE"), "threshold, overriding the config and profile (e.g. 40G)")
+      ("max-bytes", po::value<std::string>(&a->max_bytes)->value_name("SIZE"), "cap on message sizes (e.g. 64M)")
+      ("intra-node", po::bool_switch(&a->intra), "test this node alone: its ranks as threads of this process")
+      ("ranks", po::value<int>(&a->ranks)->value_name("N"), "ranks for --intra-node (default: GPUs, or 2 for host)")
+      ("node", po::value<std::string>(&a->node)->value_name("NAME"), "node name (default: $SLURMD_NODENAME, else host name)");
   po::options_description hidden;
   hidden.add_options()
-      ("scope", po::value<std::string>(&scope), "allocation (default), intra-node (label), or pairs: ring pairs of nodes")
-      ("drain", po::bool_switch(&drain), "with --intra-node, as root: drain this node when it fails")
-      ("records", po::bool_switch(&records), "also print one '#record {json}' line per verdict, for a caller")
-      ("pairs", po::bool_switch(&pairs), "after the allocation's all-reduce, ring pairs and the straggler rule in the same launch")
-      ("node-records", po::bool_switch(&node_records), "first carry each node's rails, versions and gemm records to rank 0's output");
+      ("scope", po::value<std::string>(&scope_text), "allocation (default), intra-node (label), or pairs: ring pairs of nodes")
+      ("drain", po::bool_switch(&a->drain), "with --intra-node, as root: drain this node when it fails")
+      ("records", po::bool_switch(&a->records), "also print one '#record {json}' line per verdict, for a caller")
+      ("pairs", po::bool_switch(&a->pairs), "after the allocation's all-reduce, ring pairs and the straggler rule in the same launch")
+      ("node-records", po::bool_switch(&a->node_records), "first carry each node's rails, versions and gemm records to rank 0's output");
   po::options_description all;
   all.add(visible).add(hidden);
   po::variables_map vm;
+  auto usage = [](const std::string& what, const std::string& why) {
+    Log(LogLevel::kError, kProg, what, why);
+    return 2;
+  };
   Status s = ParseCommandLine(argc, argv, all, nullptr, vm);
-  if (!s.ok()) {
-    Log(LogLevel::kError, kProg, "bad command line", s.message());
-    return 2;
-  }
-  if (cli.help) { std::cout << visible << "\n"; return 0; }
-  if (cli.version) { std::cout << kProg << " " << VersionString() << "\n"; return 0; }
-  const bool ops_given = vm.count("ops") > 0;
+  if (!s.ok()) return usage("bad command line", s.message());
+  if (a->cli.help) { std::cout << visible << "\n"; return 0; }
+  if (a->cli.version) { std::cout << kProg << " " << VersionString() << "\n"; return 0; }
+  a->ops_given = vm.count("ops") > 0;
   auto ops = ParseOps(ops_text);
-  if (!ops) {
-    Log(LogLevel::kError, kProg, "--ops", ops.status().message());
-    return 2;
-  }
+  if (!ops) return usage("--ops", ops.status().message());
+  a->ops = *ops;
+  auto scope = ParseScope(scope_text);
+  if (!scope) return usage("--scope", scope.status().message());
+  a->scope = *scope;
   // Ring pairs and the straggler rule are all-reduce figures: with --pairs
   // the pairs after the sweeps run all_reduce whatever --ops says.
-  if (ops_given && scope == "pairs") {
-    Log(LogLevel::kError, kProg, "--ops", "not with --scope pairs (ring pairs run all_reduce)");
-    return 2;
-  }
-  if (vm.count("ranks")) {
-    Status r = intra ? CheckIntraRanks(ranks, 0) : Status::InvalidArgument("only with --intra-node");
-    if (!r.ok()) {
-      Log(LogLevel::kError, kProg, "--ranks", r.message());
-      return 2;
-    }
-  }
-
-  EnvMap env = EnvironToMap(environ);
-  if (node.empty()) node = env.count("SLURMD_NODENAME") ? env["SLURMD_NODENAME"] : ShortHostname();
-  auto cfg = LoadCliConfig(cli, node);
-  if (!cfg) {
-    Log(LogLevel::kError, kProg, "site config", cfg.status().message());
-    return 2;
+  if (a->ops_given && a->scope == Scope::kPairs) return usage("--ops", "not with --scope pairs (ring pairs run all_reduce)");
+  a->ranks_given = vm.count("ranks") > 0;
+  if (a->ranks_given) {
+    Status r = a->intra ? CheckIntraRanks(a->ranks, 0) : Status::InvalidArgument("only with --intra-node");
+    if (!r.ok()) return usage("--ranks", r.message());
   }
   auto level = ParseLevel(level_text.c_str());
-  if (!level || *level == Level::kOff) {
-    Log(LogLevel::kError, kProg, "--level", level ? "off runs nothing (expected quick or full)" : level.status().message());
+  if (!level || *level == Level::kOff)
+    return usage("--level", level ? "off runs nothing (expected quick or full)" : level.status().message());
+  a->level = *level;
+  return -1;
+}
+
+// The site config with the command line's thresholds applied; 2 and a
+// logged reason when either is bad.
+int LoadConfigFor(const Args& a, Config* cfg) {
+  auto loaded = LoadCliConfig(a.cli, a.node);
+  if (!loaded) {
+    Log(LogLevel::kError, kProg, "site config", loaded.status().message());
     return 2;
   }
-  if (!min_busbw.empty()) {
-    auto r = ParseRate(min_busbw);
+  *cfg = *loaded;
+  if (!a.min_busbw.empty()) {
+    auto r = ParseRate(a.min_busbw);
     if (!r) { Log(LogLevel::kError, kProg, "--min-busbw", r.status().message()); return 2; }
-    (intra ? cfg->nccl.min_intra_busbw : cfg->nccl.min_busbw) = *r;
+    (a.intra ? cfg->nccl.min_intra_busbw : cfg->nccl.min_busbw) = *r;
   }
-  if (!max_bytes.empty()) {
-    auto r = ParseSize(max_bytes);
+  if (!a.max_bytes.empty()) {
+    auto r = ParseSize(a.max_bytes);
     if (!r) { Log(LogLevel::kError, kProg, "--max-bytes", r.status().message()); return 2; }
     cfg->nccl.max_bytes = *r;
   }
-  if (backend_choice.empty()) backend_choice = cfg->nccl.backend;
-  if (backend_choice != "auto" && backend_choice != "nccl" && backend_choice != "host") {
-    Log(LogLevel::kError, kProg, "--backend", "bad value '" + backend_choice + "' (expected auto, nccl or host)");
+  return -1;
+}
+
+// --intra-node: this node's ranks as threads, and with --drain (root) the
+// node drained for a failure.
+int RunIntra(const Args& a, const Config& cfg, const EnvMap& env, BackendKind backend) {
+  // In a localization step the plugin has already run this check as root
+  // for this node (see preflight-nccl(1) SECURITY); the user's copy only
+  // stands by so the step has a task.
+  if (env.count("PREFLIGHT_NCCL_ROOT_DONE")) return 0;
+  if (a.drain && ::geteuid() != 0) {
+    Log(LogLevel::kError, kProg, "--drain", "only root may drain (this runs as uid " + std::to_string(::geteuid()) + ")");
     return 2;
   }
-  std::vector<std::pair<std::string, std::string>> envv(env.begin(), env.end());
-  std::string backend = ResolveBackend(backend_choice, GpusRequested(envv));
-
-  if (intra) {
-    // In a localization step the plugin has already run this check as root
-    // for this node (see preflight-nccl(1) SECURITY); the user's copy only
-    // stands by so the step has a task.
-    if (env.count("PREFLIGHT_NCCL_ROOT_DONE")) return 0;
-    if (drain && ::geteuid() != 0) {
-      Log(LogLevel::kError, kProg, "--drain", "only root may drain (this runs as uid " + std::to_string(::geteuid()) + ")");
-      return 2;
-    }
-    CheckRun run = RunIntraNode(*cfg, node, *level, backend, ranks, *ops);
-    if (run.usage_error) {  // the request, not the node: no result, no drain
-      Log(LogLevel::kError, kProg, "--ranks", run.error);
-      return 2;
-    }
-    // With --records the failed record carries the drain reason, for a
-    // caller that decides about the drain itself (the plugin).
-    int rc = Emit(run, json, ops_given, output_file, true, records, IntraDrainReason(run, node));
-    if (rc != 0 && drain) {
-      std::string reason = IntraDrainReason(run, node);
-      Status d = DrainNode(*cfg, node, reason);
-      if (d.ok()) std::printf("# drained %s: %s\n", node.c_str(), reason.c_str());
-      else Log(LogLevel::kError, kProg, "drain " + node, d.message());
-      std::fflush(stdout);
-    }
-    return rc;
+  CheckRun run = RunIntraNode(cfg, a.node, a.level, backend, a.ranks, a.ops);
+  if (run.usage_error) {  // the request, not the node: no result, no drain
+    Log(LogLevel::kError, kProg, "--ranks", run.error);
+    return 2;
   }
+  // With --records the failed record carries the drain reason, for a
+  // caller that decides about the drain itself (the plugin).
+  int rc = Emit(run, a.json, a.ops_given, a.output_file, true, a.records, IntraDrainReason(run, a.node));
+  if (rc != 0 && a.drain) {
+    std::string reason = IntraDrainReason(run, a.node);
+    Status d = DrainNode(cfg, a.node, reason);
+    if (d.ok()) std::printf("# drained %s: %s\n", a.node.c_str(), reason.c_str());
+    else Log(LogLevel::kError, kProg, "drain " + a.node, d.message());
+    std::fflush(stdout);
+  }
+  return rc;
+}
 
-  auto boot = MakePmixBootstrap(node);
+// Watchdog: a rank stuck in a fence or a dead peer's socket must not hold
+// the job's start forever; nccl_timeout bounds the whole run.
+void StartWatchdog(unsigned limit_ms) {
+  std::thread([limit_ms] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(limit_ms));
+    static const char msg[] = "# FAILED: preflight-nccl: no verdict within nccl_timeout\n";
+    (void)!::write(1, msg, sizeof msg - 1);
+    ::_exit(1);
+  }).detach();
+}
+
+// Under a launcher (PMIx): the node records first when asked, then the
+// allocation's sweeps and, with --pairs, the ring pairs in the same launch;
+// or the ring pairs alone (--scope pairs).
+int RunLaunched(const Args& a, const Config& cfg, const EnvMap& env, BackendKind backend) {
+  auto boot = MakePmixBootstrap(a.node);
   if (!boot) {
     Log(LogLevel::kError, kProg, "bootstrap", boot.status().message());
     return 2;
   }
   Bootstrap& b = **boot;
   CheckRun run;
-  run.info.scope = scope;
-  run.info.level = LevelName(*level);
+  run.info.scope = ScopeName(a.scope);
+  run.info.level = LevelName(a.level);
   run.info.bootstrap = b.Name();
   auto nodes = b.AllGather("node", b.Node());
   if (!nodes) {
@@ -274,28 +296,20 @@ int Main(int argc, char** argv) {
   // Before the sweep: a check that fails or runs out of time still says
   // how the nodes differ. A failure here is the caller's to notice (it
   // reads the records with their own step then).
-  if (node_records) {
-    auto lines = ShareNodeRecords(b, state::NodesDir(*cfg));
+  if (a.node_records) {
+    auto lines = ShareNodeRecords(b, state::NodesDir(cfg));
     if (!lines) Log(LogLevel::kError, kProg, "node records", lines.status().message());
     else if (b.Rank() == 0) std::fputs(lines->c_str(), stdout), std::fflush(stdout);
   }
-  run.result.backend = backend == "nccl" ? "nccl" : "host-tcp";
+  run.result.backend = ResultBackendName(backend);
   run.result.nranks = b.Size();
-  run.result.op = (*ops)[0];
-
-  // Watchdog: a rank stuck in a fence or a dead peer's socket must not hold
-  // the job's start forever; nccl_timeout bounds the whole run.
-  unsigned limit_ms = cfg->nccl.timeout_ms;
-  std::thread([limit_ms] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(limit_ms));
-    static const char msg[] = "# FAILED: preflight-nccl: no verdict within nccl_timeout\n";
-    (void)!::write(1, msg, sizeof msg - 1);
-    ::_exit(1);
-  }).detach();
+  run.result.op = a.ops[0];
+  const unsigned limit_ms = cfg.nccl.timeout_ms;
+  StartWatchdog(limit_ms);
 
   double user_cap = 0;
   if (env.count("PREFLIGHT_NCCL_HOST_RATE")) {
-    auto r = ParseRate(env["PREFLIGHT_NCCL_HOST_RATE"]);
+    auto r = ParseRate(env.at("PREFLIGHT_NCCL_HOST_RATE"));
     if (!r) { Log(LogLevel::kError, kProg, "PREFLIGHT_NCCL_HOST_RATE", r.status().message()); return 2; }
     user_cap = *r;
   }
@@ -304,46 +318,61 @@ int Main(int argc, char** argv) {
   // what is left up to 90% (the rest: fences and printing).
   const double t0 = MonotonicSeconds(), limit_s = limit_ms / 1000.0;
   PairsOptions po_pairs;
-  po_pairs.level = *level;
+  po_pairs.level = a.level;
   po_pairs.backend = backend;
   po_pairs.user_rate_cap = user_cap;
   po_pairs.intra = b.Size() >= 2 * static_cast<int>(run.info.nodes.size());
   auto pairs_budget = [&] { return std::max(1.0, t0 + 0.9 * limit_s - MonotonicSeconds()); };
-  if (scope == "pairs") {
+  if (a.scope == Scope::kPairs) {
     po_pairs.budget_s = pairs_budget();
-    return PrintPairs(b, *nodes, *cfg, po_pairs, records);
+    return PrintPairs(b, *nodes, cfg, po_pairs, a.records);
   }
-  const bool then_pairs = pairs && run.info.nodes.size() >= 2;
+  const bool then_pairs = a.pairs && run.info.nodes.size() >= 2;
   const double allreduce_deadline = then_pairs ? t0 + limit_s / 3 : 0;
-
-  // One exchange inside MakeBackend carries every rank's success or failure.
   auto then = [&](int rc) {
     if (!then_pairs) return rc;
     po_pairs.budget_s = pairs_budget();
-    int prc = PrintPairs(b, *nodes, *cfg, po_pairs, records);
-    return std::max(rc, prc);
+    return std::max(rc, PrintPairs(b, *nodes, cfg, po_pairs, a.records));
   };
-  auto be = MakeBackend(backend, b, *cfg, user_cap, allreduce_deadline);
+
+  // One exchange inside MakeBackend carries every rank's success or failure.
+  auto be = MakeBackend(backend, b, cfg, user_cap, allreduce_deadline);
   if (!be) {
     run.error = be.status().message();
     run.judgement.message = run.error;
-    return then(Emit(run, json, ops_given, output_file, b.Rank() == 0, records));
+    return then(Emit(run, a.json, a.ops_given, a.output_file, b.Rank() == 0, a.records));
   }
   GpuInventory inv;
-  if (backend == "nccl") {
+  if (backend == BackendKind::kNccl) {
     auto p = ProbeGpus(NcclOptions{});
     if (p) inv = *p;
   }
-  const NodeProfile* prof = PickProfile(*cfg, backend, inv);
+  const NodeProfile* prof = PickProfile(cfg, backend, inv);
   run.info.profile = prof ? prof->name : "";
-  bool one_node = run.info.nodes.size() == 1;
-  double threshold = Threshold(*cfg, prof, one_node, &run.info.threshold_source);
-
-  Op failed = (*ops)[0];
-  auto res = RunSweeps(**be, *ops, SweepForLevel(*level, cfg->nccl.max_bytes), &failed);
+  double threshold = Threshold(cfg, prof, run.info.nodes.size() == 1, &run.info.threshold_source);
+  Op failed = a.ops[0];
+  auto res = RunSweeps(**be, a.ops, SweepForLevel(a.level, cfg.nccl.max_bytes), &failed);
   be->reset();  // the ring's sockets: the pairs make their own
-  SetSweeps(&run, *ops, res, failed, threshold);
-  return then(Emit(run, json, ops_given, output_file, b.Rank() == 0, records));
+  SetSweeps(&run, a.ops, res, failed, threshold);
+  return then(Emit(run, a.json, a.ops_given, a.output_file, b.Rank() == 0, a.records));
+}
+
+int Main(int argc, char** argv) {
+  Args a;
+  int rc = ParseArgs(argc, argv, &a);
+  if (rc >= 0) return rc;
+  EnvMap env = EnvironToMap(environ);
+  if (a.node.empty()) a.node = env.count("SLURMD_NODENAME") ? env["SLURMD_NODENAME"] : ShortHostname();
+  Config cfg;
+  if ((rc = LoadConfigFor(a, &cfg)) >= 0) return rc;
+  auto choice = ParseBackendKind(a.backend_text.empty() ? cfg.nccl.backend : a.backend_text);
+  if (!choice) {
+    Log(LogLevel::kError, kProg, "--backend", choice.status().message());
+    return 2;
+  }
+  std::vector<std::pair<std::string, std::string>> envv(env.begin(), env.end());
+  BackendKind backend = ResolveBackend(*choice, GpusRequested(envv));
+  return a.intra ? RunIntra(a, cfg, env, backend) : RunLaunched(a, cfg, env, backend);
 }
 
 }  // namespace

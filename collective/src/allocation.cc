@@ -27,12 +27,12 @@ namespace {
 
 // preflight-nccl's argv for one step: level, scope, and the caller's
 // --config and --set overrides, carried whole.
-std::vector<std::string> NcclArgs(const Config& cfg, const Allocation& a, Level level, const char* scope) {
-  std::vector<std::string> v = {cfg.nccl.binary, "--level", LevelName(level), "--scope", scope};
+std::vector<std::string> NcclArgs(const Config& cfg, const Allocation& a, Level level, Scope scope) {
+  std::vector<std::string> v = {cfg.nccl.binary, "--level", LevelName(level), "--scope", ScopeName(scope)};
   // Full: the collectives jobs spend their time in (all-gather and
   // reduce-scatter for sharded data parallelism, all-to-all for experts)
   // beside the all-reduce; ring pairs stay all-reduce figures.
-  if (level == Level::kFull && std::string(scope) != "pairs") v.insert(v.end(), {"--ops", "all"});
+  if (level == Level::kFull && scope != Scope::kPairs) v.insert(v.end(), {"--ops", "all"});
   if (!a.config_path.empty()) { v.push_back("--config"); v.push_back(a.config_path); }
   for (const auto& kv : a.sets) { v.push_back("--set"); v.push_back(kv); }
   return v;
@@ -312,7 +312,7 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
   AllocationOutcome o;
   const int k = std::max(1, a.ranks_per_node);
   std::string head = "preflight: nccl: ";
-  auto user_step = [&](const std::vector<std::string>& nodes, const char* scope, bool pairs, bool node_records) {
+  auto user_step = [&](const std::vector<std::string>& nodes, Scope scope, bool pairs, bool node_records) {
     auto argv = Srun(cfg, nodes, k, true);
     auto tool = NcclArgs(cfg, a, level, scope);
     argv.insert(argv.end(), tool.begin(), tool.end());
@@ -330,7 +330,7 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
   // records travel in it (issue 33), compared here before the figures.
   const bool compare_nodes = a.nodes.size() >= 2;
   double t0 = MonotonicSeconds();
-  auto all = user_step(a.nodes, "allocation", with_pairs, compare_nodes);
+  auto all = user_step(a.nodes, Scope::kAllocation, with_pairs, compare_nodes);
   if (!all) {
     if (compare_nodes) o.text += NodeComparisons(cfg, a, nullptr, level);
     o.text += head + "cannot start the check: " + all.status().message() + "\n";
@@ -349,13 +349,13 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
     for (const auto& e : parsed.errors) o.text += head + "unreadable record: " + e + "\n";
     // Rank 0's record of the allocation scope: its figures for the metrics.
     for (const auto& r : parsed.records) {
-      if (r.kind == "allocation" && !allreduce_ok && o.busbw == 0) {
+      if (r.kind == ScopeName(Scope::kAllocation) && !allreduce_ok && o.busbw == 0) {
         o.busbw = r.busbw;
         o.threshold = r.threshold;
         allreduce_ok = r.pass;
       }
       if (r.kind == "pair") o.pairs.push_back(r);
-      if (r.kind == "pair" || r.kind == "intra-node") step_records.push_back(r);
+      if (r.kind == "pair" || r.kind == ScopeName(Scope::kIntraNode)) step_records.push_back(r);
     }
   }
   // The straggler rule over the step's pairs (the step applied it too, to
@@ -383,7 +383,7 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
     o.text += head + "the allocation failed the check (exit " + std::to_string(all->first) +
               "); testing each node alone\n";
     auto argv = Srun(cfg, a.nodes, 1, false);
-    auto tool = NcclArgs(cfg, a, level, "intra-node");
+    auto tool = NcclArgs(cfg, a, level, Scope::kIntraNode);
     tool.push_back("--intra-node");
     argv.insert(argv.end(), tool.begin(), tool.end());
     auto intra = RunAs(argv, LaunchEnv(a.env, true), a.uid, a.gid, a.groups, cfg.nccl.timeout_ms);
@@ -406,7 +406,7 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
   if (o.drained.empty() && a.nodes.size() >= 2) {
     const size_t n = a.nodes.size();
     if (o.pairs.empty()) {
-      auto r = user_step(a.nodes, "pairs", false, false);
+      auto r = user_step(a.nodes, Scope::kPairs, false, false);
       if (r) {
         ParsedOutput parsed = ParseOutput(r->second);
         o.text += Indent(parsed.display);

@@ -27,9 +27,41 @@ bool GpusRequested(const std::vector<std::pair<std::string, std::string>>& env) 
   return false;
 }
 
-std::string ResolveBackend(const std::string& choice, bool gpus_requested) {
-  if (choice == "auto") return gpus_requested ? "nccl" : "host";
+const char* BackendKindName(BackendKind k) {
+  switch (k) {
+    case BackendKind::kAuto: return "auto";
+    case BackendKind::kNccl: return "nccl";
+    case BackendKind::kHost: return "host";
+  }
+  return "auto";
+}
+
+Expected<BackendKind> ParseBackendKind(const std::string& s) {
+  for (BackendKind k : {BackendKind::kAuto, BackendKind::kNccl, BackendKind::kHost})
+    if (s == BackendKindName(k)) return k;
+  return Status::InvalidArgument("bad value '" + s + "' (expected auto, nccl or host)");
+}
+
+const char* ResultBackendName(BackendKind k) { return k == BackendKind::kNccl ? "nccl" : "host-tcp"; }
+
+BackendKind ResolveBackend(BackendKind choice, bool gpus_requested) {
+  if (choice == BackendKind::kAuto) return gpus_requested ? BackendKind::kNccl : BackendKind::kHost;
   return choice;
+}
+
+const char* ScopeName(Scope s) {
+  switch (s) {
+    case Scope::kAllocation: return "allocation";
+    case Scope::kIntraNode: return "intra-node";
+    case Scope::kPairs: return "pairs";
+  }
+  return "allocation";
+}
+
+Expected<Scope> ParseScope(const std::string& s) {
+  for (Scope k : {Scope::kAllocation, Scope::kIntraNode, Scope::kPairs})
+    if (s == ScopeName(k)) return k;
+  return Status::InvalidArgument("bad value '" + s + "' (expected allocation, intra-node or pairs)");
 }
 
 Expected<double> HostRateCap(const Config& cfg) {
@@ -43,9 +75,9 @@ Expected<double> HostRateCap(const Config& cfg) {
   return r;
 }
 
-Expected<std::unique_ptr<Backend>> MakeBackend(const std::string& backend, Bootstrap& boot, const Config& cfg,
+Expected<std::unique_ptr<Backend>> MakeBackend(BackendKind backend, Bootstrap& boot, const Config& cfg,
                                                double user_rate_cap, double deadline) {
-  if (backend == "host") {
+  if (backend == BackendKind::kHost) {
     HostOptions ho;
     auto addr = NodeAddress(cfg, boot.Node());
     if (!addr) return FailBackendGather(boot, addr.status());
@@ -58,13 +90,13 @@ Expected<std::unique_ptr<Backend>> MakeBackend(const std::string& backend, Boots
     ho.timeout_ms = cfg.nccl.timeout_ms;
     return MakeHostBackend(boot, ho);
   }
-  if (backend == "nccl") {
+  if (backend == BackendKind::kNccl) {
     auto b = MakeNcclBackend(boot, NcclOptionsFor(cfg));
     if (!b) return Status::Failed("GPU check asked for, but the NCCL backend cannot run on " + boot.Node() + ": " +
                                   b.status().message());
     return b;
   }
-  return FailBackendGather(boot, Status::InvalidArgument("unknown backend '" + backend + "' (expected auto, nccl or host)"));
+  return FailBackendGather(boot, Status::InvalidArgument("backend 'auto' is a choice, not a backend (ResolveBackend first)"));
 }
 
 }  // namespace preflight::collective

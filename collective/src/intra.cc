@@ -55,7 +55,7 @@ void SetSweeps(CheckRun* run, const std::vector<Op>& ops, const Expected<std::ve
   for (size_t i = 1; i < res->size(); ++i) run->rest.push_back({(*res)[i], Judge((*res)[i], threshold)});
 }
 
-CheckRun RunIntraNode(const Config& cfg, const std::string& node, Level level, const std::string& backend, int ranks,
+CheckRun RunIntraNode(const Config& cfg, const std::string& node, Level level, BackendKind backend, int ranks,
                       const std::vector<Op>& ops) {
   CheckRun run;
   auto refuse = [&](const Status& s) {
@@ -68,14 +68,14 @@ CheckRun RunIntraNode(const Config& cfg, const std::string& node, Level level, c
     Status r = CheckIntraRanks(ranks, 0);
     if (!r.ok()) return refuse(r);
   }
-  run.info.scope = "intra-node";
+  run.info.scope = ScopeName(Scope::kIntraNode);
   run.info.level = LevelName(level);
   run.info.nodes = {node};
   run.info.bootstrap = "local";
-  run.result.backend = backend == "nccl" ? "nccl" : "host-tcp";
+  run.result.backend = ResultBackendName(backend);
   if (!ops.empty()) run.result.op = ops[0];
   GpuInventory inv;
-  if (backend == "nccl") {
+  if (backend == BackendKind::kNccl) {
     auto p = ProbeGpus(NcclOptionsFor(cfg));
     if (!p) {
       run.error = "GPU check asked for, but the NCCL backend cannot run on " + node + ": " + p.status().message();

@@ -174,7 +174,7 @@ Expected<PairsOutcome> RunPairs(Bootstrap& b, const std::vector<std::string>& ra
     out.intra.resize(n);
     for (size_t i = 0; i < n; ++i) {
       ResultRecord& rec = out.intra[i];
-      rec.kind = "intra-node";
+      rec.kind = ScopeName(Scope::kIntraNode);
       rec.nodes = {out.nodes[i]};
       rec.threshold = intra_threshold;
       AddSample(rec, (*res)[i]);
@@ -235,7 +235,7 @@ StragglerVerdict StragglersFromRecords(const std::vector<std::string>& nodes, co
     if (r.kind == "pair" && r.nodes.size() == 2) {
       pairs.push_back({r.nodes[0], r.nodes[1], r.busbw, r.WorseSample()});
     }
-    if (r.kind == "intra-node" && r.nodes.size() == 1) {
+    if (r.kind == ScopeName(Scope::kIntraNode) && r.nodes.size() == 1) {
       intra[r.nodes[0]] = r.busbw;
       double worse = r.WorseSample();
       if (worse > 0) intra_low[r.nodes[0]] = worse;

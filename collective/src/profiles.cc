@@ -33,11 +33,11 @@ const std::vector<NodeProfile>& NodeProfiles() {
   return kProfiles;
 }
 
-const NodeProfile* PickProfile(const Config& cfg, const std::string& backend, const GpuInventory& gpus) {
+const NodeProfile* PickProfile(const Config& cfg, BackendKind backend, const GpuInventory& gpus) {
   for (const auto& p : NodeProfiles())
     if (cfg.nccl.profile == p.name) return &p;
   if (cfg.nccl.profile != "auto") return nullptr;
-  if (backend == "host") {
+  if (backend == BackendKind::kHost) {
     for (const auto& p : NodeProfiles())
       if (p.gpu_match[0] == '\0') return &p;
   }

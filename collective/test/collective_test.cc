@@ -273,7 +273,7 @@ TEST(IntraNode, HostRanksAsThreads) {
   Config cfg;
   cfg.nccl.max_bytes = 64 << 10;
   cfg.nccl.min_intra_busbw = 1;  // 1 B/s: any working loopback passes
-  CheckRun run = RunIntraNode(cfg, "n9", Level::kQuick, "host", 3);
+  CheckRun run = RunIntraNode(cfg, "n9", Level::kQuick, BackendKind::kHost, 3);
   EXPECT_TRUE(run.error.empty()) << run.error;
   EXPECT_TRUE(run.judgement.ok) << run.judgement.message;
   EXPECT_EQ(run.result.nranks, 3);
@@ -295,7 +295,7 @@ TEST(IntraNode, RankCountIsBounded) {
   EXPECT_TRUE(CheckIntraRanks(8, 8).ok());
   Config cfg;
   for (int n : {100000, 5000, kMaxIntraRanks + 1, -1}) {
-    CheckRun run = RunIntraNode(cfg, "n1", Level::kQuick, "host", n);
+    CheckRun run = RunIntraNode(cfg, "n1", Level::kQuick, BackendKind::kHost, n);
     EXPECT_TRUE(run.usage_error) << n;
     EXPECT_FALSE(run.judgement.ok);
     EXPECT_NE(run.error.find("--ranks " + std::to_string(n)), std::string::npos) << run.error;
@@ -325,7 +325,7 @@ TEST(IntraNode, RateFileMakesTheNodeFail) {
   auto cap = HostRateCap(cfg);
   ASSERT_TRUE(cap.ok());
   EXPECT_DOUBLE_EQ(*cap, 2e6);
-  CheckRun run = RunIntraNode(cfg, "n2", Level::kQuick, "host", 2);
+  CheckRun run = RunIntraNode(cfg, "n2", Level::kQuick, BackendKind::kHost, 2);
   EXPECT_FALSE(run.judgement.ok);
   // Reason text since the drain_reason.h grammar (was "preflight: nccl intra-node n2 (...): busbw ...").
   EXPECT_EQ(IntraDrainReason(run, "n2").rfind("preflight[node] nccl.intra n2 (host-tcp, 2 ranks): busbw", 0), 0u)
@@ -428,10 +428,25 @@ TEST(NcclMetrics, WrittenOnlyWithTextfileDir) {
 }
 
 TEST(Backends, AutoPicksNcclOnlyWithGpus) {
-  EXPECT_EQ(ResolveBackend("auto", GpusRequested({{"CUDA_VISIBLE_DEVICES", "0,1"}})), "nccl");
-  EXPECT_EQ(ResolveBackend("auto", GpusRequested({{"CUDA_VISIBLE_DEVICES", "NoDevFiles"}})), "host");
-  EXPECT_EQ(ResolveBackend("auto", GpusRequested({{"PATH", "/bin"}})), "host");
-  EXPECT_EQ(ResolveBackend("host", true), "host");
+  EXPECT_EQ(ResolveBackend(BackendKind::kAuto, GpusRequested({{"CUDA_VISIBLE_DEVICES", "0,1"}})), BackendKind::kNccl);
+  EXPECT_EQ(ResolveBackend(BackendKind::kAuto, GpusRequested({{"CUDA_VISIBLE_DEVICES", "NoDevFiles"}})), BackendKind::kHost);
+  EXPECT_EQ(ResolveBackend(BackendKind::kAuto, GpusRequested({{"PATH", "/bin"}})), BackendKind::kHost);
+  EXPECT_EQ(ResolveBackend(BackendKind::kHost, true), BackendKind::kHost);
+}
+
+// One spelling per backend and scope: each name parses back to its value;
+// the old third spelling of the host backend ("host-tcp") is a result
+// name, not a choice, and is refused with the three a user may give.
+TEST(Backends, OneSpellingPerKindAndScope) {
+  for (BackendKind k : {BackendKind::kAuto, BackendKind::kNccl, BackendKind::kHost})
+    EXPECT_EQ(*ParseBackendKind(BackendKindName(k)), k);
+  auto bad = ParseBackendKind("host-tcp");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("expected auto, nccl or host"), std::string::npos) << bad.status().message();
+  EXPECT_STREQ(ResultBackendName(BackendKind::kHost), "host-tcp");
+  EXPECT_STREQ(ResultBackendName(BackendKind::kNccl), "nccl");
+  for (Scope k : {Scope::kAllocation, Scope::kIntraNode, Scope::kPairs}) EXPECT_EQ(*ParseScope(ScopeName(k)), k);
+  EXPECT_FALSE(ParseScope("pair").ok());
 }
 
 TEST(Backends, NoGpuIsAnErrorNotAPass) {
@@ -448,11 +463,11 @@ TEST(Backends, NoGpuIsAnErrorNotAPass) {
   EXPECT_EQ(b.status().code(), Status::Code::kUnavailable);
   EXPECT_NE(b.status().message().find("no CUDA device"), std::string::npos) << b.status().message();
   Config cfg;
-  auto m = MakeBackend("nccl", *boot, cfg);
+  auto m = MakeBackend(BackendKind::kNccl, *boot, cfg);
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), Status::Code::kFailed);
   EXPECT_NE(m.status().message().find("GPU check asked for"), std::string::npos);
-  CheckRun run = RunIntraNode(cfg, "n1", Level::kQuick, "nccl", 0);
+  CheckRun run = RunIntraNode(cfg, "n1", Level::kQuick, BackendKind::kNccl, 0);
   EXPECT_FALSE(run.judgement.ok);
   EXPECT_NE(run.error.find("no CUDA device"), std::string::npos) << run.error;
 }
@@ -460,20 +475,20 @@ TEST(Backends, NoGpuIsAnErrorNotAPass) {
 TEST(Profiles, ExplicitBeatsProfileBeatsNothing) {
   Config cfg;
   GpuInventory h100{8, "NVIDIA H100 80GB HBM3"};
-  const NodeProfile* p = PickProfile(cfg, "nccl", h100);
+  const NodeProfile* p = PickProfile(cfg, BackendKind::kNccl, h100);
   ASSERT_NE(p, nullptr);
   EXPECT_STREQ(p->name, "8xH100-nvlink");
   std::string src;
   EXPECT_GT(Threshold(cfg, p, true, &src), 0);
   EXPECT_EQ(src, "profile 8xH100-nvlink");
-  EXPECT_EQ(PickProfile(cfg, "nccl", GpuInventory{3, "NVIDIA H100"}), nullptr);
+  EXPECT_EQ(PickProfile(cfg, BackendKind::kNccl, GpuInventory{3, "NVIDIA H100"}), nullptr);
   cfg.nccl.min_busbw = 5e9;
   EXPECT_DOUBLE_EQ(Threshold(cfg, p, false, &src), 5e9);
   EXPECT_EQ(src, "config nccl_min_busbw");
   cfg.nccl.profile = "8xA100-nvlink";
-  EXPECT_STREQ(PickProfile(cfg, "nccl", h100)->name, "8xA100-nvlink");
+  EXPECT_STREQ(PickProfile(cfg, BackendKind::kNccl, h100)->name, "8xA100-nvlink");
   cfg.nccl.profile = "no-such";
-  EXPECT_EQ(PickProfile(cfg, "nccl", h100), nullptr);
+  EXPECT_EQ(PickProfile(cfg, BackendKind::kNccl, h100), nullptr);
 }
 
 TEST(Localize, InterNodeSuspectIsInTwoFailedPairs) {

@@ -230,7 +230,7 @@ TEST(IntraNodeOps, EveryOperationJudgedWithTheSameThreshold) {
   Config cfg;
   cfg.nccl.max_bytes = 1 << 20;
   cfg.nccl.min_intra_busbw = 1;  // 1 B/s: every healthy run passes
-  CheckRun run = RunIntraNode(cfg, "n1", Level::kQuick, "host", 3, AllOps());
+  CheckRun run = RunIntraNode(cfg, "n1", Level::kQuick, BackendKind::kHost, 3, AllOps());
   ASSERT_TRUE(run.error.empty()) << run.error;
   EXPECT_EQ(run.result.op, Op::kAllReduce);
   ASSERT_EQ(run.rest.size(), 3u);

@@ -94,7 +94,7 @@ struct NodeProfile {
 const std::vector<NodeProfile>& NodeProfiles();
 // The profile named by cfg.nccl.profile, or for "auto" the one matching the
 // detected GPUs (name substring and count), else nullptr.
-const NodeProfile* PickProfile(const Config& cfg, const std::string& backend, const GpuInventory& gpus);
+const NodeProfile* PickProfile(const Config& cfg, BackendKind backend, const GpuInventory& gpus);
 // Threshold in bytes/s for a check over several nodes (intra=false) or one
 // node's ranks; an explicit config value wins over the profile. `source` says
 // where it came from, for the report.

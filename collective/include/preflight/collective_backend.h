@@ -17,6 +17,17 @@
 
 namespace preflight::collective {
 
+// Which backend moves the data: the site's nccl_backend or --backend. kAuto
+// is a choice only (ResolveBackend turns it into one of the others); the
+// one spelling of each is BackendKindName's ("auto", "nccl", "host"), the
+// name a result carries is Backend::Name() ("nccl", "host-tcp").
+enum class BackendKind { kAuto, kNccl, kHost };
+const char* BackendKindName(BackendKind k);
+Expected<BackendKind> ParseBackendKind(const std::string& s);
+// The name a result carries for a resolved kind: Backend::Name() of what
+// MakeBackend builds for it, known before (or without) building one.
+const char* ResultBackendName(BackendKind k);
+
 // --- backend: moves data, nothing else ------------------------------------
 // Float32 collectives (sums where they reduce) from a send buffer to a
 // receive buffer (out of place, so the input stays valid across iterations

@@ -21,13 +21,21 @@ namespace preflight::collective {
 // / SLURM_JOB_GPUS non-empty (and not Slurm's "NoDevFiles").
 bool GpusRequested(const std::vector<std::pair<std::string, std::string>>& env);
 
-// "auto" -> "nccl" when GPUs were requested, else "host".
-std::string ResolveBackend(const std::string& choice, bool gpus_requested);
+// kAuto -> kNccl when GPUs were requested, else kHost; the others as they are.
+BackendKind ResolveBackend(BackendKind choice, bool gpus_requested);
+
+// What one preflight-nccl launch measures: the allocation's sweep (and,
+// with --pairs, its ring pairs after it), one node's ranks (the label of
+// the root-run intra-node check), or ring pairs alone. The one spelling of
+// each is ScopeName's, the "kind" of a result record.
+enum class Scope { kAllocation, kIntraNode, kPairs };
+const char* ScopeName(Scope s);
+Expected<Scope> ParseScope(const std::string& s);
 
 // The send-rate cap from cfg.nccl.host_rate_file (0 when unset or absent).
 Expected<double> HostRateCap(const Config& cfg);
 
-// Build the backend for one rank. For "nccl" an unusable GPU stack is an
+// Build the backend for one rank (kNccl or kHost). For kNccl an unusable GPU stack is an
 // error naming the node and library: the caller reports FAILED, not pass.
 // `user_rate_cap` (bytes/s, 0 none) is $PREFLIGHT_NCCL_HOST_RATE of a
 // user-run rank: the user's own knob on the user's own processes, as
@@ -35,7 +43,7 @@ Expected<double> HostRateCap(const Config& cfg);
 // `deadline` (monotonic seconds, 0: none) bounds the host backend's
 // connecting and transfers (HostOptions::deadline); NCCL has no such bound
 // here, the step's watchdog (nccl_timeout) is what ends a hung NCCL call.
-Expected<std::unique_ptr<Backend>> MakeBackend(const std::string& backend, Bootstrap& boot, const Config& cfg,
+Expected<std::unique_ptr<Backend>> MakeBackend(BackendKind backend, Bootstrap& boot, const Config& cfg,
                                                double user_rate_cap = 0, double deadline = 0);
 
 // One operation's sweep and its verdict.
@@ -76,7 +84,7 @@ Status CheckIntraRanks(int ranks, int gpus);
 // All ranks of one node as threads over the local bootstrap: `ranks` ranks
 // (0: one per visible GPU for nccl, 2 for host), threshold from
 // nccl_min_intra_busbw or the node profile, every operation of `ops` in turn.
-CheckRun RunIntraNode(const Config& cfg, const std::string& node, Level level, const std::string& backend, int ranks,
+CheckRun RunIntraNode(const Config& cfg, const std::string& node, Level level, BackendKind backend, int ranks,
                       const std::vector<Op>& ops = {Op::kAllReduce});
 
 // The drain reason for a failed intra-node check (drain_reason.h:

@@ -35,7 +35,7 @@ std::vector<std::vector<size_t>> PairRounds(size_t n);
 
 struct PairsOptions {
   Level level = Level::kQuick;
-  std::string backend;       // "host" or "nccl"
+  BackendKind backend = BackendKind::kHost;  // kHost or kNccl (resolved)
   double user_rate_cap = 0;  // $PREFLIGHT_NCCL_HOST_RATE of a user-run rank
   double budget_s = 60;      // wall time for every round, the second samples included
   bool remeasure = true;     // measure the pairs of named nodes a second time
