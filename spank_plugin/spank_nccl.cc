@@ -55,9 +55,16 @@ std::vector<std::string> JobEnvList(spank_t sp) {
   return env;
 }
 
+// The config file the steps this plugin starts are to read: the plugstack's
+// conf= when given or readable, else none (their built-in default).
+std::string ConfigPathFor(const PluginArgs& args) {
+  return args.conf_given || ::access(args.conf.c_str(), R_OK) == 0 ? args.conf : std::string();
+}
+
 std::vector<std::string> ConfigArgs(const PluginArgs& args) {
   std::vector<std::string> v;
-  if (args.conf_given || ::access(args.conf.c_str(), R_OK) == 0) { v.push_back("--config"); v.push_back(args.conf); }
+  std::string conf = ConfigPathFor(args);
+  if (!conf.empty()) { v.push_back("--config"); v.push_back(conf); }
   for (const auto& s : args.overrides) { v.push_back("--set"); v.push_back(s); }
   return v;
 }
@@ -99,7 +106,9 @@ int Intra(spank_t sp, const PluginArgs& args, const JobOptions& opts, const std:
   auto before = OtherStepsOf(*cfg, job, step);
   bool may_drain = before && before->empty();
   std::vector<std::string> argv = {cfg->nccl.binary, "--intra-node", "--node", *node, "--level",
-                                   LevelName(level), "--backend", gpus.empty() ? "host" : "nccl", "--records"};
+                                   LevelName(level), "--backend",
+                                   collective::BackendKindName(gpus.empty() ? collective::BackendKind::kHost : collective::BackendKind::kNccl),
+                                   "--records"};
   auto ca = ConfigArgs(args);
   argv.insert(argv.end(), ca.begin(), ca.end());
   std::vector<std::string> env;
@@ -179,8 +188,7 @@ int Batch(spank_t sp, const PluginArgs& args, const JobOptions& opts, const std:
   int ngroups = 0;
   if (spank_get_item(sp, S_JOB_SUPPLEMENTARY_GIDS, &groups, &ngroups) == ESPANK_SUCCESS && groups)
     a.groups.assign(groups, groups + ngroups);
-  auto ca = ConfigArgs(args);
-  if (!ca.empty() && ca[0] == "--config") a.config_path = ca[1];
+  a.config_path = ConfigPathFor(args);
   a.sets = args.overrides;
   // A requeued job's output file starts over; say why it was requeued.
   const std::string& note = rec->admin_comment;

@@ -159,7 +159,7 @@ Status CopySourceInto(const std::string& source, const CopyOptions& co, int dst_
     if (l[0] == 'd') dirs += (dirs.empty() ? "" : "\n") + l.substr(l.find(' ', l.find(' ', 2) + 1) + 1);
   out->dirs_text = dirs;
   out->digest_light = DigestOf(light);
-  bool is_dir = !out->manifest.empty() && out->manifest[0].compare(0, 6, "root d") == 0;
+  bool is_dir = ManifestRootType(out->manifest) == 'd';
   out->check = is_dir ? check.Serialize() : "";
   return Status::Ok();
 }
@@ -291,7 +291,7 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
           .Field("digest", DigestOf(manifest))
           .Field("digest_light", built.digest_light)
           .Field("check", !built.check.empty())
-          .Field("type", !manifest.empty() && manifest[0].compare(0, 6, "root f") == 0 ? "f" : "d")
+          .Field("type", ManifestRootType(manifest) == 'f' ? "f" : "d")
           .EndObject();
       s = WriteFileAtomic(tmp + "/" + kInfoJson, info.str() + "\n", 0600);
     }
@@ -315,8 +315,8 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
   out->note = built.note;
   out->bytes = st.bytes;
   out->files = st.files;
-  out->real_source = manifest.empty() ? "" : manifest[0].substr(7);
-  out->is_dir = !manifest.empty() && manifest[0].compare(0, 6, "root d") == 0;
+  out->real_source = ManifestRootPath(manifest);
+  out->is_dir = ManifestRootType(manifest) == 'd';
   out->data_path = keydir + "/" + ver + "/data";
   out->seconds = MonotonicSeconds() - t0;
   *side = FaultSide::kNone;

@@ -54,6 +54,28 @@ StageFs& DefaultStageFs() {
   return fs;
 }
 
+std::string ManifestRootLine(char type, const std::string& path) { return std::string("root ") + type + " " + path; }
+
+bool ParseManifestRootLine(const std::string& line, char* type, std::string* path) {
+  if (line.size() < 7 || line.compare(0, 5, "root ") != 0 || (line[5] != 'd' && line[5] != 'f') || line[6] != ' ')
+    return false;
+  *type = line[5];
+  *path = line.substr(7);
+  return true;
+}
+
+char ManifestRootType(const std::vector<std::string>& manifest) {
+  char type = 0;
+  std::string path;
+  return !manifest.empty() && ParseManifestRootLine(manifest[0], &type, &path) ? type : 0;
+}
+
+std::string ManifestRootPath(const std::vector<std::string>& manifest) {
+  char type = 0;
+  std::string path;
+  return !manifest.empty() && ParseManifestRootLine(manifest[0], &type, &path) ? path : std::string();
+}
+
 bool SameManifest(const std::vector<std::string>& a_in, const std::vector<std::string>& b_in) {
   if (a_in.size() != b_in.size()) return false;
   if (a_in == b_in) return true;  // the usual case: same readdir order
@@ -124,7 +146,7 @@ Status ScanSource(const std::string& src, const CopyOptions& o, std::vector<std:
   s = Receive(
       &c, o.deadline, src, side,
       [&](Record& r) {
-        std::string line = r.kind == kRoot ? std::string("root ") + r.type + " " + r.path : ManifestLine(r);
+        std::string line = r.kind == kRoot ? ManifestRootLine(r.type, r.path) : ManifestLine(r);
         dg.Add(line);
         if (manifest) manifest->push_back(std::move(line));
         return Status::Ok();
@@ -184,7 +206,7 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
         if (o.remote_workers > local_workers) pool.Start(o.remote_workers - local_workers);
         pool.SplitLargeFiles();
       }
-      manifest->push_back(std::string("root ") + r.type + " " + r.path);
+      manifest->push_back(ManifestRootLine(r.type, r.path));
       src_root = r.path;
       if (light && r.type == 'd') light->push_back(LightLine(r));
       Status sp = over_space(r);

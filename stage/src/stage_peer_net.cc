@@ -29,6 +29,7 @@
 
 #include "preflight/fileutil.h"
 #include "preflight/report.h"
+#include "preflight/stage_copy.h"
 #include "preflight/stage_spec.h"
 
 namespace preflight::stage_internal {
@@ -192,8 +193,11 @@ int Connect(const PeerEndpoint& ep, double until, const std::string& from) {
 
 bool ParseLine(const std::string& l, MLine* m) {
   *m = MLine();
-  if (l.compare(0, 7, "root d ") == 0) { m->type = 'R'; m->path = l.substr(7); return true; }
-  if (l.compare(0, 7, "root f ") == 0) { m->type = 'F'; m->path = l.substr(7); return true; }
+  char root = 0;
+  if (ParseManifestRootLine(l, &root, &m->path)) {
+    m->type = root == 'd' ? 'R' : 'F';  // the root, as a directory or as one file
+    return true;
+  }
   int used = 0;
   if (l.compare(0, 2, "d ") == 0) {
     if (std::sscanf(l.c_str() + 2, "%o %n", &m->mode, &used) < 1 || used == 0) return false;

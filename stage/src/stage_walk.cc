@@ -103,7 +103,7 @@ struct Walker {
       return ok;
     }
     if (kind == kRoot && mode != WalkMode::kLight) {
-      digest.Add(std::string("root ") + type + " " + path);
+      digest.Add(ManifestRootLine(type, path));
       return true;
     }
     Record r;

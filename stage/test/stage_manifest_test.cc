@@ -26,6 +26,25 @@
 namespace preflight {
 namespace {
 
+// The manifest's first line has one writer and one reader: what
+// ManifestRootLine writes parses back, a path with spaces whole; anything
+// else (an entry line, a bad type, no space) is not a root line.
+TEST(ManifestRootLine, WritesWhatItReadsAndRefusesTheRest) {
+  char type = 0;
+  std::string path;
+  ASSERT_TRUE(ParseManifestRootLine(ManifestRootLine('d', "/data/my set"), &type, &path));
+  EXPECT_EQ(type, 'd');
+  EXPECT_EQ(path, "/data/my set");
+  ASSERT_TRUE(ParseManifestRootLine(ManifestRootLine('f', "/w/x.bin"), &type, &path));
+  EXPECT_EQ(type, 'f');
+  for (const char* bad : {"d 755 root", "root x /a", "root d", "rootd /a", "f 644 1 2.3 root d /a", ""})
+    EXPECT_FALSE(ParseManifestRootLine(bad, &type, &path)) << bad;
+  EXPECT_EQ(ManifestRootType({ManifestRootLine('f', "/a"), "d 755 b"}), 'f');
+  EXPECT_EQ(ManifestRootPath({ManifestRootLine('d', "/a b")}), "/a b");
+  EXPECT_EQ(ManifestRootType({}), 0);
+  EXPECT_EQ(ManifestRootPath({"d 755 b"}), "");
+}
+
 // The shared scratch directory (preflight_test/temp_dir.h), readable by nobody.
 struct TempDir : preflight_test::TempDir {
   TempDir() : preflight_test::TempDir("stage_manifest", 0755) {}

@@ -150,6 +150,17 @@ struct CopyStats {
 // sites choose it with stage_verify = dirs.
 bool SameManifest(const std::vector<std::string>& a, const std::vector<std::string>& b);
 
+// The manifest's first line, its one writer and reader: "root d PATH" for
+// a directory source, "root f PATH" for one file (PATH: the resolved
+// source, which may hold spaces; it runs to the end of the line).
+std::string ManifestRootLine(char type, const std::string& path);
+// True for a root line, with its type ('d' or 'f') and path.
+bool ParseManifestRootLine(const std::string& line, char* type, std::string* path);
+// The source's type and resolved path from a manifest's first line; 0 and
+// "" for an empty manifest or one whose first line is not a root line.
+char ManifestRootType(const std::vector<std::string>& manifest);
+std::string ManifestRootPath(const std::vector<std::string>& manifest);
+
 // Copy `src` into `dst_dir_fd`/`dst_name` (which must not exist): a
 // directory tree or one file, as the source is. On failure the partial
 // copy is left for the caller to remove and *side says whose fault.
