@@ -1,5 +1,7 @@
 #include "preflight/collective_run.h"
 
+#include "allocation_steps.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +24,10 @@
 
 namespace preflight::collective {
 
+using allocation_internal::NodeComparisons;
+using allocation_internal::Prefixed;
+using allocation_internal::Srun;
+
 // --- allocation orchestration ------------------------------------------------------------
 namespace {
 
@@ -38,17 +44,6 @@ std::vector<std::string> NcclArgs(const Config& cfg, const Allocation& a, Level 
   return v;
 }
 
-std::vector<std::string> Srun(const Config& cfg, const std::vector<std::string>& nodes, int per_node, bool pmix) {
-  std::vector<std::string> v = {cfg.nccl.srun};
-  if (pmix) v.push_back("--mpi=pmix");
-  // --overcommit: one rank per GPU even when the job holds fewer CPUs than
-  // GPUs on a node (sbatch -N4 --gres=gpu:8 allocates 1 CPU per node).
-  v.insert(v.end(), {"--overlap", "--overcommit", "--kill-on-bad-exit=1", "--job-name=preflight-nccl", "-N",
-                     std::to_string(nodes.size()), "-n", std::to_string(nodes.size() * per_node),
-                     "--ntasks-per-node=" + std::to_string(per_node), "-w", Join(nodes, ",")});
-  return v;
-}
-
 std::string Indent(const std::string& text) {
   std::string out, line;
   for (char c : text) {
@@ -60,6 +55,21 @@ std::string Indent(const std::string& text) {
 }
 
 }  // namespace
+
+namespace allocation_internal {
+
+std::vector<std::string> Srun(const Config& cfg, const std::vector<std::string>& nodes, int per_node, bool pmix) {
+  std::vector<std::string> v = {cfg.nccl.srun};
+  if (pmix) v.push_back("--mpi=pmix");
+  // --overcommit: one rank per GPU even when the job holds fewer CPUs than
+  // GPUs on a node (sbatch -N4 --gres=gpu:8 allocates 1 CPU per node).
+  v.insert(v.end(), {"--overlap", "--overcommit", "--kill-on-bad-exit=1", "--job-name=preflight-nccl", "-N",
+                     std::to_string(nodes.size()), "-n", std::to_string(nodes.size() * per_node),
+                     "--ntasks-per-node=" + std::to_string(per_node), "-w", Join(nodes, ",")});
+  return v;
+}
+
+}  // namespace allocation_internal
 
 // What the check's srun steps may inherit from the batch job: an allow-list.
 // Every other SLURM_*/SBATCH_*/SRUN_* variable is a step option srun reads
@@ -119,119 +129,6 @@ std::string RequeueNote(const AllocationOutcome& o, const std::vector<std::strin
   if (o.drained.empty() && slow.empty()) s += "no single node at fault";
   s += o.requeue ? "; requeued without " + Join(o.Excluded(), ",") : "; job failed";
   return s;
-}
-
-namespace {
-
-// Each node's record <state_dir>/nodes/<node><suffix>, read on its node by
-// one user task (node-local state_dir): a user step, so what it says
-// decides nothing about a node. Only when the collective step did not
-// carry the records (collective_node_records.h): it failed to start.
-Expected<NodeRecordSet> GatherNodeRecords(const Config& cfg, const Allocation& a, const char* suffix) {
-  auto argv = Srun(cfg, a.nodes, 1, false);
-  argv.insert(argv.end(), {"/bin/sh", "-c",
-                           std::string("cat \"$0/$SLURMD_NODENAME") + suffix +
-                               "\" 2>/dev/null || echo \"no-record $SLURMD_NODENAME\"",
-                           state::NodesDir(cfg)});
-  auto r = RunAs(argv, LaunchEnv(a.env, false), a.uid, a.gid, a.groups, cfg.probe_timeout_ms);
-  if (!r) return r.status();
-  NodeRecordSet out;
-  size_t b = 0;
-  const std::string& text = r->second;
-  while (b < text.size()) {
-    size_t e = text.find('\n', b);
-    if (e == std::string::npos) e = text.size();
-    std::string line = text.substr(b, e - b);
-    b = e + 1;
-    if (line.rfind("no-record ", 0) == 0) out.missing += (out.missing.empty() ? "" : ",") + line.substr(10);
-    if (!line.empty() && line[0] == '{') out.lines.push_back(std::move(line));
-  }
-  return out;
-}
-
-// Every line of `text`, prefixed with `head`.
-std::string Prefixed(const std::string& head, const std::string& text) {
-  std::string out;
-  size_t p = 0;
-  while (p < text.size()) {
-    size_t e = text.find('\n', p);
-    out += head + text.substr(p, e - p) + "\n";
-    p = e == std::string::npos ? text.size() : e + 1;
-  }
-  return out;
-}
-
-// Parse the nodes' records, sort by node, compare: the shape shared by the
-// rails and the versions comparisons.
-template <class Outcome, class Record, class Parse, class Compare>
-Outcome Across(const Expected<NodeRecordSet>& recs, const std::string& head, const char* what, const char* why_missing,
-               Parse parse, Compare compare) {
-  Outcome o;
-  if (!recs) {
-    o.text = head + "cannot read the nodes' " + what + ": " + recs.status().message() + "\n";
-    return o;
-  }
-  std::vector<Record> nodes;
-  for (const auto& line : recs->lines)
-    if (auto n = parse(line)) nodes.push_back(*n);
-  std::sort(nodes.begin(), nodes.end(), [](const Record& x, const Record& y) { return x.node < y.node; });
-  if (!recs->missing.empty()) o.text += head + "no " + what + " record on " + recs->missing + " (" + why_missing + ")\n";
-  if (nodes.size() < 2) return o;
-  o.comparison = compare(nodes);
-  o.text += Prefixed(head, o.comparison.text);
-  return o;
-}
-
-RailsOutcome RailsOf(const Expected<NodeRecordSet>& recs) {
-  return Across<RailsOutcome, NodeRails>(recs, "preflight: rails: ", "rails", "its prolog has not recorded one",
-                                         ParseRailsJson, CompareRails);
-}
-VersionsOutcome VersionsOf(const Expected<NodeRecordSet>& recs) {
-  return Across<VersionsOutcome, NodeVersions>(recs, "preflight: versions: ", "versions",
-                                               "its node checks have not run", ParseVersionsJson, CompareVersions);
-}
-
-// The comparisons' text from the records the step carried; a kind it did
-// not carry is read with its own step.
-// The gemm records only at the full level, the one whose prolog soaked.
-std::string NodeComparisons(const Config& cfg, const Allocation& a, const ParsedOutput* carried, Level level) {
-  auto set = [&](const char* kind, const char* suffix) -> Expected<NodeRecordSet> {
-    if (carried != nullptr) {
-      auto it = carried->node_records.find(kind);
-      if (it != carried->node_records.end()) return it->second;
-    }
-    return GatherNodeRecords(cfg, a, suffix);
-  };
-  std::string text = RailsOf(set("rails", state::kRails)).text + VersionsOf(set("versions", state::kVersions)).text;
-  if (level >= Level::kFull)
-    if (auto gemm = set("gemm", kGemmRecordSuffix)) text += GemmAcrossText(*gemm, a.job_id);
-  return text;
-}
-
-}  // namespace
-
-std::string GemmAcrossText(const NodeRecordSet& recs, const std::string& job) {
-  std::vector<NodeGemm> nodes;
-  std::string without;
-  for (const auto& line : recs.lines)
-    if (auto n = ParseGemmRecordJson(line)) nodes.push_back(*n);
-  // Only this job's soaks count: a node's record from an earlier job's soak,
-  // or none (a job below the full level runs no soak), is said only when
-  // some node did record this job's.
-  GemmAcross c = CompareGemm(nodes, job);
-  if (c.nodes == 0) return "";
-  for (const auto& n : nodes)
-    if (n.job != job) without += (without.empty() ? "" : ",") + n.node;
-  if (!recs.missing.empty()) without += (without.empty() ? "" : ",") + recs.missing;
-  std::string out = Prefixed("preflight: gemm: ", c.text);
-  if (!without.empty()) out += "preflight: gemm: no soak of this job recorded on " + without + "\n";
-  return out;
-}
-
-RailsOutcome RailsAcross(const Config& cfg, const Allocation& a) { return RailsOf(GatherNodeRecords(cfg, a, state::kRails)); }
-
-VersionsOutcome VersionsAcross(const Config& cfg, const Allocation& a) {
-  return VersionsOf(GatherNodeRecords(cfg, a, state::kVersions));
 }
 
 std::vector<std::string> AllocationOutcome::Excluded() const {
@@ -308,94 +205,119 @@ std::string AllocationOutcomeJson(const AllocationOutcome& o, const std::vector<
   return w.str() + "\n";
 }
 
-AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Level level) {
-  AllocationOutcome o;
-  const int k = std::max(1, a.ranks_per_node);
-  std::string head = "preflight: nccl: ";
-  auto user_step = [&](const std::vector<std::string>& nodes, Scope scope, bool pairs, bool node_records) {
-    auto argv = Srun(cfg, nodes, k, true);
-    auto tool = NcclArgs(cfg, a, level, scope);
+namespace {
+
+// One --nccl-check's orchestration, in the order it acts: the allocation's
+// step (sweeps, ring pairs, node records), the straggler verdict, then
+// after a failure the two localization steps and the final action.
+class AllocationCheck {
+ public:
+  AllocationCheck(const Config& cfg, const Allocation& a, Level level)
+      : cfg_(cfg), a_(a), level_(level), k_(std::max(1, a.ranks_per_node)) {}
+
+  AllocationOutcome Run() {
+    // The straggler rule needs ring pairs, measured in the allocation's own
+    // step (no extra step, no extra PMIx start-up) unless the site turned it off.
+    mode_ = ModeFor(cfg_.check_modes, "nccl.straggler");
+    with_pairs_ = mode_ != CheckMode::kOff && a_.nodes.size() >= 2;
+    // One job step when the check passes: the nodes' rails, versions and gemm
+    // records travel in it (issue 33), compared here before the figures.
+    compare_nodes_ = a_.nodes.size() >= 2;
+    int step_rc = 0;
+    if (!AllocationStep(&step_rc)) return o_;
+    JudgeStragglers();
+    const bool named = o_.straggler_mode == "on" && !o_.stragglers.stragglers.empty();
+    if (!o_.stragglers.stragglers.empty() && o_.straggler_mode == "warn")
+      o_.text += kHead + "check_nccl_straggler = warn: named, not acted on; the job runs\n";
+    if (step_rc == 0 || (allreduce_ok_ && !named)) {
+      o_.passed = !named;
+      if (o_.passed) return o_;
+    }
+    if (!allreduce_ok_) EachNodeAlone(step_rc);
+    if (o_.drained.empty() && a_.nodes.size() >= 2) BetweenNodes();
+    FinalActionResult end =
+        FinalAction(o_.Excluded(), a_.required_nodes, cfg_.nccl.on_failure == NcclOnFailure::kRequeue);
+    o_.requeue = end.requeue;
+    o_.text += kHead + end.text + "\n";
+    return o_;
+  }
+
+ private:
+  const std::string kHead = "preflight: nccl: ";
+
+  Expected<std::pair<int, std::string>> UserStep(Scope scope, bool pairs, bool node_records) {
+    auto argv = Srun(cfg_, a_.nodes, k_, true);
+    auto tool = NcclArgs(cfg_, a_, level_, scope);
     argv.insert(argv.end(), tool.begin(), tool.end());
     argv.push_back("--records");
     if (pairs) argv.push_back("--pairs");
     if (node_records) argv.push_back("--node-records");
-    return RunAs(argv, LaunchEnv(a.env, false), a.uid, a.gid, a.groups, cfg.nccl.timeout_ms);
-  };
-  // The straggler rule needs ring pairs, measured in the allocation's own
-  // step (no extra step, no extra PMIx start-up) unless the site turned it off.
-  CheckMode mode = ModeFor(cfg.check_modes, "nccl.straggler");
-  const bool with_pairs = mode != CheckMode::kOff && a.nodes.size() >= 2;
-
-  // One job step when the check passes: the nodes' rails, versions and gemm
-  // records travel in it (issue 33), compared here before the figures.
-  const bool compare_nodes = a.nodes.size() >= 2;
-  double t0 = MonotonicSeconds();
-  auto all = user_step(a.nodes, Scope::kAllocation, with_pairs, compare_nodes);
-  if (!all) {
-    if (compare_nodes) o.text += NodeComparisons(cfg, a, nullptr, level);
-    o.text += head + "cannot start the check: " + all.status().message() + "\n";
-    return o;
+    return RunAs(argv, LaunchEnv(a_.env, false), a_.uid, a_.gid, a_.groups, cfg_.nccl.timeout_ms);
   }
-  char took[64];
-  std::snprintf(took, sizeof took, "%.1f s", MonotonicSeconds() - t0);
-  bool allreduce_ok = false;
-  std::vector<ResultRecord> step_records;
-  {
+
+  // The allocation's one step; false when it could not start (o_ says why).
+  bool AllocationStep(int* rc) {
+    double t0 = MonotonicSeconds();
+    auto all = UserStep(Scope::kAllocation, with_pairs_, compare_nodes_);
+    if (!all) {
+      if (compare_nodes_) o_.text += NodeComparisons(cfg_, a_, nullptr, level_);
+      o_.text += kHead + "cannot start the check: " + all.status().message() + "\n";
+      return false;
+    }
+    *rc = all->first;
+    char took[64];
+    std::snprintf(took, sizeof took, "%.1f s", MonotonicSeconds() - t0);
     ParsedOutput parsed = ParseOutput(all->second);
-    if (compare_nodes) o.text += NodeComparisons(cfg, a, &parsed, level);
-    o.text += head + "all_reduce across " + std::to_string(a.nodes.size()) + " nodes x " + std::to_string(k) +
-              " ranks" + (with_pairs ? ", then ring pairs" : "") + " (" + took + ")\n";
-    o.text += Indent(parsed.display);
-    for (const auto& e : parsed.errors) o.text += head + "unreadable record: " + e + "\n";
+    if (compare_nodes_) o_.text += NodeComparisons(cfg_, a_, &parsed, level_);
+    o_.text += kHead + "all_reduce across " + std::to_string(a_.nodes.size()) + " nodes x " + std::to_string(k_) +
+               " ranks" + (with_pairs_ ? ", then ring pairs" : "") + " (" + took + ")\n";
+    o_.text += Indent(parsed.display);
+    for (const auto& e : parsed.errors) o_.text += kHead + "unreadable record: " + e + "\n";
     // Rank 0's record of the allocation scope: its figures for the metrics.
     for (const auto& r : parsed.records) {
-      if (r.kind == ScopeName(Scope::kAllocation) && !allreduce_ok && o.busbw == 0) {
-        o.busbw = r.busbw;
-        o.threshold = r.threshold;
-        allreduce_ok = r.pass;
+      if (r.kind == ScopeName(Scope::kAllocation) && !allreduce_ok_ && o_.busbw == 0) {
+        o_.busbw = r.busbw;
+        o_.threshold = r.threshold;
+        allreduce_ok_ = r.pass;
       }
-      if (r.kind == "pair") o.pairs.push_back(r);
-      if (r.kind == "pair" || r.kind == ScopeName(Scope::kIntraNode)) step_records.push_back(r);
+      if (r.kind == "pair") o_.pairs.push_back(r);
+      if (r.kind == "pair" || r.kind == ScopeName(Scope::kIntraNode)) step_records_.push_back(r);
     }
-  }
-  // The straggler rule over the step's pairs (the step applied it too, to
-  // choose what to measure twice; this is the verdict that acts).
-  if (with_pairs && !o.pairs.empty()) {
-    o.straggler_mode = CheckModeName(mode);
-    double reference = o.pairs.front().threshold;
-    o.stragglers = StragglersFromRecords(a.nodes, step_records, cfg.nccl.straggler_fraction, reference);
-    o.text += Prefixed(head, o.stragglers.text);
-  } else if (with_pairs) {
-    o.text += head + "no ring pair figures from the step: the straggler rule could not run\n";
-  }
-  const bool named = o.straggler_mode == "on" && !o.stragglers.stragglers.empty();
-  if (!o.stragglers.stragglers.empty() && o.straggler_mode == "warn")
-    o.text += head + "check_nccl_straggler = warn: named, not acted on; the job runs\n";
-  if (all->first == 0 || (allreduce_ok && !named)) {
-    o.passed = !named;
-    if (o.passed) return o;
+    return true;
   }
 
-  if (!allreduce_ok) {
-    // Localize, step 1: every node alone, in parallel, measured by root
-    // (whose verdict drains: the job's own figures, stragglers included,
-    // only name a node).
-    o.text += head + "the allocation failed the check (exit " + std::to_string(all->first) +
-              "); testing each node alone\n";
-    auto argv = Srun(cfg, a.nodes, 1, false);
-    auto tool = NcclArgs(cfg, a, level, Scope::kIntraNode);
+  // The straggler rule over the step's pairs (the step applied it too, to
+  // choose what to measure twice; this is the verdict that acts).
+  void JudgeStragglers() {
+    if (with_pairs_ && !o_.pairs.empty()) {
+      o_.straggler_mode = CheckModeName(mode_);
+      double reference = o_.pairs.front().threshold;
+      o_.stragglers = StragglersFromRecords(a_.nodes, step_records_, cfg_.nccl.straggler_fraction, reference);
+      o_.text += Prefixed(kHead, o_.stragglers.text);
+    } else if (with_pairs_) {
+      o_.text += kHead + "no ring pair figures from the step: the straggler rule could not run\n";
+    }
+  }
+
+  // Localize, step 1: every node alone, in parallel, measured by root
+  // (whose verdict drains: the job's own figures, stragglers included,
+  // only name a node).
+  void EachNodeAlone(int step_rc) {
+    o_.text += kHead + "the allocation failed the check (exit " + std::to_string(step_rc) + "); testing each node alone\n";
+    auto argv = Srun(cfg_, a_.nodes, 1, false);
+    auto tool = NcclArgs(cfg_, a_, level_, Scope::kIntraNode);
     tool.push_back("--intra-node");
     argv.insert(argv.end(), tool.begin(), tool.end());
-    auto intra = RunAs(argv, LaunchEnv(a.env, true), a.uid, a.gid, a.groups, cfg.nccl.timeout_ms);
-    if (intra) o.text += Indent(intra->second);
-    else o.text += head + "intra-node step: " + intra.status().message() + "\n";
+    auto intra = RunAs(argv, LaunchEnv(a_.env, true), a_.uid, a_.gid, a_.groups, cfg_.nccl.timeout_ms);
+    if (intra) o_.text += Indent(intra->second);
+    else o_.text += kHead + "intra-node step: " + intra.status().message() + "\n";
     // What the root-run checks decided is in slurmctld, where the user can't write.
-    for (const auto& n : a.nodes) {
-      auto st = QueryNode(cfg, n);
+    for (const auto& n : a_.nodes) {
+      auto st = QueryNode(cfg_, n);
       auto why = st && st->drained() ? ParseReason(st->reason) : std::nullopt;
       if (why && IsNcclReason(*why)) {
-        o.drained.push_back(n);
-        o.text += head + "drained " + n + ": " + st->reason + "\n";
+        o_.drained.push_back(n);
+        o_.text += kHead + "drained " + n + ": " + st->reason + "\n";
       }
     }
   }
@@ -403,59 +325,71 @@ AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Lev
   // Step 2: no node failed alone: ring pairs between nodes. Measured in the
   // allocation's step already when the straggler rule runs; else one
   // user-run step of all pairs (sub-groups of one launch).
-  if (o.drained.empty() && a.nodes.size() >= 2) {
-    const size_t n = a.nodes.size();
-    if (o.pairs.empty()) {
-      auto r = user_step(a.nodes, Scope::kPairs, false, false);
+  void BetweenNodes() {
+    const size_t n = a_.nodes.size();
+    if (o_.pairs.empty()) {
+      auto r = UserStep(Scope::kPairs, false, false);
       if (r) {
         ParsedOutput parsed = ParseOutput(r->second);
-        o.text += Indent(parsed.display);
-        for (const auto& e : parsed.errors) o.text += head + "pair step: unreadable record: " + e + "\n";
+        o_.text += Indent(parsed.display);
+        for (const auto& e : parsed.errors) o_.text += kHead + "pair step: unreadable record: " + e + "\n";
         for (const auto& rec : parsed.records)
-          if (rec.kind == "pair") o.pairs.push_back(rec);
+          if (rec.kind == "pair") o_.pairs.push_back(rec);
       } else {
-        o.text += head + "pair step: " + r.status().message() + "\n";
+        o_.text += kHead + "pair step: " + r.status().message() + "\n";
       }
     }
     // Each pair's verdict is a "#record" line (collective_records.h); a
     // pair without one (the step died first) counts as failed.
     ParsedOutput recs;
-    recs.records = o.pairs;
+    recs.records = o_.pairs;
     std::vector<bool> failed(n == 2 ? 1 : n, true);
     for (size_t i = 0; i < failed.size(); ++i) {
-      const ResultRecord* rec = FindRecord(recs, "pair", {a.nodes[i], a.nodes[(i + 1) % n]});
+      const ResultRecord* rec = FindRecord(recs, "pair", {a_.nodes[i], a_.nodes[(i + 1) % n]});
       failed[i] = rec == nullptr || !rec->pass;
     }
-    for (size_t i : InterNodeSuspects(n, failed)) o.suspects.push_back(a.nodes[i]);
-    if (o.straggler_mode == "on")
-      for (const auto& s : o.stragglers.stragglers)
-        if (std::find(o.suspects.begin(), o.suspects.end(), s.node) == o.suspects.end()) o.suspects.push_back(s.node);
-    if (!o.suspects.empty()) {
-      o.text += head + "inter-node suspect(s): " + Join(o.suspects, ",") + "\n";
-      if (cfg.nccl.drain_internode) {
-        for (const auto& s : o.suspects) {
-          std::string reason = InterDrainReason(s);
-          for (const auto& st : o.stragglers.stragglers)
-            if (st.node == s) reason = StragglerDrainReason(st);
-          Status d = DrainNode(cfg, s, reason);
-          if (d.ok()) {
-            o.drained.push_back(s);
-            o.text += head + "drained " + s + ": " + reason + "\n";
-          } else {
-            o.text += head + "cannot drain " + s + ": " + d.message() + "\n";
-          }
-        }
+    for (size_t i : InterNodeSuspects(n, failed)) o_.suspects.push_back(a_.nodes[i]);
+    if (o_.straggler_mode == "on")
+      for (const auto& s : o_.stragglers.stragglers)
+        if (std::find(o_.suspects.begin(), o_.suspects.end(), s.node) == o_.suspects.end()) o_.suspects.push_back(s.node);
+    if (!o_.suspects.empty()) DrainSuspects();
+  }
+
+  void DrainSuspects() {
+    o_.text += kHead + "inter-node suspect(s): " + Join(o_.suspects, ",") + "\n";
+    if (!cfg_.nccl.drain_internode) {
+      o_.text += kHead + "not drained: pairwise figures come from the job's own processes "
+                         "(nccl_drain_internode=no); an admin should test " + Join(o_.suspects, ",") + "\n";
+      return;
+    }
+    for (const auto& s : o_.suspects) {
+      std::string reason = InterDrainReason(s);
+      for (const auto& st : o_.stragglers.stragglers)
+        if (st.node == s) reason = StragglerDrainReason(st);
+      Status d = DrainNode(cfg_, s, reason);
+      if (d.ok()) {
+        o_.drained.push_back(s);
+        o_.text += kHead + "drained " + s + ": " + reason + "\n";
       } else {
-        o.text += head + "not drained: pairwise figures come from the job's own processes "
-                         "(nccl_drain_internode=no); an admin should test " + Join(o.suspects, ",") + "\n";
+        o_.text += kHead + "cannot drain " + s + ": " + d.message() + "\n";
       }
     }
   }
 
-  FinalActionResult end = FinalAction(o.Excluded(), a.required_nodes, cfg.nccl.on_failure == NcclOnFailure::kRequeue);
-  o.requeue = end.requeue;
-  o.text += head + end.text + "\n";
-  return o;
+  const Config& cfg_;
+  const Allocation& a_;
+  const Level level_;
+  const int k_;
+  AllocationOutcome o_;
+  CheckMode mode_ = CheckMode::kOn;
+  bool with_pairs_ = false, compare_nodes_ = false, allreduce_ok_ = false;
+  std::vector<ResultRecord> step_records_;
+};
+
+}  // namespace
+
+AllocationOutcome RunAllocationCheck(const Config& cfg, const Allocation& a, Level level) {
+  return AllocationCheck(cfg, a, level).Run();
 }
 
 FinalActionResult FinalAction(const std::vector<std::string>& excluded, const std::vector<std::string>& required,
