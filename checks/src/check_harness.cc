@@ -195,10 +195,13 @@ bool ProbeEmit(const CheckResult& r) {
 
 std::vector<CheckResult> RunChecks(const CheckEnv& env) { return RunChecks(env, AllChecks()); }
 
-std::vector<CheckResult> RunChecks(const CheckEnv& env, const std::vector<CheckDescriptor>& checks) {
+namespace {
+
+// Starts a child per check the level and the switches let run; a check
+// switched off, or whose child cannot start, goes to `all` as its result.
+std::vector<Child> StartChildren(const CheckEnv& env, const std::vector<CheckDescriptor>& checks,
+                                 std::vector<CheckResult>* all) {
   std::vector<Child> kids;
-  std::vector<CheckResult> all;
-  std::fflush(nullptr);  // nothing buffered may be written twice
   for (const auto& d : checks) {
     if (env.level < d.min_level) continue;
     std::string by;
@@ -207,7 +210,7 @@ std::vector<CheckResult> RunChecks(const CheckEnv& env, const std::vector<CheckD
       r.check = d.name;
       r.verdict = Verdict::kSkip;
       r.message = "skipped: off by " + by;
-      all.push_back(r);
+      all->push_back(r);
       continue;
     }
     Child c;
@@ -221,7 +224,7 @@ std::vector<CheckResult> RunChecks(const CheckEnv& env, const std::vector<CheckD
       r.check = d.name;
       r.verdict = Verdict::kFail;
       r.message = Status::FromErrno(errno, std::string("cannot start probe: ") + call).message();
-      all.push_back(r);
+      all->push_back(r);
     };
     int p[2];
     if (::pipe2(p, O_CLOEXEC) != 0) {
@@ -244,8 +247,12 @@ std::vector<CheckResult> RunChecks(const CheckEnv& env, const std::vector<CheckD
     c.fd = p[0];
     kids.push_back(std::move(c));
   }
+  return kids;
+}
 
-  // Read every child until its pipe closes or its deadline passes.
+// Reads every child until its pipe closes or its deadline passes (then
+// the child is killed and marked timed out).
+void ReadChildren(std::vector<Child>& kids) {
   for (;;) {
     std::vector<struct pollfd> pfds;
     std::vector<Child*> who;
@@ -282,38 +289,49 @@ std::vector<CheckResult> RunChecks(const CheckEnv& env, const std::vector<CheckD
       }
     }
   }
-  for (auto& c : kids) {
-    if (c.fd >= 0) ::close(c.fd);
-    // The pipe closed: the child has exited or is about to. Reaping is
-    // bounded too: a child stuck in an uninterruptible driver call (D state,
-    // as an NVML ioctl on a GPU that fell off the bus can be) survives
-    // SIGKILL until the call returns, and waiting for it would hang the
-    // prolog. Such a child is left behind; init reaps it after we exit.
-    int st = 0;
-    auto reap = [&](double seconds) {
-      double until = MonotonicSeconds() + seconds;
-      for (;;) {
-        pid_t w = ::waitpid(c.pid, &st, WNOHANG);
-        if (w == c.pid || (w < 0 && errno != EINTR)) return true;
-        if (MonotonicSeconds() >= until) return false;
-        ::usleep(1000);
-      }
-    };
-    if (!reap(c.timed_out ? 0.2 : 1.0)) {
-      ::kill(c.pid, SIGKILL);
-      if (!reap(0.2)) {
-        c.timed_out = true;
-        st = 0;
-      }
+}
+
+// The pipe closed: the child has exited or is about to. Reaping is
+// bounded too: a child stuck in an uninterruptible driver call (D state,
+// as an NVML ioctl on a GPU that fell off the bus can be) survives
+// SIGKILL until the call returns, and waiting for it would hang the
+// prolog. Such a child is left behind; init reaps it after we exit.
+void ReapChild(Child& c) {
+  if (c.fd >= 0) ::close(c.fd);
+  int st = 0;
+  auto reap = [&](double seconds) {
+    double until = MonotonicSeconds() + seconds;
+    for (;;) {
+      pid_t w = ::waitpid(c.pid, &st, WNOHANG);
+      if (w == c.pid || (w < 0 && errno != EINTR)) return true;
+      if (MonotonicSeconds() >= until) return false;
+      ::usleep(1000);
     }
-    c.status = st;
+  };
+  if (!reap(c.timed_out ? 0.2 : 1.0)) {
+    ::kill(c.pid, SIGKILL);
+    if (!reap(0.2)) {
+      c.timed_out = true;
+      st = 0;
+    }
+  }
+  c.status = st;
+}
+
+}  // namespace
+
+std::vector<CheckResult> RunChecks(const CheckEnv& env, const std::vector<CheckDescriptor>& checks) {
+  std::vector<CheckResult> all;
+  std::fflush(nullptr);  // nothing buffered may be written twice
+  std::vector<Child> kids = StartChildren(env, checks, &all);
+  ReadChildren(kids);
+  for (auto& c : kids) {
+    ReapChild(c);
     ParseLines(c, true);
+    const int st = c.status;
     bool clean = !c.timed_out && WIFEXITED(st) && WEXITSTATUS(st) == 0;
     for (auto& r : c.results) all.push_back(std::move(r));
-    if (!clean) {
-      unsigned budget = Budget(*c.d, env.cfg);
-      all.push_back(HarnessFailure(c, budget));
-    }
+    if (!clean) all.push_back(HarnessFailure(c, Budget(*c.d, env.cfg)));
   }
   // The site's check_<name> switches, and "the job's own fault never drains".
   ApplySeverityPolicy(env.cfg.check_modes, all);

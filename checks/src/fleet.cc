@@ -9,6 +9,7 @@
 #include "preflight/fsroot.h"
 #include "preflight/nvml.h"
 #include "preflight/state_paths.h"
+#include "preflight/strings.h"
 
 namespace preflight {
 
@@ -108,87 +109,57 @@ FleetComparison CompareVersions(const std::vector<NodeVersions>& nodes) {
   return c;
 }
 
-std::vector<CheckResult> CheckFleetVersions(const CheckEnv& env) {
-  const Config& cfg = env.cfg;
-  CheckResult r;
-  r.check = "fleet.versions";
-  r.device = "node";
-  if (env.job.node.empty()) {
-    r.verdict = Verdict::kSkip;
-    r.message = "skipped: no node name to record versions under";
-    return {r};
-  }
-  NodeVersions v;
-  v.node = env.job.node;
-  v.at = static_cast<double>(std::time(nullptr));
-  // GPUs: NVML, as the gpu checks load it (a node without it records none).
+namespace {
+
+// The GPUs' driver, model, VBIOS and InfoROM through NVML, as the gpu checks
+// load it; "" or why a node records none ("; no GPU versions (...)").
+std::string ReadGpuVersions(const Config& cfg, NodeVersions* v) {
   ProbeStep("fleet.versions", cfg.nvml_library, "dlopen");
   auto api_or = LoadNvmlFor(cfg);
-  std::string nvml_note;
-  if (api_or) {
-    const NvmlApi& api = **api_or;
-    ProbeStep("fleet.versions", cfg.nvml_library, "nvmlInit_v2");
-    if (api.Init() == NVML_SUCCESS) {
-      char buf[96] = "";
-      if (api.SystemGetDriverVersion != nullptr && api.SystemGetDriverVersion(buf, sizeof buf) == NVML_SUCCESS) v.driver = buf;
-      unsigned n = 0;
-      std::set<std::string> names, vbios, inforom;
-      if (api.DeviceGetCount(&n) == NVML_SUCCESS) {
-        for (unsigned i = 0; i < n; ++i) {
-          nvmlDevice_t d = nullptr;
-          if (api.DeviceGetHandleByIndex(i, &d) != NVML_SUCCESS) continue;  // gpu.present reports it
-          ProbeStep("fleet.versions", "GPU" + std::to_string(i), "nvmlDeviceGetVbiosVersion");
-          if (api.DeviceGetName != nullptr && api.DeviceGetName(d, buf, sizeof buf) == NVML_SUCCESS) names.insert(buf);
-          if (api.DeviceGetVbiosVersion != nullptr && api.DeviceGetVbiosVersion(d, buf, sizeof buf) == NVML_SUCCESS)
-            vbios.insert(buf);
-          if (api.DeviceGetInforomImageVersion != nullptr &&
-              api.DeviceGetInforomImageVersion(d, buf, sizeof buf) == NVML_SUCCESS)
-            inforom.insert(buf);
-        }
-      }
-      v.gpu_model = Join(names);
-      v.vbios = Join(vbios);
-      v.inforom = Join(inforom);
-      api.Shutdown();
-    } else {
-      nvml_note = "; no GPU versions (nvmlInit_v2 failed)";
+  if (!api_or) return "; no GPU versions (" + api_or.status().message() + ")";
+  const NvmlApi& api = **api_or;
+  ProbeStep("fleet.versions", cfg.nvml_library, "nvmlInit_v2");
+  if (api.Init() != NVML_SUCCESS) return "; no GPU versions (nvmlInit_v2 failed)";
+  char buf[96] = "";
+  if (api.SystemGetDriverVersion != nullptr && api.SystemGetDriverVersion(buf, sizeof buf) == NVML_SUCCESS) v->driver = buf;
+  unsigned n = 0;
+  std::set<std::string> names, vbios, inforom;
+  if (api.DeviceGetCount(&n) == NVML_SUCCESS) {
+    for (unsigned i = 0; i < n; ++i) {
+      nvmlDevice_t d = nullptr;
+      if (api.DeviceGetHandleByIndex(i, &d) != NVML_SUCCESS) continue;  // gpu.present reports it
+      ProbeStep("fleet.versions", "GPU" + std::to_string(i), "nvmlDeviceGetVbiosVersion");
+      if (api.DeviceGetName != nullptr && api.DeviceGetName(d, buf, sizeof buf) == NVML_SUCCESS) names.insert(buf);
+      if (api.DeviceGetVbiosVersion != nullptr && api.DeviceGetVbiosVersion(d, buf, sizeof buf) == NVML_SUCCESS)
+        vbios.insert(buf);
+      if (api.DeviceGetInforomImageVersion != nullptr && api.DeviceGetInforomImageVersion(d, buf, sizeof buf) == NVML_SUCCESS)
+        inforom.insert(buf);
     }
-  } else {
-    nvml_note = "; no GPU versions (" + api_or.status().message() + ")";
   }
-  // HCAs: sysfs.
+  v->gpu_model = Join(names);
+  v->vbios = Join(vbios);
+  v->inforom = Join(inforom);
+  api.Shutdown();
+  return "";
+}
+
+// The HCAs' firmware and board from sysfs, and the kernel release.
+void ReadHostVersions(const FsRoot& fs, NodeVersions* v) {
   ProbeStep("fleet.versions", "", "read /sys/class/infiniband/*/fw_ver");
   std::set<std::string> fw, board;
-  if (auto hcas = env.fs.ListDir("/sys/class/infiniband")) {
+  if (auto hcas = fs.ListDir("/sys/class/infiniband")) {
     for (const auto& h : *hcas) {
-      if (auto f = env.fs.ReadFile("/sys/class/infiniband/" + h + "/fw_ver")) fw.insert(Trim(*f));
-      if (auto b = env.fs.ReadFile("/sys/class/infiniband/" + h + "/board_id")) board.insert(Trim(*b));
+      if (auto f = fs.ReadFile("/sys/class/infiniband/" + h + "/fw_ver")) fw.insert(Trim(*f));
+      if (auto b = fs.ReadFile("/sys/class/infiniband/" + h + "/board_id")) board.insert(Trim(*b));
     }
   }
-  v.hca_fw = Join(fw);
-  v.hca_model = Join(board);
-  if (auto k = env.fs.ReadFile("/proc/sys/kernel/osrelease")) v.kernel = Trim(*k);
+  v->hca_fw = Join(fw);
+  v->hca_model = Join(board);
+  if (auto k = fs.ReadFile("/proc/sys/kernel/osrelease")) v->kernel = Trim(*k);
+}
 
-  std::string path = VersionsPath(cfg, v.node);
-  Status w = MakeDirs(state::NodesDir(cfg), 0755);
-  if (w.ok()) w = WriteFileAtomic(path, VersionsJson(v) + "\n", 0644);
-  r.value = "driver " + ShowValue(v.driver) + ", VBIOS " + ShowValue(v.vbios) + ", InfoROM " + ShowValue(v.inforom) +
-            ", HCA fw " + ShowValue(v.hca_fw) +
-            ", kernel " + ShowValue(v.kernel);
-  if (!w.ok()) {
-    r.verdict = Verdict::kFail;
-    r.message = "cannot record versions: " + w.message();
-    return {r};
-  }
-
-  // Prolog and epilog only record (a shared state_dir may hold thousands of
-  // records; reading them all would slow every job start); the health
-  // check's idle sweep compares.
-  if (env.phase != Phase::kHealth) {
-    r.message = "recorded in " + path + " (compared by the health check, preflight fleet and --nccl-check)" + nvml_note;
-    return {r};
-  }
-  // The other fresh records of this hardware in state_dir.
+// `v` and the other fresh records of its hardware in state_dir.
+std::vector<NodeVersions> FreshPeers(const Config& cfg, const NodeVersions& v) {
   std::vector<NodeVersions> peers = {v};
   double oldest = v.at - cfg.fleet_max_age_ms / 1000.0;
   if (auto ents = FsRoot("/").ListDir(state::NodesDir(cfg))) {
@@ -203,34 +174,81 @@ std::vector<CheckResult> CheckFleetVersions(const CheckEnv& env) {
       peers.push_back(*p);
     }
   }
-  r.threshold = "same as the majority of " + std::to_string(peers.size()) + " nodes of this hardware (fail: " +
-                [&] { std::string s; for (const auto& f : cfg.fleet_fail_fields) s += (s.empty() ? "" : ",") + f; return s.empty() ? std::string("none") : s; }() + ")";
-  if (peers.size() < 2) {
-    r.message = "recorded in " + path + "; no other node's record of this hardware to compare with" + nvml_note;
-    return {r};
-  }
+  return peers;
+}
+
+// The verdict on `node` from the comparison of `peers`: fail for a field the
+// site lists in fleet_fail_fields, warn for the others, warn when nobody
+// can be singled out.
+void JudgeNode(const Config& cfg, const std::string& node, const std::vector<NodeVersions>& peers,
+               const std::string& nvml_note, CheckResult* r) {
   FleetComparison c = CompareVersions(peers);
   std::string fails, warns;
   for (const auto& d : c.odd) {
-    if (d.node != v.node) continue;
+    if (d.node != node) continue;
     std::string what = d.field + " " + ShowValue(d.value) + " differs from the other " + std::to_string(d.others) +
                        " nodes' " + ShowValue(d.majority);
     bool fail = std::find(cfg.fleet_fail_fields.begin(), cfg.fleet_fail_fields.end(), d.field) != cfg.fleet_fail_fields.end();
     (fail ? fails : warns) += ((fail ? fails : warns).empty() ? "" : "; ") + what;
   }
   if (!fails.empty()) {
-    r.verdict = Verdict::kFail;
-    r.message = fails + (warns.empty() ? "" : "; " + warns);
+    r->verdict = Verdict::kFail;
+    r->message = fails + (warns.empty() ? "" : "; " + warns);
   } else if (!warns.empty()) {
-    r.verdict = Verdict::kWarn;
-    r.message = warns;
+    r->verdict = Verdict::kWarn;
+    r->message = warns;
   } else if (!c.no_majority.empty()) {
     // Nobody to single out (e.g. two nodes that differ): say so, drain nobody.
-    r.verdict = Verdict::kWarn;
-    r.message = c.text.substr(0, c.text.find('\n'));
+    r->verdict = Verdict::kWarn;
+    r->message = c.text.substr(0, c.text.find('\n'));
   } else {
-    r.message = "same versions as the majority of " + std::to_string(peers.size()) + " nodes of this hardware" + nvml_note;
+    r->message = "same versions as the majority of " + std::to_string(peers.size()) + " nodes of this hardware" + nvml_note;
   }
+}
+
+}  // namespace
+
+std::vector<CheckResult> CheckFleetVersions(const CheckEnv& env) {
+  const Config& cfg = env.cfg;
+  CheckResult r;
+  r.check = "fleet.versions";
+  r.device = "node";
+  if (env.job.node.empty()) {
+    r.verdict = Verdict::kSkip;
+    r.message = "skipped: no node name to record versions under";
+    return {r};
+  }
+  NodeVersions v;
+  v.node = env.job.node;
+  v.at = static_cast<double>(std::time(nullptr));
+  const std::string nvml_note = ReadGpuVersions(cfg, &v);
+  ReadHostVersions(env.fs, &v);
+
+  std::string path = VersionsPath(cfg, v.node);
+  Status w = MakeDirs(state::NodesDir(cfg), 0755);
+  if (w.ok()) w = WriteFileAtomic(path, VersionsJson(v) + "\n", 0644);
+  r.value = "driver " + ShowValue(v.driver) + ", VBIOS " + ShowValue(v.vbios) + ", InfoROM " + ShowValue(v.inforom) +
+            ", HCA fw " + ShowValue(v.hca_fw) + ", kernel " + ShowValue(v.kernel);
+  if (!w.ok()) {
+    r.verdict = Verdict::kFail;
+    r.message = "cannot record versions: " + w.message();
+    return {r};
+  }
+  // Prolog and epilog only record (a shared state_dir may hold thousands of
+  // records; reading them all would slow every job start); the health
+  // check's idle sweep compares.
+  if (env.phase != Phase::kHealth) {
+    r.message = "recorded in " + path + " (compared by the health check, preflight fleet and --nccl-check)" + nvml_note;
+    return {r};
+  }
+  std::vector<NodeVersions> peers = FreshPeers(cfg, v);
+  r.threshold = "same as the majority of " + std::to_string(peers.size()) + " nodes of this hardware (fail: " +
+                (cfg.fleet_fail_fields.empty() ? std::string("none") : Join(cfg.fleet_fail_fields, ",")) + ")";
+  if (peers.size() < 2) {
+    r.message = "recorded in " + path + "; no other node's record of this hardware to compare with" + nvml_note;
+    return {r};
+  }
+  JudgeNode(cfg, v.node, peers, nvml_note, &r);
   return {r};
 }
 

@@ -228,6 +228,82 @@ std::string Hours(uint32_t ms) {
 
 }  // namespace
 
+namespace {
+
+// The state file: "boot ID", "seq N", then one "open2 SEQ XID PCI USEC|- ACTION TEXT" per open event.
+std::string XidStateText(const XidState& st, uint64_t seq) {
+  std::string out = "boot " + st.boot + "\nseq " + std::to_string(seq) + "\n";
+  for (const auto& o : st.open)
+    out += "open2 " + std::to_string(o.seq) + " " + std::to_string(o.xid) + " " + o.pci + " " +
+           (o.have_usec ? std::to_string(o.usec) : std::string("-")) + " " + XidActionName(o.action) + " " + o.text + "\n";
+  return out;
+}
+
+// Close what the window has passed (never drain_reset: only a reboot or
+// the admin clears that); how many closed.
+int CloseExpired(XidState* st, bool have_now, uint64_t now_usec, uint64_t window_usec) {
+  if (!have_now || window_usec == 0) return 0;
+  auto gone = [&](const Open& o) {
+    return o.action != XidAction::kDrainReset && o.have_usec && now_usec > o.usec && now_usec - o.usec > window_usec;
+  };
+  int expired = static_cast<int>(std::count_if(st->open.begin(), st->open.end(), gone));
+  st->open.erase(std::remove_if(st->open.begin(), st->open.end(), gone), st->open.end());
+  return expired;
+}
+
+// One GPU's result from its open events, worst action first:
+// "Xid 79 (GPU has fallen off the bus; NVIDIA: RESTART_BM) x2: drain".
+CheckResult GpuXidResult(const CheckEnv& env, const std::string& pci, std::vector<const Open*> list,
+                         const std::string& state_path) {
+  const Config& cfg = env.cfg;
+  std::stable_sort(list.begin(), list.end(), [](const Open* a, const Open* b) { return Rank(a->action) > Rank(b->action); });
+  XidAction worst = list.front()->action;
+  CheckResult g;
+  g.check = "gpu.xid";
+  g.device = GpuName(env.fs, pci);
+  g.threshold = "no Xid with action drain or drain_reset (xid_actions, catalogue)";
+  std::map<int, int> count;
+  for (const Open* o : list) ++count[o->xid];
+  std::string msg, val;
+  std::map<int, bool> said;
+  for (const Open* o : list) {
+    if (said[o->xid]) continue;
+    said[o->xid] = true;
+    const XidClass* c = FindXidClass(o->xid);
+    msg += (msg.empty() ? "" : "; ") + std::string("Xid ") + std::to_string(o->xid) + " (" +
+           (c ? std::string(c->what) + ", NVIDIA: " + c->bucket : std::string("not in the catalogue")) + ")" +
+           (count[o->xid] > 1 ? " x" + std::to_string(count[o->xid]) : "") + ": " + XidActionName(o->action);
+    val += (val.empty() ? "" : ", ") + std::string("Xid ") + std::to_string(o->xid) + " x" + std::to_string(count[o->xid]);
+  }
+  g.value = val;
+  switch (worst) {
+    case XidAction::kDrainReset:
+      g.verdict = Verdict::kFail;
+      msg += " (clear: reset the GPU or reboot, then remove " + state_path + ")";
+      break;
+    case XidAction::kDrain:
+      g.verdict = Verdict::kFail;
+      msg += cfg.xid_window_ms != 0
+                 ? " (clears " + Hours(cfg.xid_window_ms) + " after the event, or remove " + state_path + ")"
+                 : " (clear: remove " + state_path + ")";
+      break;
+    case XidAction::kWarn:
+      g.verdict = Verdict::kWarn;
+      break;
+    case XidAction::kUser:
+      g.verdict = Verdict::kWarn;
+      g.owner = FaultOwner::kUser;
+      msg += " (the job's own fault: no drain)";
+      break;
+    case XidAction::kIgnore:
+      break;
+  }
+  g.message = msg;
+  return g;
+}
+
+}  // namespace
+
 std::vector<CheckResult> CheckXid(const CheckEnv& env) {
   using checks_internal::Skip;
   CheckResult r = checks_internal::Make("gpu.xid", "node");
@@ -266,23 +342,9 @@ std::vector<CheckResult> CheckXid(const CheckEnv& env) {
     std::replace(o.text.begin(), o.text.end(), '\n', ' ');
     st.open.push_back(o);
   }
-  // Close what the window has passed (never drain_reset: only a reboot or
-  // the admin clears that).
-  uint64_t window_usec = static_cast<uint64_t>(cfg.xid_window_ms) * 1000;
-  int expired = 0;
-  if (have_now && window_usec != 0) {
-    auto gone = [&](const Open& o) {
-      return o.action != XidAction::kDrainReset && o.have_usec && now_usec > o.usec && now_usec - o.usec > window_usec;
-    };
-    expired = static_cast<int>(std::count_if(st.open.begin(), st.open.end(), gone));
-    st.open.erase(std::remove_if(st.open.begin(), st.open.end(), gone), st.open.end());
-  }
-  std::string out = "boot " + boot_id + "\nseq " + std::to_string(last) + "\n";
-  for (const auto& o : st.open)
-    out += "open2 " + std::to_string(o.seq) + " " + std::to_string(o.xid) + " " + o.pci + " " +
-           (o.have_usec ? std::to_string(o.usec) : std::string("-")) + " " + XidActionName(o.action) + " " + o.text + "\n";
+  int expired = CloseExpired(&st, have_now, now_usec, static_cast<uint64_t>(cfg.xid_window_ms) * 1000);
   Status w = MakeDirs(state::NodesDir(cfg), 0755);
-  if (w.ok()) w = WriteFileAtomic(state_path, out, 0644);
+  if (w.ok()) w = WriteFileAtomic(state_path, XidStateText(st, last), 0644);
 
   std::vector<CheckResult> results;
   if (!w.ok()) {
@@ -302,61 +364,14 @@ std::vector<CheckResult> CheckXid(const CheckEnv& env) {
     return results;
   }
 
-  // One result per GPU, worst action first.
+  // One result per GPU, in the order their first event came.
   std::map<std::string, std::vector<const Open*>> by_gpu;
   std::vector<std::string> order;
   for (const auto& o : st.open) {
     if (!by_gpu.count(o.pci)) order.push_back(o.pci);
     by_gpu[o.pci].push_back(&o);
   }
-  for (const auto& pci : order) {
-    auto& list = by_gpu[pci];
-    std::stable_sort(list.begin(), list.end(), [](const Open* a, const Open* b) { return Rank(a->action) > Rank(b->action); });
-    XidAction worst = list.front()->action;
-    CheckResult g;
-    g.check = "gpu.xid";
-    g.device = GpuName(env.fs, pci);
-    g.threshold = "no Xid with action drain or drain_reset (xid_actions, catalogue)";
-    // "Xid 79 (GPU has fallen off the bus; NVIDIA: RESTART_BM) x2"
-    std::map<int, int> count;
-    for (const Open* o : list) ++count[o->xid];
-    std::string msg, val;
-    std::map<int, bool> said;
-    for (const Open* o : list) {
-      if (said[o->xid]) continue;
-      said[o->xid] = true;
-      const XidClass* c = FindXidClass(o->xid);
-      msg += (msg.empty() ? "" : "; ") + std::string("Xid ") + std::to_string(o->xid) + " (" +
-             (c ? std::string(c->what) + ", NVIDIA: " + c->bucket : std::string("not in the catalogue")) + ")" +
-             (count[o->xid] > 1 ? " x" + std::to_string(count[o->xid]) : "") + ": " + XidActionName(o->action);
-      val += (val.empty() ? "" : ", ") + std::string("Xid ") + std::to_string(o->xid) + " x" + std::to_string(count[o->xid]);
-    }
-    g.value = val;
-    switch (worst) {
-      case XidAction::kDrainReset:
-        g.verdict = Verdict::kFail;
-        msg += " (clear: reset the GPU or reboot, then remove " + state_path + ")";
-        break;
-      case XidAction::kDrain:
-        g.verdict = Verdict::kFail;
-        msg += cfg.xid_window_ms != 0
-                   ? " (clears " + Hours(cfg.xid_window_ms) + " after the event, or remove " + state_path + ")"
-                   : " (clear: remove " + state_path + ")";
-        break;
-      case XidAction::kWarn:
-        g.verdict = Verdict::kWarn;
-        break;
-      case XidAction::kUser:
-        g.verdict = Verdict::kWarn;
-        g.owner = FaultOwner::kUser;
-        msg += " (the job's own fault: no drain)";
-        break;
-      case XidAction::kIgnore:
-        break;
-    }
-    g.message = msg;
-    results.push_back(g);
-  }
+  for (const auto& pci : order) results.push_back(GpuXidResult(env, pci, by_gpu[pci], state_path));
   return results;
 }
 
