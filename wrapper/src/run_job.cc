@@ -24,8 +24,14 @@
 #include "preflight/run_persist.h"
 #include "preflight/slurmctl.h"
 #include "preflight/strings.h"
+#include "run_tiers.h"
 
 namespace preflight {
+using run_internal::EndTiers;
+using run_internal::Prune;
+using run_internal::StartTiers;
+using run_internal::Tiers;
+
 namespace {
 std::string EnvOr(const EnvMap& env, const std::string& k, const std::string& dflt = "") {
   auto it = env.find(k);
@@ -113,16 +119,6 @@ void Publish(const RunState& st, const Report& rep) {
   }
 }
 
-void Prune(const RunPolicy& p) {
-  if (p.keep_checkpoints == 0) return;
-  auto d = PruneCheckpoints(p.checkpoint_dir, p.checkpoint_marker, p.keep_checkpoints);
-  if (!d) {
-    Log(LogLevel::kError, "run", "checkpoint pruning", d.status().message());
-    return;
-  }
-  for (const auto& path : *d) Log(LogLevel::kInfo, "run", "deleted old checkpoint " + path);
-}
-
 // Requeue, then (the job pending again) set its excluded nodes. Slurm's
 // requeue kills the batch step: SIGTERM first, SIGKILL KillWait later. This
 // process ignores SIGTERM from here on (it only reports and exits after
@@ -139,73 +135,6 @@ Status Requeue(const Config& cfg, const std::string& job, const std::vector<std:
     if (!x.ok()) s = x.Context("requeued, but could not exclude " + Join(exclude, ","));
   }
   return s;
-}
-
-// The two tiers (run_persist.h): the resume choice across them, then the
-// checkpoint agent when there is a shared tier. Errors here never stop the
-// job: they are said, and the job runs on without persisting.
-struct Tiers {
-  bool on = false;  // a shared tier, persisted to by `agent`
-  std::unique_ptr<PersistAgent> agent;
-  CkptPlan plan;
-  std::string local_dir, node;
-};
-
-// The command ended and will not be requeued: the agents stop (their last
-// round), then this run's copies that a newer commit overtook go
-// (RemoveOvertakenCopies), said in one line. After a requeue only the
-// agents stop: the grace time is short, and the next run cleans.
-void EndTiers(Tiers& t) {
-  if (t.agent) t.agent->Finish();
-  if (!t.on || t.local_dir.empty()) return;
-  auto gone = RemoveOvertakenCopies(t.local_dir, t.plan, t.node);
-  if (!gone)
-    Log(LogLevel::kError, "run", "removing overtaken copies from " + t.plan.tier, gone.status().message());
-  else if (!gone->empty())
-    std::fprintf(stderr, "preflight: run: removed %zu unfinished cop%s overtaken by a newer durable checkpoint from %s\n",
-                 gone->size(), gone->size() == 1 ? "y" : "ies", t.plan.tier.c_str());
-  t.on = false;
-}
-
-Tiers StartTiers(const Config& cfg, const RunPolicy& p, const EnvMap& env, RunState& st,
-                 const std::function<bool(const std::string&)>& on_line) {
-  Tiers t;
-  CkptPlan plan;
-  if (!p.persist_to.empty()) {
-    auto built = BuildCkptPlan(cfg, p, env);
-    Status made = built ? MakeDirs(p.persist_to, 0700) : built.status();
-    if (made.ok()) {
-      plan = *built;
-      t.on = true;
-    } else {
-      Log(LogLevel::kError, "run", "shared tier " + p.persist_to, made.message() + ": not persisting checkpoints");
-    }
-  }
-  if (t.on)
-    for (const auto& line : CleanEarlierRuns(plan, [&cfg](const std::set<std::string>& jobs) {
-           return AskSlurmJobs(cfg, "", jobs, kCleanAskLimit);
-         }))
-      std::fprintf(stderr, "%s\n", line.c_str());
-  CkptConventionSpec spec = t.on ? plan.ConventionFor(st.node) : CkptConventionSpec{p.convention, p.checkpoint_marker, true};
-  // One node's local view says nothing about the other nodes' parts.
-  const bool allow_local = !t.on || plan.nodes.size() == 1;
-  auto choice = ChooseRunResume(p, t.on ? plan.tier : "", spec, allow_local);
-  if (choice) {
-    for (const auto& line : choice->Lines()) std::fprintf(stderr, "%s\n", line.c_str());
-    if (choice->found) st.resume = choice->chosen.path;
-  } else {
-    Log(LogLevel::kError, "run", "looking for a checkpoint to resume from", choice.status().message());
-  }
-  if (!t.on) return t;
-  t.plan = plan;
-  t.local_dir = p.checkpoint_dir;
-  t.node = st.node;
-  auto argv = PersistAgentArgv(p.self_exe.empty() ? SelfExe() : p.self_exe, p.config_path, p.config_sets, p,
-                               plan.nodes.size());
-  auto agent = PersistAgent::Start(argv, on_line);
-  if (agent) t.agent = std::move(*agent);
-  else Log(LogLevel::kError, "run", "node agent not started", agent.status().message() + " (" + Join(argv, " ") + ")");
-  return t;
 }
 
 // Hang attribution (hang_probe.h): only with a stall watch on, and
@@ -262,6 +191,158 @@ void TakeHang(RunState& st, HangProbe* probe, const NodeWatch* watch, const std:
   Publish(st, BuildReport(st, command, nullptr, nullptr, false));
 }
 
+// The local checkpoint folder made and checked, then the resume chosen:
+// across the tiers (StartTiers) or, with neither a shared tier nor a
+// framework convention, the newest complete local one. False (exit 2):
+// the folder cannot be made.
+bool SetUpCheckpoints(const Config& cfg, const RunPolicy& p, const EnvMap& env,
+                      const std::function<bool(const std::string&)>& watch_line, RunState* st, Tiers* tiers) {
+  Status s = MakeDirs(p.checkpoint_dir, 0755);
+  if (!s.ok()) {
+    Log(LogLevel::kError, "run", "checkpoint dir", s.message());
+    return false;
+  }
+  // A folder the job cannot write loses every checkpoint and the requeue
+  // counters; said at the start, in the job's output, not found out later.
+  Status w = CheckpointDirWritable(p.checkpoint_dir);
+  if (!w.ok())
+    Log(LogLevel::kError, "run", "checkpoint dir",
+        w.message() + ": the application's checkpoints cannot be saved there, and requeue counts are not kept");
+  if (!p.persist_to.empty() || p.convention != CkptConvention::kMarker) {
+    *tiers = StartTiers(cfg, p, env, st->node, &st->resume, watch_line);
+  } else {
+    auto newest = NewestCompleteCheckpoint(p.checkpoint_dir, p.checkpoint_marker);
+    if (newest) st->resume = *newest;
+    else Log(LogLevel::kError, "run", "looking for a checkpoint to resume from", newest.status().message());
+    Prune(p);
+  }
+  return true;
+}
+
+// The command's side of the contract (preflight-run(1) ENVIRONMENT).
+std::vector<std::string> ChildEnv(const RunPolicy& p, const RunState& st) {
+  return {
+      "PREFLIGHT_RESTART_COUNT=" + std::to_string(st.restarts),
+      "PREFLIGHT_RESUME_FROM=" + st.resume,
+      "PREFLIGHT_CHECKPOINT_DIR=" + p.checkpoint_dir,
+      "PREFLIGHT_CHECKPOINT_MARKER=" + p.checkpoint_marker,
+      "PREFLIGHT_CHECKPOINT_REQUEST=" + p.checkpoint_request_file,
+      "PREFLIGHT_CHECKPOINT_SIGNAL=" + (p.checkpoint_signal ? SignalName(p.checkpoint_signal).substr(3) : "none"),
+      "PREFLIGHT_HEARTBEAT_FILE=" + p.heartbeat_file,
+  };
+}
+
+// The GPU stall watch's source, the job's GPUs through NVML; null when the
+// watch is off or NVML cannot serve it (said once).
+std::unique_ptr<GpuUtilSource> OpenGpuWatch(const Config& cfg, const RunPolicy& p, const EnvMap& env) {
+  if (p.stall.gpu_s <= 0) return nullptr;
+  std::vector<int> minors;
+  auto ids = ParseIdList(EnvOr(env, "SLURM_JOB_GPUS"));
+  if (ids) minors = *ids;
+  auto src = OpenNvmlGpuUtil(cfg.nvml_library, minors);
+  if (src) return std::move(*src);
+  Log(LogLevel::kInfo, "run", "GPU stall watch off", src.status().message());
+  return nullptr;
+}
+
+// scancel sends the same SIGTERM as a preemption, and slurmctld accepts a
+// requeue of a job it is cancelling: a cancelled job must stay cancelled.
+// While Slurm ends a job (scancel, the time limit itself) its JobState
+// reads COMPLETING (CANCELLED once done); a job asked to checkpoint ahead
+// (--signal=B:USR2@T) or in a preemption grace time is still RUNNING.
+void KeepCancelledCancelled(const Config& cfg, const std::string& job, RunDecision* d) {
+  auto rec = LoadJob(cfg, job);
+  if (rec && (rec->state == "CANCELLED" || rec->state == "COMPLETING")) {
+    d->action = RunAction::kExit;
+    d->kind = "cancelled";
+    d->reason = "job " + job + " is ending (" + rec->state + ", e.g. scancel): not requeued (" + d->reason + ")";
+  }
+}
+
+// A requeue decision carried out: the nodes at fault found (the decision's
+// matched line, and what preflight drained), the counters saved, the job
+// requeued without them. True when Slurm took the requeue.
+bool RequeueAsDecided(const Config& cfg, const EnvMap& env, const RunState& st, const RunDecision& d,
+                      RunCounters* counters, const std::string& counters_path) {
+  std::vector<std::string> exclude;
+  if (d.exclude_nodes) {
+    std::string nodelist = EnvOr(env, "SLURM_JOB_NODELIST", EnvOr(env, "SLURM_NODELIST"));
+    auto nodes = ExpandHostlist(nodelist);
+    std::vector<std::string> drained;
+    if (!nodelist.empty()) {
+      auto dr = NodesDrainedByPreflight(cfg, nodelist);
+      if (dr) drained = *dr;
+      else Log(LogLevel::kInfo, "run", "could not ask which nodes preflight drained", dr.status().message());
+    }
+    exclude = CondemnedNodes(d.matched_line, nodes ? *nodes : std::vector<std::string>{}, drained, st.node);
+  }
+  if (d.kind == "preemption") ++counters->preempt_requeues;
+  else ++counters->failure_restarts;
+  if (!counters_path.empty()) {
+    Status s = SaveCounters(counters_path, st.job, *counters);
+    if (!s.ok()) Log(LogLevel::kError, "run", "requeue counters", s.message());
+  }
+  Status s = Requeue(cfg, st.job, exclude);
+  if (!s.ok()) {
+    Log(LogLevel::kError, "run", "requeue of job " + st.job + " failed", s.message() + " (" + d.reason + ")");
+    return false;
+  }
+  Log(LogLevel::kInfo, "run", "requeued job " + st.job, d.reason + (exclude.empty() ? "" : "; excluding " + Join(exclude, ",")));
+  return true;
+}
+
+// The GPU watch on every node (node_watch.h): its lines arrive through
+// the node agent's output; null when off (or outside Slurm).
+std::shared_ptr<NodeWatch> MakeNodeWatch(const RunPolicy& p, const std::vector<std::string>& job_nodes, bool in_slurm) {
+  const double watch_s = in_slurm ? AgentWatchSeconds(p) : 0;
+  if (watch_s <= 0 || job_nodes.empty()) return nullptr;
+  WatchThresholds t;
+  t.idle_percent = p.stall.gpu_idle_percent;
+  return std::make_shared<NodeWatch>(job_nodes, watch_s, t, MonotonicSeconds());
+}
+
+// The supervisor's options from the policy; the callbacks are RunJob's.
+SuperviseOptions SuperviseOptionsFor(const RunPolicy& p, const std::vector<std::string>& argv,
+                                     std::vector<std::string> child_env, GpuUtilSource* gpu) {
+  SuperviseOptions so;
+  so.argv = argv;
+  so.env = std::move(child_env);
+  so.preempt_signals = p.preempt_signals;
+  so.checkpoint_signal = p.checkpoint_signal;
+  so.checkpoint_request_file = p.checkpoint_request_file;
+  so.grace_s = p.grace_s;
+  so.kill_wait_s = p.kill_wait_s;
+  so.stall = p.stall;
+  so.heartbeat_file = p.heartbeat_file;
+  so.gpu = gpu;
+  so.gpu_sample_s = p.gpu_sample_s;
+  so.kill_on_stall = p.stall_restart;
+  return so;
+}
+
+// A stall or NaN alert: said, kept for the result, a hang attribution
+// started (NaN is the command's own), published, and the site's hook run.
+void OnAlert(const Alert& a, const EnvMap& env, const std::string& command, HangProbe* probe, const NodeWatch* watch,
+             RunState& st) {
+  st.alerts.push_back(a);
+  Log(LogLevel::kError, "run", std::string("ALERT ") + AlertKindName(a.kind), a.detail);
+  if (probe != nullptr && a.kind != AlertKind::kNan) {
+    if (probe->Start()) {
+      std::fprintf(stderr, "preflight: run: hang: asking NCCL RAS at %s which node is behind\n",
+                   EnvOr(env, "NCCL_RAS_ADDR", "localhost:28028").c_str());
+    } else {
+      TakeHang(st, probe, watch, command);  // off, or too old an NCCL: the line says so
+    }
+  }
+  Publish(st, BuildReport(st, command, nullptr, nullptr, false));
+  const std::string& hook = st.p->alert_hook;
+  if (hook.empty()) return;
+  Status h = SpawnDetached({"/bin/sh", "-c", hook},
+                           {"PREFLIGHT_ALERT_KIND=" + std::string(AlertKindName(a.kind)),
+                            "PREFLIGHT_ALERT_DETAIL=" + a.detail, "PREFLIGHT_JOB_ID=" + st.job, "PREFLIGHT_NODE=" + st.node});
+  if (!h.ok()) Log(LogLevel::kError, "run", "alert hook", h.message());
+}
+
 }  // namespace
 
 int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::vector<std::string>& argv) {
@@ -276,17 +357,9 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
   const bool in_slurm = !st.job.empty();
   const std::string command = Join(argv, " ");
 
-  // The GPU watch on every node (node_watch.h): its lines arrive through
-  // the node agent's output; null when off.
-  std::shared_ptr<NodeWatch> nwatch;
-  const double watch_s = in_slurm ? AgentWatchSeconds(p) : 0;
   std::vector<std::string> job_nodes;
   if (auto n = ExpandHostlist(EnvOr(env, "SLURM_JOB_NODELIST", EnvOr(env, "SLURM_NODELIST")))) job_nodes = *n;
-  if (watch_s > 0 && !job_nodes.empty()) {
-    WatchThresholds t;
-    t.idle_percent = p.stall.gpu_idle_percent;
-    nwatch = std::make_shared<NodeWatch>(job_nodes, watch_s, t, MonotonicSeconds());
-  }
+  std::shared_ptr<NodeWatch> nwatch = MakeNodeWatch(p, job_nodes, in_slurm);
   std::function<bool(const std::string&)> watch_line;
   if (nwatch) watch_line = [w = nwatch](const std::string& l) { return w->OnLine(l, MonotonicSeconds()); };
 
@@ -294,25 +367,7 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
   std::string counters_path;
   Tiers tiers;  // with a shared tier: local retention is the agent's, not Prune's
   if (!p.checkpoint_dir.empty()) {
-    Status s = MakeDirs(p.checkpoint_dir, 0755);
-    if (!s.ok()) {
-      Log(LogLevel::kError, "run", "checkpoint dir", s.message());
-      return 2;
-    }
-    // A folder the job cannot write loses every checkpoint and the requeue
-    // counters; said at the start, in the job's output, not found out later.
-    Status w = CheckpointDirWritable(p.checkpoint_dir);
-    if (!w.ok())
-      Log(LogLevel::kError, "run", "checkpoint dir",
-          w.message() + ": the application's checkpoints cannot be saved there, and requeue counts are not kept");
-    if (!p.persist_to.empty() || p.convention != CkptConvention::kMarker) {
-      tiers = StartTiers(cfg, p, env, st, watch_line);
-    } else {
-      auto newest = NewestCompleteCheckpoint(p.checkpoint_dir, p.checkpoint_marker);
-      if (newest) st.resume = *newest;
-      else Log(LogLevel::kError, "run", "looking for a checkpoint to resume from", newest.status().message());
-      Prune(p);
-    }
+    if (!SetUpCheckpoints(cfg, p, env, watch_line, &st, &tiers)) return 2;
     counters_path = CountersPath(p.checkpoint_dir);
   }
   if (nwatch && !tiers.agent) {  // no shared tier: the node agent runs for the watch alone
@@ -326,68 +381,16 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
   if (!p.checkpoint_request_file.empty() && ::unlink(p.checkpoint_request_file.c_str()) != 0 && errno != ENOENT)
     Log(LogLevel::kError, "run", "stale checkpoint request", Status::FromErrno(errno, p.checkpoint_request_file).message());
 
-  std::vector<std::string> child_env = {
-      "PREFLIGHT_RESTART_COUNT=" + std::to_string(st.restarts),
-      "PREFLIGHT_RESUME_FROM=" + st.resume,
-      "PREFLIGHT_CHECKPOINT_DIR=" + p.checkpoint_dir,
-      "PREFLIGHT_CHECKPOINT_MARKER=" + p.checkpoint_marker,
-      "PREFLIGHT_CHECKPOINT_REQUEST=" + p.checkpoint_request_file,
-      "PREFLIGHT_CHECKPOINT_SIGNAL=" + (p.checkpoint_signal ? SignalName(p.checkpoint_signal).substr(3) : "none"),
-      "PREFLIGHT_HEARTBEAT_FILE=" + p.heartbeat_file,
-  };
   Log(LogLevel::kInfo, "run",
       (in_slurm ? "job " + st.job + " on " + st.node : "on " + st.node) + ", restart " + std::to_string(st.restarts),
       st.resume.empty() ? "no complete checkpoint: starting fresh" : "resuming from " + st.resume);
 
-  std::unique_ptr<GpuUtilSource> nvml_gpu;
-  GpuUtilSource* gpu = p.gpu;
-  if (p.stall.gpu_s > 0 && gpu == nullptr) {
-    std::vector<int> minors;
-    auto ids = ParseIdList(EnvOr(env, "SLURM_JOB_GPUS"));
-    if (ids) minors = *ids;
-    auto src = OpenNvmlGpuUtil(cfg.nvml_library, minors);
-    if (src) {
-      nvml_gpu = std::move(*src);
-      gpu = nvml_gpu.get();
-    } else {
-      Log(LogLevel::kInfo, "run", "GPU stall watch off", src.status().message());
-    }
-  }
-  SuperviseOptions so;
-  so.argv = argv;
-  so.env = child_env;
-  so.preempt_signals = p.preempt_signals;
-  so.checkpoint_signal = p.checkpoint_signal;
-  so.checkpoint_request_file = p.checkpoint_request_file;
-  so.grace_s = p.grace_s;
-  so.kill_wait_s = p.kill_wait_s;
-  so.stall = p.stall;
-  so.heartbeat_file = p.heartbeat_file;
-  so.gpu = gpu;
-  so.gpu_sample_s = p.gpu_sample_s;
-  so.kill_on_stall = p.stall_restart;
+  std::unique_ptr<GpuUtilSource> nvml_gpu = p.gpu == nullptr ? OpenGpuWatch(cfg, p, env) : nullptr;
+  GpuUtilSource* gpu = p.gpu != nullptr ? p.gpu : nvml_gpu.get();
+  SuperviseOptions so = SuperviseOptionsFor(p, argv, ChildEnv(p, st), gpu);
   std::unique_ptr<HangProbe> probe = MakeHangProbe(cfg, p, env);
   if (probe) so.kill_held = [&] { return probe->Running(); };
-  so.on_alert = [&](const Alert& a) {
-    st.alerts.push_back(a);
-    Log(LogLevel::kError, "run", std::string("ALERT ") + AlertKindName(a.kind), a.detail);
-    if (probe && a.kind != AlertKind::kNan) {
-      if (probe->Start()) {
-        std::fprintf(stderr, "preflight: run: hang: asking NCCL RAS at %s which node is behind\n",
-                     EnvOr(env, "NCCL_RAS_ADDR", "localhost:28028").c_str());
-      } else {
-        TakeHang(st, probe.get(), nwatch.get(), command);  // off, or too old an NCCL: the line says so
-      }
-    }
-    Publish(st, BuildReport(st, command, nullptr, nullptr, false));
-    if (!p.alert_hook.empty()) {
-      Status h = SpawnDetached({"/bin/sh", "-c", p.alert_hook},
-                               {"PREFLIGHT_ALERT_KIND=" + std::string(AlertKindName(a.kind)),
-                                "PREFLIGHT_ALERT_DETAIL=" + a.detail, "PREFLIGHT_JOB_ID=" + st.job,
-                                "PREFLIGHT_NODE=" + st.node});
-      if (!h.ok()) Log(LogLevel::kError, "run", "alert hook", h.message());
-    }
-  };
+  so.on_alert = [&](const Alert& a) { OnAlert(a, env, command, probe.get(), nwatch.get(), st); };
   so.on_tick = [&] {
     if (!tiers.on) Prune(p);
     if (tiers.agent) tiers.agent->Watch();
@@ -414,48 +417,10 @@ int RunJob(const Config& cfg, const RunPolicy& p, const EnvMap& env, const std::
   }
   int exit_code = r->exit.exit_code;
   bool requeued = false;
+  if (d.action == RunAction::kRequeue) KeepCancelledCancelled(cfg, st.job, &d);
   if (d.action == RunAction::kRequeue) {
-    // scancel sends the same SIGTERM as a preemption, and slurmctld accepts
-    // a requeue of a job it is cancelling: a cancelled job must stay
-    // cancelled. While Slurm ends a job (scancel, the time limit itself) its
-    // JobState reads COMPLETING (CANCELLED once done); a job asked to
-    // checkpoint ahead (--signal=B:USR2@T) or in a preemption grace time is
-    // still RUNNING.
-    auto rec = LoadJob(cfg, st.job);
-    if (rec && (rec->state == "CANCELLED" || rec->state == "COMPLETING")) {
-      d.action = RunAction::kExit;
-      d.kind = "cancelled";
-      d.reason = "job " + st.job + " is ending (" + rec->state + ", e.g. scancel): not requeued (" + d.reason + ")";
-    }
-  }
-  if (d.action == RunAction::kRequeue) {
-    std::vector<std::string> exclude;
-    if (d.exclude_nodes) {
-      std::string nodelist = EnvOr(env, "SLURM_JOB_NODELIST", EnvOr(env, "SLURM_NODELIST"));
-      auto nodes = ExpandHostlist(nodelist);
-      std::vector<std::string> drained;
-      if (!nodelist.empty()) {
-        auto dr = NodesDrainedByPreflight(cfg, nodelist);
-        if (dr) drained = *dr;
-        else Log(LogLevel::kInfo, "run", "could not ask which nodes preflight drained", dr.status().message());
-      }
-      exclude = CondemnedNodes(d.matched_line, nodes ? *nodes : std::vector<std::string>{}, drained, st.node);
-    }
-    if (d.kind == "preemption") ++counters.preempt_requeues;
-    else ++counters.failure_restarts;
-    if (!counters_path.empty()) {
-      Status s = SaveCounters(counters_path, st.job, counters);
-      if (!s.ok()) Log(LogLevel::kError, "run", "requeue counters", s.message());
-    }
-    Status s = Requeue(cfg, st.job, exclude);
-    if (s.ok()) {
-      requeued = true;
-      exit_code = kRequeuedExit;
-      Log(LogLevel::kInfo, "run", "requeued job " + st.job,
-          d.reason + (exclude.empty() ? "" : "; excluding " + Join(exclude, ",")));
-    } else {
-      Log(LogLevel::kError, "run", "requeue of job " + st.job + " failed", s.message() + " (" + d.reason + ")");
-    }
+    requeued = RequeueAsDecided(cfg, env, st, d, &counters, counters_path);
+    if (requeued) exit_code = kRequeuedExit;
   } else if (d.kind == "done" || d.kind == "cancelled") {
     EndTiers(tiers);
     Log(LogLevel::kInfo, "run", "finished", d.reason);
