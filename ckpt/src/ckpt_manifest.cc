@@ -50,6 +50,72 @@ bool ParseU64(const std::string& s, int base, uint64_t* out) {
 }
 
 // Parses the manifest; header_only stops at the first entry line.
+// One entry line, "d MODE NODE PATH", "f MODE NODE SIZE HASH PATH" or
+// "l MODE NODE PATH TARGET", into *e: "" or why it is refused.
+std::string ParseEntry(const std::vector<std::string>& f, const CkptManifest& m, CkptEntry* e) {
+  const std::string& k = f[0];
+  if (f.size() != (k == "f" ? 6u : k == "l" ? 5u : 4u)) return "wrong number of fields";
+  e->type = k[0];
+  uint64_t mode, node;
+  if (!ParseU64(f[1], 8, &mode) || mode > 07777) return "bad mode";
+  if (!ParseU64(f[2], 10, &node) || node >= m.nodes.size()) return "bad node index";
+  e->mode = static_cast<uint32_t>(mode);
+  e->node = static_cast<uint32_t>(node);
+  size_t pi = 3;
+  if (k == "f") {
+    if (!ParseU64(f[3], 10, &e->size)) return "bad size";
+    if (f[4].size() != 16 || !ParseU64(f[4], 16, &e->hash)) return "bad hash";
+    pi = 5;
+  }
+  auto p = CkptUnescape(f[pi]);
+  if (!p) return p.status().message();
+  if (Status s = ValidCkptRelPath(*p); !s.ok()) return s.message();
+  e->path = *p;
+  if (k == "l") {
+    auto t = CkptUnescape(f[4]);
+    if (!t || t->empty() || t->size() > kCkptMaxPathBytes) return "bad symlink target";
+    e->link = *t;
+  }
+  return "";
+}
+
+// One header line (name, run, node, nodes, marker, time) into *m: "" or
+// why it is refused (an unknown line among them).
+std::string ParseHeaderLine(const std::vector<std::string>& f, const std::string& line, CkptManifest* m) {
+  const std::string& k = f[0];
+  if (k == "name" && f.size() == 2) {
+    auto v = CkptUnescape(f[1]);
+    if (!v || !ValidCkptName(*v).ok()) return "bad name";
+    m->name = *v;
+  } else if (k == "run" && f.size() == 2) {
+    if (!ValidCkptRun(f[1]).ok()) return "bad run id";
+    m->run = f[1];
+  } else if (k == "node" && f.size() == 2) {
+    if (!ValidCkptNode(f[1]).ok()) return "bad node";
+    m->node = f[1];
+  } else if (k == "nodes" && f.size() >= 2) {
+    if (f.size() - 1 > kCkptMaxNodes) return "more than kCkptMaxNodes nodes";
+    std::unordered_set<std::string> seen;
+    for (size_t i = 1; i < f.size(); ++i) {
+      if (!ValidCkptNode(f[i]).ok() || !seen.insert(f[i]).second) return "bad or repeated node";
+      m->nodes.push_back(f[i]);
+    }
+  } else if (k == "marker" && f.size() == 2) {
+    if (f[1] != "-") {
+      auto v = CkptUnescape(f[1]);
+      if (!v || ValidCkptRelPath(*v).code() != Status::Code::kOk || v->find('/') != std::string::npos) return "bad marker";
+      m->marker = *v;
+    }
+  } else if (k == "time" && f.size() == 2) {
+    char* end = nullptr;
+    m->time = std::strtod(f[1].c_str(), &end);
+    if (f[1].empty() || end != f[1].c_str() + f[1].size()) return "bad time";
+  } else {
+    return "unknown line '" + Utf8Cut(PrintableText(line), 80) + "'";
+  }
+  return "";
+}
+
 Expected<CkptManifest> Parse(const std::string& text, bool header_only) {
   if (text.size() > kCkptMaxManifestBytes) return Status::InvalidArgument("manifest larger than kCkptMaxManifestBytes");
   CkptManifest m;
@@ -81,31 +147,10 @@ Expected<CkptManifest> Parse(const std::string& text, bool header_only) {
     if (k == "d" || k == "f" || k == "l") {
       if (header_only) return m;
       if (!have_name || !have_run || m.nodes.empty()) return bad("entry before the name, run and nodes lines");
-      if (f.size() != (k == "f" ? 6u : k == "l" ? 5u : 4u)) return bad("wrong number of fields");
       CkptEntry e;
-      e.type = k[0];
-      uint64_t mode, node;
-      if (!ParseU64(f[1], 8, &mode) || mode > 07777) return bad("bad mode");
-      if (!ParseU64(f[2], 10, &node) || node >= m.nodes.size()) return bad("bad node index");
-      e.mode = static_cast<uint32_t>(mode);
-      e.node = static_cast<uint32_t>(node);
-      size_t pi = 3;
-      if (k == "f") {
-        if (!ParseU64(f[3], 10, &e.size)) return bad("bad size");
-        if (f[4].size() != 16 || !ParseU64(f[4], 16, &e.hash)) return bad("bad hash");
-        pi = 5;
-      }
-      auto p = CkptUnescape(f[pi]);
-      if (!p) return bad(p.status().message());
-      if (Status s = ValidCkptRelPath(*p); !s.ok()) return bad(s.message());
-      e.path = *p;
-      if (k == "l") {
-        auto t = CkptUnescape(f[4]);
-        if (!t || t->empty() || t->size() > kCkptMaxPathBytes) return bad("bad symlink target");
-        e.link = *t;
-      }
+      if (std::string why = ParseEntry(f, m, &e); !why.empty()) return bad(why);
       if (m.entries.size() >= kCkptMaxEntries) return bad("more than kCkptMaxEntries entries");
-      if (!paths.insert(e.path).second) return bad("path listed twice: " + f[pi]);
+      if (!paths.insert(e.path).second) return bad("path listed twice: " + f[k == "f" ? 5 : 3]);
       if (e.type == 'd') dirs.insert(e.path);
       m.entries.push_back(std::move(e));
     } else if (k == "end") {
@@ -115,38 +160,11 @@ Expected<CkptManifest> Parse(const std::string& text, bool header_only) {
       ended = true;
     } else if (!m.entries.empty()) {
       return bad("header line after the entries");
-    } else if (k == "name" && f.size() == 2) {
-      auto v = CkptUnescape(f[1]);
-      if (!v || !ValidCkptName(*v).ok()) return bad("bad name");
-      m.name = *v;
-      have_name = true;
-    } else if (k == "run" && f.size() == 2) {
-      if (!ValidCkptRun(f[1]).ok()) return bad("bad run id");
-      m.run = f[1];
-      have_run = true;
-    } else if (k == "node" && f.size() == 2) {
-      if (!ValidCkptNode(f[1]).ok()) return bad("bad node");
-      m.node = f[1];
-    } else if (k == "nodes" && f.size() >= 2) {
-      if (f.size() - 1 > kCkptMaxNodes) return bad("more than kCkptMaxNodes nodes");
-      std::unordered_set<std::string> seen;
-      for (size_t i = 1; i < f.size(); ++i) {
-        if (!ValidCkptNode(f[i]).ok() || !seen.insert(f[i]).second) return bad("bad or repeated node");
-        m.nodes.push_back(f[i]);
-      }
-    } else if (k == "marker" && f.size() == 2) {
-      if (f[1] != "-") {
-        auto v = CkptUnescape(f[1]);
-        if (!v || ValidCkptRelPath(*v).code() != Status::Code::kOk || v->find('/') != std::string::npos)
-          return bad("bad marker");
-        m.marker = *v;
-      }
-    } else if (k == "time" && f.size() == 2) {
-      char* end = nullptr;
-      m.time = std::strtod(f[1].c_str(), &end);
-      if (f[1].empty() || end != f[1].c_str() + f[1].size()) return bad("bad time");
+    } else if (std::string why = ParseHeaderLine(f, line, &m); !why.empty()) {
+      return bad(why);
     } else {
-      return bad("unknown line '" + Utf8Cut(PrintableText(line), 80) + "'");
+      have_name = have_name || k == "name";
+      have_run = have_run || k == "run";
     }
   }
   if (header_only) return m;

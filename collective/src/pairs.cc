@@ -121,6 +121,37 @@ void AddSample(ResultRecord& rec, const GroupResult& g) {
 }
 }  // namespace
 
+namespace {
+
+// The straggler rule over every pair and intra-node record so far.
+StragglerVerdict JudgeAll(const PairsOutcome& out, double fraction, double threshold) {
+  std::vector<ResultRecord> all = out.pairs;
+  all.insert(all.end(), out.intra.begin(), out.intra.end());
+  return StragglersFromRecords(out.nodes, all, fraction, threshold);
+}
+
+// Rank 0's lines: a line per pair and per node's own group, then the
+// rule's verdict, each after "# ".
+std::string PairsText(const PairsOutcome& out) {
+  std::string text;
+  for (const auto& p : out.pairs)
+    text += "# pair " + p.nodes[0] + "-" + p.nodes[1] + ": " + (p.pass ? "OK: " : "FAILED: ") + p.message +
+            (p.samples.size() > 1 ? " (samples: " + Samples(p.samples) + ")" : "") + "\n";
+  for (const auto& r : out.intra)
+    text += "# intra-node " + r.nodes[0] + ": " + (r.pass ? "OK: " : "FAILED: ") + r.message +
+            (r.samples.size() > 1 ? " (samples: " + Samples(r.samples) + ")" : "") + "\n";
+  size_t at = 0;
+  const std::string& t = out.verdict.text;
+  while (at < t.size()) {
+    size_t e = t.find('\n', at);
+    text += "# " + t.substr(at, e - at) + "\n";
+    at = e == std::string::npos ? t.size() : e + 1;
+  }
+  return text;
+}
+
+}  // namespace
+
 Expected<PairsOutcome> RunPairs(Bootstrap& b, const std::vector<std::string>& rank_nodes, const Config& cfg,
                                 const PairsOptions& opt) {
   PairsOutcome out;
@@ -185,9 +216,7 @@ Expected<PairsOutcome> RunPairs(Bootstrap& b, const std::vector<std::string>& ra
     s = run_intra();
     if (!s.ok()) return s;
   }
-  std::vector<ResultRecord> all = out.pairs;
-  all.insert(all.end(), out.intra.begin(), out.intra.end());
-  out.verdict = StragglersFromRecords(out.nodes, all, cfg.nccl.straggler_fraction, threshold);
+  out.verdict = JudgeAll(out, cfg.nccl.straggler_fraction, threshold);
   auto again = NodesToRemeasure(out.nodes, out.verdict);
   bool again_pairs = !again.empty() && n >= 3;
   bool again_intra = intra && IntraToRemeasure(out.verdict);
@@ -204,26 +233,10 @@ Expected<PairsOutcome> RunPairs(Bootstrap& b, const std::vector<std::string>& ra
       s = run_intra();
       if (!s.ok()) return s;
     }
-    all = out.pairs;
-    all.insert(all.end(), out.intra.begin(), out.intra.end());
-    out.verdict = StragglersFromRecords(out.nodes, all, cfg.nccl.straggler_fraction, threshold);
+    out.verdict = JudgeAll(out, cfg.nccl.straggler_fraction, threshold);
   }
-
-  for (const auto& p : out.pairs) {
-    out.all_pass = out.all_pass && p.pass;
-    out.text += "# pair " + p.nodes[0] + "-" + p.nodes[1] + ": " + (p.pass ? "OK: " : "FAILED: ") + p.message +
-                (p.samples.size() > 1 ? " (samples: " + Samples(p.samples) + ")" : "") + "\n";
-  }
-  for (const auto& r : out.intra)
-    out.text += "# intra-node " + r.nodes[0] + ": " + (r.pass ? "OK: " : "FAILED: ") + r.message +
-                (r.samples.size() > 1 ? " (samples: " + Samples(r.samples) + ")" : "") + "\n";
-  size_t at = 0;
-  const std::string& t = out.verdict.text;
-  while (at < t.size()) {
-    size_t e = t.find('\n', at);
-    out.text += "# " + t.substr(at, e - at) + "\n";
-    at = e == std::string::npos ? t.size() : e + 1;
-  }
+  for (const auto& p : out.pairs) out.all_pass = out.all_pass && p.pass;
+  out.text = PairsText(out);
   return out;
 }
 

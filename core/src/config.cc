@@ -140,6 +140,9 @@ void AddCheckModeKeys(std::vector<ConfigKey>& keys, std::index_sequence<I...>) {
 
 }  // namespace
 
+// Long on purpose (over 200 lines): it is the one key table, a row per key
+// of the site config, in the order preflight.conf(5) documents them; a
+// function per subsystem would scatter one vocabulary over several places.
 const std::vector<ConfigKey>& ConfigKeys() {
   static const std::vector<ConfigKey> kKeys = [] {
     std::vector<ConfigKey> keys = {

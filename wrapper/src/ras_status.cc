@@ -240,6 +240,73 @@ Expected<RasSnapshot> ParseRasJson(const std::string& reply) {
   return s;
 }
 
+namespace {
+
+// A line under a communicator's INCOMPLETE header: a rank that is missing.
+void IncompleteCommLine(const std::string& t, RasComm* comm) {
+  RasRank r;
+  size_t i = 5;
+  uint64_t n;
+  if (StartsWith(t, "Rank ") && Num(t, &i, &n)) {
+    r.rank = static_cast<long>(n);
+    ParseManagedTail(t, &r.proc);
+    comm->missing.push_back(r);
+  } else if (StartsWith(t, "The missing rank: ") && (i = 18, Num(t, &i, &n))) {
+    r.rank = static_cast<long>(n);
+    comm->missing.push_back(r);
+  }
+}
+
+// A line under a communicator's MISMATCH header: a new block ("Communicator
+// ranks have different ..."), a group count, or one rank's launch count.
+void MismatchLine(const std::string& t, RasComm* comm, Block* block, RasSnapshot* s) {
+  const std::string diff = "Communicator ranks have different ";
+  if (StartsWith(t, diff)) {
+    CloseBlock(*block, comm, s);  // resets *block
+    std::string what = t.substr(diff.size());
+    size_t sp = what.find(' ');
+    std::string word = what.substr(0, sp);
+    if (what.find("operation counts") == std::string::npos) block->collective = "?status";
+    else block->collective = word == "collective" ? "" : word;
+    return;
+  }
+  if (block->collective == "?status") return;  // "ranks have different status": not counts
+  size_t i = 0;
+  uint64_t n, k;
+  if (Num(t, &i, &n)) {  // "N ranks have launched up to operation K" / "... not launched any operations"
+    size_t u = t.find("up to operation ");
+    if (u != std::string::npos && (u += 16, Num(t, &u, &k))) block->groups.push_back({static_cast<long>(n), k, false, false});
+    else if (t.find("not launched any") != std::string::npos) block->groups.push_back({static_cast<long>(n), 0, true, false});
+    return;
+  }
+  if (!StartsWith(t, "Rank ")) return;
+  i = 5;
+  if (!Num(t, &i, &n)) return;
+  RasRank r;
+  r.rank = static_cast<long>(n);
+  ParseManagedTail(t, &r.proc);
+  size_t u = t.find("has launched up to operation ");
+  if (u != std::string::npos && (u += 29, Num(t, &u, &k))) {
+    RasLag l;
+    l.collective = block->collective;
+    l.rank = r;
+    l.launched = k;
+    block->singles.push_back(l);
+    block->groups.push_back({1, k, false, true});
+  } else if (t.find("has not launched any") != std::string::npos) {
+    RasLag l;
+    l.collective = block->collective;
+    l.rank = r;
+    l.none = true;
+    block->singles.push_back(l);
+    block->groups.push_back({1, 0, true, true});
+  } else {
+    block->listed.push_back(r);
+  }
+}
+
+}  // namespace
+
 Expected<RasSnapshot> ParseRasText(const std::string& reply) {
   RasSnapshot s;
   s.format = "text";
@@ -300,66 +367,12 @@ Expected<RasSnapshot> ParseRasText(const std::string& reply) {
         if (i != std::string::npos && (i += 12, Num(t, &i, &n))) s.timeouts += static_cast<long>(n);
         break;
       }
-      case kCommIncomplete: {
-        RasRank r;
-        size_t i = 5;
-        uint64_t n;
-        if (StartsWith(t, "Rank ") && Num(t, &i, &n)) {
-          r.rank = static_cast<long>(n);
-          ParseManagedTail(t, &r.proc);
-          comm->missing.push_back(r);
-        } else if (StartsWith(t, "The missing rank: ") && (i = 18, Num(t, &i, &n))) {
-          r.rank = static_cast<long>(n);
-          comm->missing.push_back(r);
-        }
+      case kCommIncomplete:
+        IncompleteCommLine(t, comm);
         break;
-      }
-      case kCommMismatch: {
-        const std::string diff = "Communicator ranks have different ";
-        if (StartsWith(t, diff)) {
-          CloseBlock(block, comm, &s);
-          std::string what = t.substr(diff.size());
-          size_t sp = what.find(' ');
-          std::string word = what.substr(0, sp);
-          if (what.find("operation counts") == std::string::npos) block.collective = "?status";
-          else block.collective = word == "collective" ? "" : word;
-          break;
-        }
-        if (block.collective == "?status") break;  // "ranks have different status": not counts
-        size_t i = 0;
-        uint64_t n, k;
-        if (Num(t, &i, &n)) {  // "N ranks have launched up to operation K" / "... not launched any operations"
-          size_t u = t.find("up to operation ");
-          if (u != std::string::npos && (u += 16, Num(t, &u, &k))) block.groups.push_back({static_cast<long>(n), k, false, false});
-          else if (t.find("not launched any") != std::string::npos) block.groups.push_back({static_cast<long>(n), 0, true, false});
-          break;
-        }
-        if (!StartsWith(t, "Rank ")) break;
-        i = 5;
-        if (!Num(t, &i, &n)) break;
-        RasRank r;
-        r.rank = static_cast<long>(n);
-        ParseManagedTail(t, &r.proc);
-        size_t u = t.find("has launched up to operation ");
-        if (u != std::string::npos && (u += 29, Num(t, &u, &k))) {
-          RasLag l;
-          l.collective = block.collective;
-          l.rank = r;
-          l.launched = k;
-          block.singles.push_back(l);
-          block.groups.push_back({1, k, false, true});
-        } else if (t.find("has not launched any") != std::string::npos) {
-          RasLag l;
-          l.collective = block.collective;
-          l.rank = r;
-          l.none = true;
-          block.singles.push_back(l);
-          block.groups.push_back({1, 0, true, true});
-        } else {
-          block.listed.push_back(r);
-        }
+      case kCommMismatch:
+        MismatchLine(t, comm, &block, &s);
         break;
-      }
       default:
         break;
     }
