@@ -139,12 +139,226 @@ Expected<std::vector<int>> ParseSignalList(const std::string& s) {
   return out;
 }
 
+namespace {
+
+// One supervised run: the child, its two output streams, the stall watch
+// and the signals, from start to the child's end. Poll wakes the loop; each
+// round reads the signals, then the output, then (while the child lives)
+// the watch's clocks.
+class Supervision {
+ public:
+  Supervision(const SuperviseOptions& o, StallWatch& watch, pid_t pid, int out, int err, double start)
+      : o_(o), watch_(watch), pid_(pid), start_(start), next_tick_(start + 1), next_gpu_(start) {
+    streams_[0].fd = out;
+    streams_[0].to = o.out_fd;
+    streams_[1].fd = err;
+    streams_[1].to = o.err_fd;
+    for (auto& s : streams_) ::fcntl(s.fd, F_SETFL, O_NONBLOCK);
+    heartbeat_mtime_ = o.heartbeat_file.empty() ? 0 : MtimeNs(o.heartbeat_file);
+  }
+
+  SuperviseResult Run() {
+    for (;;) {
+      struct pollfd fds[3] = {{g_signal_pipe[0], POLLIN, 0}, {streams_[0].fd, POLLIN, 0}, {streams_[1].fd, POLLIN, 0}};
+      ::poll(fds, 3, exited_ ? 50 : 200);
+      double now = MonotonicSeconds();
+      ReadSignals(now);
+      ReadOutput(now);
+      if (!exited_ && ::waitpid(pid_, &status_, WNOHANG) == pid_) {
+        exited_ = true;
+        exit_at_ = now;
+      }
+      if (exited_) {
+        // A grandchild may hold the pipes open; a second after the child
+        // ended its output is no longer the child's. After an unclean end,
+        // wait a moment for a preemption signal still on its way: Slurm
+        // signals every process of the step, and ours may land just after
+        // the command died of the same signal (scancel).
+        bool clean = WIFEXITED(status_) && WEXITSTATUS(status_) == 0;
+        bool settled = clean || res_.preempted || now - exit_at_ > 0.25;
+        if ((streams_[0].fd < 0 && streams_[1].fd < 0 && settled) || now - exit_at_ > 1.0) break;
+        continue;
+      }
+      WatchRound(now);
+    }
+    for (auto& s : streams_) {
+      if (s.fd >= 0) ::close(s.fd);
+      if (!s.partial.empty()) Line(std::move(s.partial), MonotonicSeconds());
+    }
+    if (WIFEXITED(status_)) res_.exit.exit_code = WEXITSTATUS(status_);
+    if (WIFSIGNALED(status_)) {
+      res_.exit.signal = WTERMSIG(status_);
+      res_.exit.exit_code = 128 + res_.exit.signal;
+    }
+    res_.tail.assign(tail_.begin(), tail_.end());
+    res_.seconds = MonotonicSeconds() - start_;
+    return res_;
+  }
+
+ private:
+  void Stop(double now) {
+    if (stopping_) return;
+    stopping_ = true;
+    term_at_ = now;
+    ::kill(-pid_, SIGTERM);
+    ::kill(-pid_, SIGCONT);  // a stopped group never sees SIGTERM
+  }
+
+  void Raise(const Alert& a, double now) {
+    res_.alerts.push_back(a);
+    if (o_.on_alert) o_.on_alert(a);
+    if (o_.kill_on_stall && !exited_ && !stopping_) {
+      res_.killed_for_alert = true;
+      if (o_.kill_held && a.kind != AlertKind::kNan) {
+        if (!pending_kill_) pending_since_ = now;
+        pending_kill_ = true;
+      } else {
+        Stop(now);
+      }
+    }
+  }
+
+  void Line(std::string l, double now) {
+    if (tail_.size() >= o_.tail_lines && !tail_.empty()) tail_.pop_front();
+    auto a = watch_.OnLine(l, now);
+    tail_.push_back(std::move(l));
+    if (a) Raise(*a, now);
+  }
+
+  // The self-pipe's signals: a preemption signal asks the command to
+  // checkpoint (once) and starts the grace time; the rest are relayed.
+  void ReadSignals(double now) {
+    unsigned char sig;
+    while (::read(g_signal_pipe[0], &sig, 1) == 1) {
+      if (sig == SIGCHLD) continue;
+      if (std::find(o_.preempt_signals.begin(), o_.preempt_signals.end(), sig) != o_.preempt_signals.end()) {
+        Preempted(sig, now);
+        continue;
+      }
+      ::kill(-pid_, sig);
+      res_.exit.relayed.push_back(sig);
+    }
+  }
+
+  void Preempted(int sig, double now) {
+    if (res_.preempted) return;
+    if (exited_) {
+      // Slurm signals every process of the step (scancel, preemption
+      // without B:), so the command may die of the same signal just
+      // before ours is read. A non-zero end plus the preemption signal is
+      // still a preemption; a clean exit 0 is not.
+      bool clean = WIFEXITED(status_) && WEXITSTATUS(status_) == 0;
+      if (!clean) {
+        res_.preempted = true;
+        res_.preempt_signal = sig;
+        Log(LogLevel::kInfo, "run", "preemption signal " + SignalName(sig), "arrived as the command ended");
+      }
+      return;
+    }
+    res_.preempted = true;
+    res_.preempt_signal = sig;
+    preempt_deadline_ = now + o_.grace_s;
+    std::string how;
+    if (o_.checkpoint_signal != 0) {
+      ::kill(-pid_, o_.checkpoint_signal);
+      how = SignalName(o_.checkpoint_signal);
+    }
+    if (!o_.checkpoint_request_file.empty()) {
+      Status t = Touch(o_.checkpoint_request_file);
+      if (!t.ok()) Log(LogLevel::kError, "run", "preemption", t.message());
+      how += (how.empty() ? "" : " and ") + o_.checkpoint_request_file;
+    }
+    char g[32];
+    std::snprintf(g, sizeof g, "%.0fs", o_.grace_s);
+    Log(LogLevel::kInfo, "run", "preemption signal " + SignalName(sig),
+        "asked the command to checkpoint (" + (how.empty() ? std::string("nothing to send") : how) + "), grace " + g);
+  }
+
+  // Bytes are copied through at once; lines are cut for the watch (one
+  // longer than 64 KiB is cut there).
+  void ReadOutput(double now) {
+    for (auto& s : streams_) {
+      if (s.fd < 0) continue;
+      char buf[65536];
+      for (;;) {
+        ssize_t n = ::read(s.fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) break;  // EAGAIN: nothing more now
+        if (n == 0) {
+          ::close(s.fd);
+          s.fd = -1;
+          if (!s.partial.empty()) Line(std::move(s.partial), now), s.partial.clear();
+          break;
+        }
+        WriteAll(s.to, buf, static_cast<size_t>(n));  // job output gone: keep supervising, drop the bytes
+        size_t b = 0;
+        for (ssize_t i = 0; i < n; ++i) {
+          if (buf[i] != '\n') continue;
+          s.partial.append(buf + b, static_cast<size_t>(i) - b);
+          Line(std::move(s.partial), now);
+          s.partial.clear();
+          b = static_cast<size_t>(i) + 1;
+        }
+        s.partial.append(buf + b, static_cast<size_t>(n) - b);
+        if (s.partial.size() > 65536) { Line(std::move(s.partial), now); s.partial.clear(); }
+      }
+    }
+  }
+
+  // While the child lives: heartbeat and GPU samples into the watch, its
+  // alerts, a held stall kill, the grace time's end, SIGKILL after
+  // kill_wait, and the caller's tick once a second.
+  void WatchRound(double now) {
+    if (!o_.heartbeat_file.empty()) {
+      long long m = MtimeNs(o_.heartbeat_file);
+      if (m != heartbeat_mtime_) {
+        heartbeat_mtime_ = m;
+        watch_.OnHeartbeat(now);
+      }
+    }
+    if (o_.gpu != nullptr && o_.stall.gpu_s > 0 && now >= next_gpu_) {
+      next_gpu_ = now + o_.gpu_sample_s;
+      auto u = o_.gpu->Utilization();
+      if (u) watch_.OnGpuSample(*u, now);
+    }
+    for (const auto& a : watch_.Check(now)) Raise(a, now);
+    if (pending_kill_ && !stopping_ && (!o_.kill_held() || now - pending_since_ > o_.kill_hold_max_s)) Stop(now);
+    if (res_.preempted && !stopping_ && now >= preempt_deadline_) {
+      res_.grace_expired = true;
+      Log(LogLevel::kInfo, "run", "preemption", "grace period over: stopping the command (SIGTERM)");
+      Stop(now);
+    }
+    if (stopping_ && !killed_ && now >= term_at_ + o_.kill_wait_s) {
+      killed_ = true;
+      ::kill(-pid_, SIGKILL);
+    }
+    if (o_.on_tick && now >= next_tick_) {
+      next_tick_ = now + 1;
+      o_.on_tick();
+    }
+  }
+
+  const SuperviseOptions& o_;
+  StallWatch& watch_;
+  const pid_t pid_;
+  const double start_;
+  SuperviseResult res_;
+  Stream streams_[2];
+  std::deque<std::string> tail_;
+  bool exited_ = false, stopping_ = false, killed_ = false, pending_kill_ = false;
+  double pending_since_ = 0;
+  int status_ = 0;
+  double exit_at_ = 0, term_at_ = 0, preempt_deadline_ = 0, next_tick_, next_gpu_;
+  long long heartbeat_mtime_ = 0;
+};
+
+}  // namespace
+
 Expected<SuperviseResult> RunSupervised(const SuperviseOptions& o) {
   if (o.argv.empty()) return Status::InvalidArgument("no command given");
   double start = MonotonicSeconds();
   auto watch_or = StallWatch::Create(o.stall, start);
   if (!watch_or) return watch_or.status();
-  StallWatch& watch = **watch_or;
   SignalScope signals;
   if (!signals.status().ok()) return signals.status();
 
@@ -159,180 +373,7 @@ Expected<SuperviseResult> RunSupervised(const SuperviseOptions& o) {
   spec.exec_error_as_status = true;
   auto child = Start(spec);
   if (!child) return child.status();
-  const pid_t pid = child->pid;
-
-  SuperviseResult res;
-  Stream streams[2];
-  streams[0].fd = child->out;
-  streams[0].to = o.out_fd;
-  streams[1].fd = child->err;
-  streams[1].to = o.err_fd;
-  for (auto& s : streams) ::fcntl(s.fd, F_SETFL, O_NONBLOCK);
-  std::deque<std::string> tail;
-
-  bool exited = false, stopping = false, killed = false, pending_kill = false;
-  double pending_since = 0;
-  int status = 0;
-  double exit_at = 0, term_at = 0, preempt_deadline = 0, next_tick = start + 1, next_gpu = start;
-  long long heartbeat_mtime = o.heartbeat_file.empty() ? 0 : MtimeNs(o.heartbeat_file);
-
-  auto stop = [&](double now) {
-    if (stopping) return;
-    stopping = true;
-    term_at = now;
-    ::kill(-pid, SIGTERM);
-    ::kill(-pid, SIGCONT);  // a stopped group never sees SIGTERM
-  };
-  auto alert = [&](const Alert& a, double now) {
-    res.alerts.push_back(a);
-    if (o.on_alert) o.on_alert(a);
-    if (o.kill_on_stall && !exited && !stopping) {
-      res.killed_for_alert = true;
-      if (o.kill_held && a.kind != AlertKind::kNan) {
-        if (!pending_kill) pending_since = now;
-        pending_kill = true;
-      } else {
-        stop(now);
-      }
-    }
-  };
-  auto line = [&](std::string l, double now) {
-    if (tail.size() >= o.tail_lines && !tail.empty()) tail.pop_front();
-    auto a = watch.OnLine(l, now);
-    tail.push_back(std::move(l));
-    if (a) alert(*a, now);
-  };
-
-  for (;;) {
-    struct pollfd fds[3] = {{g_signal_pipe[0], POLLIN, 0}, {streams[0].fd, POLLIN, 0}, {streams[1].fd, POLLIN, 0}};
-    ::poll(fds, 3, exited ? 50 : 200);
-    double now = MonotonicSeconds();
-
-    unsigned char sig;
-    while (::read(g_signal_pipe[0], &sig, 1) == 1) {
-      if (sig == SIGCHLD) continue;
-      if (std::find(o.preempt_signals.begin(), o.preempt_signals.end(), sig) != o.preempt_signals.end()) {
-        if (res.preempted) continue;
-        if (exited) {
-          // Slurm signals every process of the step (scancel, preemption
-          // without B:), so the command may die of the same signal just
-          // before ours is read. A non-zero end plus the preemption signal is
-          // still a preemption; a clean exit 0 is not.
-          bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-          if (!clean) {
-            res.preempted = true;
-            res.preempt_signal = sig;
-            Log(LogLevel::kInfo, "run", "preemption signal " + SignalName(sig), "arrived as the command ended");
-          }
-          continue;
-        }
-        res.preempted = true;
-        res.preempt_signal = sig;
-        preempt_deadline = now + o.grace_s;
-        std::string how;
-        if (o.checkpoint_signal != 0) {
-          ::kill(-pid, o.checkpoint_signal);
-          how = SignalName(o.checkpoint_signal);
-        }
-        if (!o.checkpoint_request_file.empty()) {
-          Status t = Touch(o.checkpoint_request_file);
-          if (!t.ok()) Log(LogLevel::kError, "run", "preemption", t.message());
-          how += (how.empty() ? "" : " and ") + o.checkpoint_request_file;
-        }
-        char g[32];
-        std::snprintf(g, sizeof g, "%.0fs", o.grace_s);
-        Log(LogLevel::kInfo, "run", "preemption signal " + SignalName(sig),
-            "asked the command to checkpoint (" + (how.empty() ? std::string("nothing to send") : how) +
-                "), grace " + g);
-        continue;
-      }
-      ::kill(-pid, sig);
-      res.exit.relayed.push_back(sig);
-    }
-
-    for (auto& s : streams) {
-      if (s.fd < 0) continue;
-      char buf[65536];
-      for (;;) {
-        ssize_t n = ::read(s.fd, buf, sizeof buf);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) break;  // EAGAIN: nothing more now
-        if (n == 0) {
-          ::close(s.fd);
-          s.fd = -1;
-          if (!s.partial.empty()) line(std::move(s.partial), now), s.partial.clear();
-          break;
-        }
-        WriteAll(s.to, buf, static_cast<size_t>(n));  // job output gone: keep supervising, drop the bytes
-        size_t b = 0;
-        for (ssize_t i = 0; i < n; ++i) {
-          if (buf[i] != '\n') continue;
-          s.partial.append(buf + b, static_cast<size_t>(i) - b);
-          line(std::move(s.partial), now);
-          s.partial.clear();
-          b = static_cast<size_t>(i) + 1;
-        }
-        s.partial.append(buf + b, static_cast<size_t>(n) - b);
-        if (s.partial.size() > 65536) { line(std::move(s.partial), now); s.partial.clear(); }
-      }
-    }
-
-    if (!exited && ::waitpid(pid, &status, WNOHANG) == pid) {
-      exited = true;
-      exit_at = now;
-    }
-    if (exited) {
-      // A grandchild may hold the pipes open; a second after the child
-      // ended its output is no longer the child's. After an unclean end,
-      // wait a moment for a preemption signal still on its way: Slurm
-      // signals every process of the step, and ours may land just after
-      // the command died of the same signal (scancel).
-      bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      bool settled = clean || res.preempted || now - exit_at > 0.25;
-      if ((streams[0].fd < 0 && streams[1].fd < 0 && settled) || now - exit_at > 1.0) break;
-      continue;
-    }
-
-    if (!o.heartbeat_file.empty()) {
-      long long m = MtimeNs(o.heartbeat_file);
-      if (m != heartbeat_mtime) {
-        heartbeat_mtime = m;
-        watch.OnHeartbeat(now);
-      }
-    }
-    if (o.gpu != nullptr && o.stall.gpu_s > 0 && now >= next_gpu) {
-      next_gpu = now + o.gpu_sample_s;
-      auto u = o.gpu->Utilization();
-      if (u) watch.OnGpuSample(*u, now);
-    }
-    for (const auto& a : watch.Check(now)) alert(a, now);
-    if (pending_kill && !stopping && (!o.kill_held() || now - pending_since > o.kill_hold_max_s)) stop(now);
-    if (res.preempted && !stopping && now >= preempt_deadline) {
-      res.grace_expired = true;
-      Log(LogLevel::kInfo, "run", "preemption", "grace period over: stopping the command (SIGTERM)");
-      stop(now);
-    }
-    if (stopping && !killed && now >= term_at + o.kill_wait_s) {
-      killed = true;
-      ::kill(-pid, SIGKILL);
-    }
-    if (o.on_tick && now >= next_tick) {
-      next_tick = now + 1;
-      o.on_tick();
-    }
-  }
-  for (auto& s : streams) {
-    if (s.fd >= 0) ::close(s.fd);
-    if (!s.partial.empty()) line(std::move(s.partial), MonotonicSeconds());
-  }
-  if (WIFEXITED(status)) res.exit.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) {
-    res.exit.signal = WTERMSIG(status);
-    res.exit.exit_code = 128 + res.exit.signal;
-  }
-  res.tail.assign(tail.begin(), tail.end());
-  res.seconds = MonotonicSeconds() - start;
-  return res;
+  return Supervision(o, **watch_or, child->pid, child->out, child->err, start).Run();
 }
 
 Expected<ChildExit> RunSupervised(const std::vector<std::string>& argv) {
