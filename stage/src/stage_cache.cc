@@ -164,6 +164,104 @@ Status CopySourceInto(const std::string& source, const CopyOptions& co, int dst_
   return Status::Ok();
 }
 
+namespace {
+
+// Whether the cached version at `vdir` still matches the source: by the
+// per-directory check manifest when the copy recorded one, else by
+// rescanning (the light scan of directories only, with stage_verify =
+// dirs and a reader who built it). Errors are the scan's, with *side.
+Status SameAsCached(const StageCacheOptions& o, const std::string& source, const StageIdentity& who,
+                    const std::string& vdir, uid_t reader, CopyOptions co, bool* same, FaultSide* side) {
+  *same = false;
+  auto info = ReadCacheInfo(vdir);
+  bool light = o.verify_dirs_only && info["type"] == "d" && info["uid"] == std::to_string(reader);
+  std::vector<std::string> dirs;
+  if (light) {
+    auto text = ReadWholeFile(vdir + "/dirs");
+    light = text.ok();
+    if (light) {
+      std::istringstream in(*text);
+      std::string l;
+      while (std::getline(in, l)) dirs.push_back(l);
+    }
+  }
+  std::shared_ptr<CheckManifest> check;
+  if (!light && info["check"] == "1" && info["type"] == "d") {
+    auto m = CheckManifest::Load(vdir + "/check");
+    if (m) check = *m;
+  }
+  std::string stored = info[light ? "digest_light" : "digest"];
+  if (check) {
+    // The per-directory check (stage_manifest.h): one listing and one
+    // statx per entry as the reader, directories and large directories'
+    // entries in parallel.
+    WarmCheckResult wr;
+    Status s = CheckUnchanged(source, *check, who, o.workers, o.remote_workers, o.deadline, &wr, side);
+    if (!s.ok()) return s;
+    *same = wr.same;
+  } else if (!stored.empty()) {
+    std::string now;
+    co.dirs_only = light;
+    co.light_dirs = &dirs;
+    Status s = ScanSource(source, co, nullptr, side, &now);
+    if (!s.ok()) return s;
+    *same = now == stored;
+  }
+  return Status::Ok();
+}
+
+// A built copy's record beside its data, before it is published: the
+// manifest, the light check's directories, the check manifest and info.json.
+Status WriteVersionFiles(const std::string& tmp, const std::string& source, const BuiltCopy& built, uid_t reader) {
+  const CopyStats& st = built.stats;
+  const std::vector<std::string>& manifest = built.manifest;
+  std::string text;
+  text.reserve(manifest.size() * 48);
+  for (const auto& l : manifest) text += l + "\n";
+  if (!text.empty()) text.pop_back();
+  Status s = WriteFileAtomic(tmp + "/manifest", text, 0600);
+  if (s.ok()) s = WriteFileAtomic(tmp + "/dirs", built.dirs_text, 0600);
+  if (s.ok() && !built.check.empty()) s = WriteFileAtomic(tmp + "/check", built.check, 0600);
+  if (!s.ok()) return s;
+  JsonWriter info;
+  info.BeginObject()
+      .Field("source", source)
+      .Field("real", ManifestRootPath(manifest))
+      .Field("bytes", static_cast<int64_t>(st.bytes))
+      .Field("files", static_cast<int64_t>(st.files))
+      .Field("dirs", static_cast<int64_t>(st.dirs))
+      .Field("seconds", st.seconds)
+      .Field("uid", static_cast<int64_t>(reader))
+      .Field("digest", DigestOf(manifest))
+      .Field("digest_light", built.digest_light)
+      .Field("check", !built.check.empty())
+      .Field("type", ManifestRootType(manifest) == 'f' ? "f" : "d")
+      .EndObject();
+  return WriteFileAtomic(tmp + "/" + kInfoJson, info.str() + "\n", 0600);
+}
+
+// The published version made the key's current one and this job's
+// reference, each a durable replace (the folder synced after each rename).
+Status MakeCurrent(const std::string& keydir, const std::string& ver, const std::string& job_id) {
+  Status s = WriteFileAtomic(keydir + "/current", ver + "\n", 0600);
+  if (s.ok()) s = WriteFileAtomic(keydir + "/refs/" + job_id, ver + "\n", 0600);
+  return s;
+}
+
+// A cache hit's figures, from the version's info.json.
+void FillHit(const std::string& keydir, const std::string& cur, StagedDataset* out) {
+  auto info = ReadCacheInfo(keydir + "/" + cur);
+  out->hit = true;
+  out->version = cur;
+  out->bytes = InfoNum(info, "bytes");
+  out->files = InfoNum(info, "files");
+  out->real_source = info["real"];
+  out->is_dir = info["type"] != "f";
+  out->data_path = keydir + "/" + cur + "/data";
+}
+
+}  // namespace
+
 Status StageDataset(const StageCacheOptions& o, const std::string& source, const StageIdentity& who,
                     const std::string& job_id, StagedDataset* out, FaultSide* side) {
   *side = FaultSide::kNode;
@@ -198,51 +296,11 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
   uid_t reader = who.drop ? who.uid : ::geteuid();
   std::string cur = ReadTrim(keydir + "/current");
   if (!cur.empty()) {
-    auto info = ReadCacheInfo(keydir + "/" + cur);
-    bool light = o.verify_dirs_only && info["type"] == "d" && info["uid"] == std::to_string(reader);
-    std::vector<std::string> dirs;
-    if (light) {
-      auto text = ReadWholeFile(keydir + "/" + cur + "/dirs");
-      light = text.ok();
-      if (light) {
-        std::istringstream in(*text);
-        std::string l;
-        while (std::getline(in, l)) dirs.push_back(l);
-      }
-    }
-    std::shared_ptr<CheckManifest> check;
-    if (!light && info["check"] == "1" && info["type"] == "d") {
-      auto m = CheckManifest::Load(keydir + "/" + cur + "/check");
-      if (m) check = *m;
-    }
     bool same = false;
-    std::string stored = info[light ? "digest_light" : "digest"];
-    if (check) {
-      // The per-directory check (stage_manifest.h): one listing and one
-      // statx per entry as the reader, directories and large directories'
-      // entries in parallel.
-      WarmCheckResult wr;
-      s = CheckUnchanged(source, *check, who, o.workers, o.remote_workers, o.deadline, &wr, side);
-      if (!s.ok()) return s;
-      same = wr.same;
-    } else if (!stored.empty()) {
-      std::string now;
-      co.dirs_only = light;
-      co.light_dirs = &dirs;
-      s = ScanSource(source, co, nullptr, side, &now);
-      co.dirs_only = false;
-      co.light_dirs = nullptr;
-      if (!s.ok()) return s;
-      same = now == stored;
-    }
+    s = SameAsCached(o, source, who, keydir + "/" + cur, reader, co, &same, side);
+    if (!s.ok()) return s;
     if (same) {
-      out->hit = true;
-      out->version = cur;
-      out->bytes = InfoNum(info, "bytes");
-      out->files = InfoNum(info, "files");
-      out->real_source = info["real"];
-      out->is_dir = info["type"] != "f";
-      out->data_path = keydir + "/" + cur + "/data";
+      FillHit(keydir, cur, out);
       s = WriteFileAtomic(keydir + "/refs/" + job_id, cur + "\n", 0600);
       if (!s.ok()) { *side = FaultSide::kNode; return s; }
       Touch(keydir + "/last_used");
@@ -271,30 +329,7 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
   if (s.ok() && ::syncfs(tfd) != 0) { int e = errno; *side = e == ENOSPC || e == EDQUOT ? FaultSide::kDestSpace : FaultSide::kNode; s = Status::FromErrno(e, "syncfs " + tmp); }
   ::close(tfd);
   if (s.ok()) {
-    std::string text;
-    text.reserve(manifest.size() * 48);
-    for (const auto& l : manifest) text += l + "\n";
-    if (!text.empty()) text.pop_back();
-    s = WriteFileAtomic(tmp + "/manifest", text, 0600);
-    if (s.ok()) s = WriteFileAtomic(tmp + "/dirs", built.dirs_text, 0600);
-    if (s.ok() && !built.check.empty()) s = WriteFileAtomic(tmp + "/check", built.check, 0600);
-    if (s.ok()) {
-      JsonWriter info;
-      info.BeginObject()
-          .Field("source", source)
-          .Field("real", manifest.empty() ? std::string() : manifest[0].substr(7))
-          .Field("bytes", static_cast<int64_t>(st.bytes))
-          .Field("files", static_cast<int64_t>(st.files))
-          .Field("dirs", static_cast<int64_t>(st.dirs))
-          .Field("seconds", st.seconds)
-          .Field("uid", static_cast<int64_t>(reader))
-          .Field("digest", DigestOf(manifest))
-          .Field("digest_light", built.digest_light)
-          .Field("check", !built.check.empty())
-          .Field("type", ManifestRootType(manifest) == 'f' ? "f" : "d")
-          .EndObject();
-      s = WriteFileAtomic(tmp + "/" + kInfoJson, info.str() + "\n", 0600);
-    }
+    s = WriteVersionFiles(tmp, source, built, reader);
     if (!s.ok()) *side = s.sys_errno() == ENOSPC || s.sys_errno() == EDQUOT ? FaultSide::kDestSpace : FaultSide::kNode;
   }
   std::string ver = "v-" + gen;
@@ -303,8 +338,7 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
     RemoveTree(tmp);
     return s;
   }
-  s = WriteFileAtomic(keydir + "/current", ver + "\n", 0600);
-  if (s.ok()) s = WriteFileAtomic(keydir + "/refs/" + job_id, ver + "\n", 0600);
+  s = MakeCurrent(keydir, ver, job_id);
   if (!s.ok()) { *side = FaultSide::kNode; return s; }
   Touch(keydir + "/last_used");
   Tidy(keydir);

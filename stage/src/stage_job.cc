@@ -145,6 +145,111 @@ void WriteStageRecord(const Config& cfg, const JobContext& job, const StageJobRe
 
 }  // namespace
 
+namespace {
+
+// Root writes users' datasets under stage_dir: the whole chain must be
+// folders no user can change (a 1777 scratch disk lets anyone pre-create
+// or link stage_dir/cache). What a user placed in a sticky world-writable
+// folder of the chain is set aside (their doing must not drain the
+// node), each said in `summary`; a bad chain otherwise is the site's to
+// fix (kPermission); a user who keeps racing the set-aside fails this job
+// only (kUnavailable).
+Status MakeStageDirs(const Config& cfg, const std::string& cache_dir, const std::string& node, std::string* summary) {
+  std::vector<SetAside> aside;
+  Status s = MakePrivateDirs(cfg.stage.dir, 0711, &aside);
+  if (s.ok()) s = MakePrivateDirs(cfg.stage.dir + "/jobs", 0711, &aside);
+  if (s.ok()) s = MakePrivateDirs(cache_dir, 0700, &aside);
+  for (const auto& a : aside) {
+    std::string what = "set aside " + a.path + " (owned by " + UserName(a.owner) +
+                       ", not root, in a sticky world-writable folder) as " + a.moved_to + ", untouched";
+    Log(LogLevel::kInfo, "stage", "warning: " + what, "a fresh private folder is used; the node stays in service");
+    *summary += "preflight: stage on " + node + ": warning: " + what + "\n";
+  }
+  return s;
+}
+
+// Who reads the sources: as root, the job's user (never root for a user);
+// otherwise this process as it is.
+StageIdentity ReaderFor(const JobContext& job) {
+  StageIdentity who;
+  if (::geteuid() != 0) return who;
+  who.drop = job.uid != 0;
+  who.uid = job.uid;
+  who.gid = job.gid == static_cast<gid_t>(-1) ? job.uid : job.gid;
+  who.user = job.user;
+  return who;
+}
+
+// "preflight: stage on NODE: NAME <- PATH: N files, SIZE, cache hit|miss (S s)[, note]"
+std::string SummaryLine(const std::string& node, const StageSource& src, const StagedDataset& d) {
+  char line[512];
+  std::snprintf(line, sizeof line, "preflight: stage on %s: %s <- %s: %llu files, %s, cache %s (%.2f s)", node.c_str(),
+                src.name.c_str(), src.path.c_str(), static_cast<unsigned long long>(d.files), Human(d.bytes).c_str(),
+                d.hit ? "hit" : "miss", d.seconds);
+  return line + (d.note.empty() ? std::string() : ", " + d.note) + "\n";
+}
+
+// The job's view of its datasets, handed to the job's user, mode 0700.
+Status HandViewTo(const std::string& view, const JobContext& job) {
+  if (::chown(view.c_str(), job.uid == static_cast<uid_t>(-1) ? ::geteuid() : job.uid,
+              job.gid == static_cast<gid_t>(-1) ? ::getegid() : job.gid) != 0 ||
+      ::chmod(view.c_str(), 0700) != 0)
+    return Status::FromErrno(errno, "chown " + view);
+  return Status::Ok();
+}
+
+// The stage failed, and whose fault it is (fault.h): said in the summary;
+// the user's is also the error file that makes the plugin refuse the
+// job's tasks with the reason.
+void Failed(const Config& cfg, const JobContext& job, const std::string& err_file, const std::string& msg,
+            FaultOwner owner, StageJobResult* r) {
+  r->ok = false;
+  r->owner = owner;
+  r->drain = ActionFor(owner).drain;
+  r->message = msg;
+  r->summary += "preflight: stage on " + job.node + " FAILED (" + FaultOwnerName(owner) + "): " + msg + "\n";
+  if (ActionFor(owner).fail_job) {
+    MakeDirs(state::JobDir(cfg, job.job_id), 0755);
+    WriteFileAtomic(err_file, "preflight: stage on " + job.node + ": " + msg + "\n", 0644);
+  }
+}
+
+// The fan-out plan: every node of the job with its address and port, and
+// this node's place (*use_peers when it is one of two or more). An error
+// is the site config's (node_addresses).
+Status PeerPlan(const Config& cfg, const JobContext& job, PeerOptions* peer, bool* use_peers) {
+  // slurmd's prolog gets no SLURM_JOB_NODELIST (slurm.conf(5)): ask
+  // slurmctld for the job's nodes, in its order, when it is missing.
+  Expected<std::vector<std::string>> names = std::vector<std::string>();
+  if (!job.nodelist.empty()) {
+    names = ExpandHostlist(job.nodelist);
+  } else if (auto rec = LoadJob(cfg, job.job_id)) {
+    names = rec->nodes;
+  }
+  auto addrs = cfg.node_addresses.empty() ? Expected<std::map<std::string, std::string>>(std::map<std::string, std::string>())
+                                          : LoadNodeAddresses(cfg.node_addresses);
+  if (!addrs) return addrs.status();
+  if (!names || names->size() <= 1) return Status::Ok();
+  for (size_t i = 0; i < names->size(); ++i) {
+    // The node's own address (node_addresses) if the site names one,
+    // else stage_peer_host with %n as the node's name.
+    auto it = addrs->find((*names)[i]);
+    std::string host = it != addrs->end() ? it->second : cfg.stage.peer_host;
+    for (size_t at; (at = host.find("%n")) != std::string::npos;) host.replace(at, 2, (*names)[i]);
+    peer->nodes.push_back({host, StagePeerPortFor(cfg.stage.peer_port, i)});
+    if ((*names)[i] == job.node) {
+      peer->self = i;
+      *use_peers = true;
+      if (it != addrs->end()) peer->bind_host = it->second;
+    }
+  }
+  peer->job_id = job.job_id;
+  peer->munge_socket = cfg.stage.munge_socket;
+  return Status::Ok();
+}
+
+}  // namespace
+
 StageJobResult StageForJob(const Config& cfg, const JobContext& job) {
   StageJobResult r;
   if (!StageRequested(job)) return r;
@@ -152,49 +257,22 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job) {
   double t0 = MonotonicSeconds();
   std::string err_file = StageErrorFile(cfg, job.job_id, job.node);
   ::unlink(err_file.c_str());
-  auto fail = [&](const std::string& msg, FaultOwner owner) {
-    r.ok = false;
-    r.owner = owner;
-    r.drain = ActionFor(owner).drain;
-    r.message = msg;
-    r.summary += "preflight: stage on " + job.node + " FAILED (" + FaultOwnerName(owner) + "): " + msg + "\n";
-    if (ActionFor(owner).fail_job) {
-      MakeDirs(state::JobDir(cfg, job.job_id), 0755);
-      WriteFileAtomic(err_file, "preflight: stage on " + job.node + ": " + msg + "\n", 0644);
-    }
-  };
+  auto fail = [&](const std::string& msg, FaultOwner owner) { Failed(cfg, job, err_file, msg, owner, &r); };
   // --stage as JobContextFromEnv parsed it (the option table's one parse).
   if (!job.stage_error.ok()) { fail(job.stage_error.message(), FaultOwner::kUser); return r; }
   const std::vector<StageSource>& sources = job.options.stage;
   if (cfg.stage.dir.empty()) { fail("--stage is not enabled on " + job.node + " (no stage_dir in the site config)", FaultOwner::kUser); return r; }
-  StageIdentity who;
-  if (::geteuid() == 0) {
-    if (job.uid == static_cast<uid_t>(-1)) { fail("job user unknown (no SLURM_JOB_UID); refusing to read sources as root", FaultOwner::kUser); return r; }
-    who.drop = job.uid != 0;
-    who.uid = job.uid;
-    who.gid = job.gid == static_cast<gid_t>(-1) ? job.uid : job.gid;
-    who.user = job.user;
+  if (::geteuid() == 0 && job.uid == static_cast<uid_t>(-1)) {
+    fail("job user unknown (no SLURM_JOB_UID); refusing to read sources as root", FaultOwner::kUser);
+    return r;
   }
+  const StageIdentity who = ReaderFor(job);
   std::string view = StageViewDir(cfg, job.job_id);
   StageCacheOptions co = CacheOptionsFor(cfg);
   co.deadline = t0 + cfg.stage.timeout_ms / 1000.0;
-  // Root writes users' datasets under stage_dir: the whole chain must be
-  // folders no user can change (a 1777 scratch disk lets anyone pre-create
-  // or link stage_dir/cache). What a user placed in a sticky world-writable
-  // folder of the chain is set aside (their doing must not drain the
-  // node); a bad chain otherwise is the site's to fix: drained once,
-  // named, never used. A user who keeps racing the set-aside
-  // (kUnavailable) fails this job only.
-  std::vector<SetAside> aside;
-  Status s = MakePrivateDirs(cfg.stage.dir, 0711, &aside);
-  if (s.ok()) s = MakePrivateDirs(cfg.stage.dir + "/jobs", 0711, &aside);
-  if (s.ok()) s = MakePrivateDirs(co.dir, 0700, &aside);
-  for (const auto& a : aside) {
-    std::string what = "set aside " + a.path + " (owned by " + UserName(a.owner) +
-                       ", not root, in a sticky world-writable folder) as " + a.moved_to + ", untouched";
-    Log(LogLevel::kInfo, "stage", "warning: " + what, "a fresh private folder is used; the node stays in service");
-    r.summary += "preflight: stage on " + job.node + ": warning: " + what + "\n";
-  }
+  // The stage_dir chain (MakeStageDirs): a bad one is the site's to fix,
+  // drained once, named, never used.
+  Status s = MakeStageDirs(cfg, co.dir, job.node, &r.summary);
   if (!s.ok()) {
     FaultOwner owner = s.code() == Status::Code::kPermission    ? FaultOwner::kConfig
                        : s.code() == Status::Code::kUnavailable ? FaultOwner::kUser
@@ -210,36 +288,10 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job) {
   PeerOptions peer;
   bool use_peers = false;
   if (cfg.stage.peers) {
-    // slurmd's prolog gets no SLURM_JOB_NODELIST (slurm.conf(5)): ask
-    // slurmctld for the job's nodes, in its order, when it is missing.
-    Expected<std::vector<std::string>> names = std::vector<std::string>();
-    if (!job.nodelist.empty()) {
-      names = ExpandHostlist(job.nodelist);
-    } else if (auto rec = LoadJob(cfg, job.job_id)) {
-      names = rec->nodes;
-    }
-    auto addrs = cfg.node_addresses.empty() ? Expected<std::map<std::string, std::string>>(std::map<std::string, std::string>())
-                                            : LoadNodeAddresses(cfg.node_addresses);
-    if (!addrs) {
-      fail("site config " + addrs.status().message(), FaultOwner::kConfig);
+    Status ps = PeerPlan(cfg, job, &peer, &use_peers);
+    if (!ps.ok()) {
+      fail("site config " + ps.message(), FaultOwner::kConfig);
       return r;
-    }
-    if (names && names->size() > 1) {
-      for (size_t i = 0; i < names->size(); ++i) {
-        // The node's own address (node_addresses) if the site names one,
-        // else stage_peer_host with %n as the node's name.
-        auto it = addrs->find((*names)[i]);
-        std::string host = it != addrs->end() ? it->second : cfg.stage.peer_host;
-        for (size_t at; (at = host.find("%n")) != std::string::npos;) host.replace(at, 2, (*names)[i]);
-        peer.nodes.push_back({host, StagePeerPortFor(cfg.stage.peer_port, i)});
-        if ((*names)[i] == job.node) {
-          peer.self = i;
-          use_peers = true;
-          if (it != addrs->end()) peer.bind_host = it->second;
-        }
-      }
-      peer.job_id = job.job_id;
-      peer.munge_socket = cfg.stage.munge_socket;
     }
   }
   auto stage_one = [&](const std::string& path, StagedDataset* d, FaultSide* side) {
@@ -274,16 +326,12 @@ StageJobResult StageForJob(const Config& cfg, const JobContext& job) {
     if (s.ok()) s = BindReadOnly(d.data_path, mp);
     if (!s.ok()) { fail(s.message(), FaultOwner::kNode); break; }
     r.datasets.push_back({src.name, d});
-    char line[512];
-    std::snprintf(line, sizeof line, "preflight: stage on %s: %s <- %s: %llu files, %s, cache %s (%.2f s)",
-                  job.node.c_str(), src.name.c_str(), src.path.c_str(), static_cast<unsigned long long>(d.files),
-                  Human(d.bytes).c_str(), d.hit ? "hit" : "miss", d.seconds);
-    r.summary += line + (d.note.empty() ? std::string() : ", " + d.note) + "\n";
+    r.summary += SummaryLine(job.node, src, d);
   }
-  if (r.ok && (::chown(view.c_str(), job.uid == static_cast<uid_t>(-1) ? ::geteuid() : job.uid,
-                       job.gid == static_cast<gid_t>(-1) ? ::getegid() : job.gid) != 0 ||
-               ::chmod(view.c_str(), 0700) != 0))
-    fail(Status::FromErrno(errno, "chown " + view).message(), FaultOwner::kNode);
+  if (r.ok) {
+    Status h = HandViewTo(view, job);
+    if (!h.ok()) fail(h.message(), FaultOwner::kNode);
+  }
   r.seconds = MonotonicSeconds() - t0;
   if (!r.ok) {
     CleanView(view);
