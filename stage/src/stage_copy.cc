@@ -280,7 +280,7 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
   CopyPool& pool = *owned;
   const unsigned local_workers = std::max(1u, o.workers);
   pool.Start(local_workers);
-  TreeCopy tc{o, fs, pool, dst_dir_fd, dst_name, stats, manifest, side, light, check, local_workers};
+  TreeCopy tc{o, fs, pool, dst_dir_fd, dst_name, stats, manifest, side, light, check, local_workers, -1, 0, 0, 0, false, {}};
   s = Receive(&c, o.deadline, src, side, [&](Record& r) -> Status { return tc.On(r); });
   StopChild(&c, !s.ok());
   if (!s.ok() && !tc.aborted) pool.Fail(s, *side);  // workers skip what is queued
