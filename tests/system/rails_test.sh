@@ -58,9 +58,15 @@ jid=$(sbatch --parsable -N1 -w n3 --nccl-check -o "$OUT/job-%j.out" --wrap 'echo
 wait_preflight_reason n3 || true
 check_drained n3 "down: the reason names the check, the rail, its port and the GPU it serves" \
   "topo.rails mlx5_3: compute rail down (port 1 DOWN), the rail of GPU3"
+# The port back first, then n3 resumed only once the failed launch's epilog
+# is done (drained, no longer draining): an epilog that read the port DOWN
+# and ended after the resume drained n3 again, and the next test found it
+# drained with this reason.
+cp "$OUT/state.orig" "$port/state"
 scancel "$jid" 2>/dev/null || true
 wait_job "$jid" || true
-cp "$OUT/state.orig" "$port/state"
+poll 60 "n3's epilog done (drained, not draining)" node_is n3 drained || true
 scontrol update nodename=n3 state=resume
+poll 30 "n3 idle after the resume" node_is n3 idle || fail "n3 is $(node_state n3) after the resume: $(node_reason n3)"
 wait_idle n1 n2 n3
 finish
