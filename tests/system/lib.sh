@@ -55,12 +55,19 @@ release_and_wait() {
 }
 _gone_or_release() {  # one try of release_and_wait
   job_gone "$1" && return 0
-  if [ "$(squeue -h -j "$1" -o %r 2>/dev/null)" = BeginTime ]; then
+  if [ "$(squeue -h -j "$1" -o %r 2>/dev/null)" = BeginTime ] && steps_gone "$1"; then
     [ "$_released_once" = 1 ] || { sleep 1.1; _released_once=1; }
     scontrol update jobid="$1" StartTime=now >/dev/null 2>&1
   fi
   return 1
 }
+# steps_gone JOBID: no slurmstepd of the job's last run is left on any
+# emulated node (they are processes of this machine). Releasing the
+# requeue hold before that let the next run's step fail to bind its PMIx
+# socket (stepd.slurm.pmix.JOBID, one name per job) while the old stepd
+# still held it (system.fabric, CI on Slurm 22.05); Slurm's own hold
+# (BeginTime, 21 s here) covers it when the shortcut waits.
+steps_gone() { ! pgrep -f "slurmstepd: \[$1\." >/dev/null; }
 # as_user CMD...: run a Slurm client command as the test account, through
 # munge as that user (the harness created the account and opened munge).
 TEST_USER=${PREFLIGHT_TEST_USER:-pfuser}
@@ -93,6 +100,7 @@ release_requeued() {
 _release_if_pending() {  # one try of release_requeued
   requeue_done "$1" || return 1
   [ "$(job_field "$1" JobState)" = PENDING ] || return 0
+  steps_gone "$1" || return 1
   sleep 1.1
   scontrol update jobid="$1" StartTime=now
 }
