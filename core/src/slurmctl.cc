@@ -275,14 +275,8 @@ Status SetNodeComment(const Config& cfg, const std::string& node, const std::str
   return Scontrol(cfg, {"update", "NodeName=" + node, "Comment=" + comment}).status();
 }
 
-Status FinishDrain(const Config& cfg, const std::string& node, const std::string& reason, unsigned wait_ms) {
-  double deadline = MonotonicSeconds() + wait_ms / 1000.0;
-  while (MonotonicSeconds() < deadline) {
-    auto st = QueryNode(cfg, node);
-    if (st && st->drained()) break;
-    ::usleep(100 * 1000);
-  }
-  return DrainNode(cfg, node, reason);
+Status SetNodeReason(const Config& cfg, const std::string& node, const std::string& reason) {
+  return Scontrol(cfg, {"update", "NodeName=" + node, "Reason=" + reason}).status();
 }
 
 Status RequeueJob(const Config& cfg, const std::string& job) { return Scontrol(cfg, {"requeue", job}).status(); }

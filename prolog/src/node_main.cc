@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "preflight/cli.h"
+#include "preflight/drain_finisher.h"
 #include "preflight/fileutil.h"
 #include "preflight/log.h"
 #include "preflight/node_phase.h"
@@ -48,11 +49,26 @@ void HandOffDrain(const CommonCli& cli, const Config& cfg, const std::string& no
     if (!d.ok()) Log(LogLevel::kError, prog, "drain " + node + " (PrologFlags=RunInJob)", d.message());
   } else if (how == DrainMode::kDetached) {
     std::vector<std::string> argv2 = {SelfExe(), "--finish-drain", node, "--reason", reason};
+    // Claimed before this process exits, so before Slurm drains for this
+    // failure: an older finisher still waiting on the node stands down.
+    auto token = ClaimDrainFinish(cfg, node);
+    if (token) { argv2.push_back("--drain-token"); argv2.push_back(*token); }
+    else Log(LogLevel::kInfo, prog, "drain finisher claim", token.status().message());
     if (cli.config_given()) { argv2.push_back("--config"); argv2.push_back(cli.config); }
     for (const auto& kv : cli.sets) { argv2.push_back("--set"); argv2.push_back(kv); }
     Status d = SpawnDetached(argv2, {});
     if (!d.ok()) Log(LogLevel::kError, prog, "drain reason", d.message());
   }
+}
+
+// The detached helper (drain_finisher.h), bounded to 60 s of waiting.
+int RunFinisher(const Config& cfg, Phase phase, const std::string& node, const std::string& reason,
+                const std::string& token) {
+  std::string what;
+  Status d = FinishDrain(cfg, node, reason, token, 60000, &what);
+  if (!d.ok()) Log(LogLevel::kError, ProgramName(phase), "drain " + node, d.message());
+  else Log(LogLevel::kInfo, ProgramName(phase), "drain " + node, what);
+  return d.ok() ? 0 : 1;
 }
 
 // The health check carries out its plan (node_phase.h: PlanHealth).
@@ -90,14 +106,10 @@ int HealthActions(const Config& cfg, const std::string& node, const NodeRunOutco
 // of the config (the site's scontrol). The helper itself (`finish_drain`)
 // gets here too and finishes the drain with that config.
 int ConfigErrorExit(const CommonCli& cli, const std::string& node, Phase phase, const std::string& finish_drain,
-                    const std::string& reason, const Status& error, const EnvMap& env) {
+                    const std::string& reason, const std::string& token, const Status& error, const EnvMap& env) {
   Config lenient = LoadConfigLenient(cli.config, node);
   for (const auto& kv : cli.sets) (void)ApplyOverrides(lenient, {kv}, "--set", node);
-  if (!finish_drain.empty()) {
-    Status d = FinishDrain(lenient, finish_drain, reason, 60000);
-    if (!d.ok()) Log(LogLevel::kError, ProgramName(phase), "drain " + finish_drain, d.message());
-    return d.ok() ? 0 : 1;
-  }
+  if (!finish_drain.empty()) return RunFinisher(lenient, phase, finish_drain, reason, token);
   // By hand (no job: an admin trying the config) the error is only printed.
   if (!env.count("SLURM_JOB_ID")) return 2;
   DrainMode how = PlanDrain(phase, lenient.set_drain_reason, ReadPrologFlags(SlurmConfPath(lenient, env)));
@@ -108,7 +120,7 @@ int ConfigErrorExit(const CommonCli& cli, const std::string& node, Phase phase, 
 int Main(int argc, char** argv, Phase phase) {
   const char* prog = ProgramName(phase);
   CommonCli cli;
-  std::string node, level_text, finish_drain, reason;
+  std::string node, level_text, finish_drain, reason, token;
   po::options_description visible(std::string("Usage: ") + prog + " [OPTIONS]\n" + Purpose(phase) + "\n\nOptions");
   AddCommonOptions(visible, cli);
   visible.add_options()
@@ -117,7 +129,8 @@ int Main(int argc, char** argv, Phase phase) {
   po::options_description hidden;
   hidden.add_options()
       ("finish-drain", po::value<std::string>(&finish_drain), "internal: set NODE's drain reason once Slurm drained it")
-      ("reason", po::value<std::string>(&reason), "internal: the reason for --finish-drain");
+      ("reason", po::value<std::string>(&reason), "internal: the reason for --finish-drain")
+      ("drain-token", po::value<std::string>(&token), "internal: the claim --finish-drain was started with");
   po::options_description all;
   all.add(visible).add(hidden);
   po::variables_map vm;
@@ -134,16 +147,12 @@ int Main(int argc, char** argv, Phase phase) {
   auto cfg = LoadCliConfig(cli, node);
   if (!cfg) {
     Log(LogLevel::kError, prog, "site config", cfg.status().message());
-    if (phase != Phase::kHealth) return ConfigErrorExit(cli, node, phase, finish_drain, reason, cfg.status(), env);
+    if (phase != Phase::kHealth) return ConfigErrorExit(cli, node, phase, finish_drain, reason, token, cfg.status(), env);
     return 2;
   }
 
-  if (!finish_drain.empty()) {
-    // Detached from the prolog; may take as long as slurmctld needs.
-    Status d = FinishDrain(*cfg, finish_drain, reason, 60000);
-    if (!d.ok()) Log(LogLevel::kError, prog, "drain " + finish_drain, d.message());
-    return d.ok() ? 0 : 1;
-  }
+  // Detached from the prolog; may take as long as slurmctld needs.
+  if (!finish_drain.empty()) return RunFinisher(*cfg, phase, finish_drain, reason, token);
 
   env["SLURMD_NODENAME"] = node;
   auto job = JobContextFromEnv(env, *cfg, /*allow_no_job=*/true);

@@ -169,6 +169,9 @@ wait_idle() {
   for n in "$@"; do poll 10 "$n idle" node_is "$n" idle || note "$n is $(node_state "$n"), not idle; going on"; done
 }
 node_is() { [ "$(node_state "$1")" = "$2" ]; }
+# finishers_gone [NODE]: no detached `--finish-drain` helper (a failed
+# prolog's or epilog's, drain_finisher.h) is left for NODE (any node without one).
+finishers_gone() { ! pgrep -f -- "--finish-drain ${1:-[^ ]+}( |\$)" >/dev/null; }
 
 # wait_all_idle [SECONDS]: until every node of the cluster is idle (the
 # previous jobs' epilogs done), bounded (default 60 s). Before a job whose
@@ -183,6 +186,9 @@ wait_all_idle() {
 # Put every node back to idle (tests leave the cluster as they found it).
 resume_all() {
   local n
+  # A drain finisher still waiting would drain a resumed node once its bound
+  # passes (drain_finisher.h): resume only after every one has ended.
+  poll 75 "no drain finisher left" finishers_gone || true
   for n in $(sinfo -h -N -o %N | sort -u); do
     case "$(node_state $n)" in *drain*|*down*) scontrol update nodename=$n state=resume >/dev/null 2>&1 || true ;; esac
   done

@@ -43,4 +43,38 @@ scontrol update nodename=n3 state=drain reason="admin: memory test"
 "$C/bin/healthcheck" --node n3 >"$OUT/hc3.out" 2>&1
 check "an admin's drain is left alone" grep -q drain <<<"$(node_state n3)"
 check "the admin's reason is kept" test "$(node_reason n3)" = "admin: memory test"
+
+# A drain finisher acts for its own failure only (drain_finisher.h). One
+# still waiting from an earlier failure (a requeued job's epilog: Slurm
+# ignores that failure and never drains) is started by hand, as the prolog
+# starts it.
+stale="preflight[node] stale.test: an earlier failure"
+start_finisher() {
+  setsid "$B/prolog/preflight-prolog" --config "$C/etc/preflight.conf" --finish-drain "$1" --reason "$stale" \
+    </dev/null >>"$OUT/finisher.$1.log" 2>&1 &
+}
+finisher_waits() { ! finishers_gone "$1"; }
+# 1. On a node an admin drained it leaves the admin's reason.
+start_finisher n3
+poll 30 "the finisher for n3 ended" finishers_gone n3 || true
+check "a waiting finisher keeps an admin's reason" test "$(node_reason n3)" = "admin: memory test"
+scontrol update nodename=n3 state=resume
+# 2. A newer failure supersedes the finisher waiting on n1: n1 gets the
+# newer failure's reason, and once both finishers ended a resume holds.
+start_finisher n1
+poll 10 "a finisher waits on n1" finisher_waits n1 || true
+mv "$scratch" "$scratch.away"
+jid=$(sbatch --parsable -N1 -w n1 --nccl-check=quick -o /dev/null --wrap true)
+wait_preflight_reason n1 || true
+wait_restarted "$jid" || true
+poll 60 "job $jid requeued, its epilog done" requeue_done "$jid" || true
+scancel "$jid"
+wait_job "$jid" || true
+poll 30 "n1's finishers ended" finishers_gone n1 || true
+check_drained n1 "the newer failure's reason, not the stale finisher's" "^preflight\[node\] scratch .*: not usable"
+mv "$scratch.away" "$scratch"
+scontrol update nodename=n1 state=resume
+poll 30 "n1 idle after the resume" node_is n1 idle || true
+check "n1 stays resumed: no finisher left to drain it" finishers_gone n1
+check "n1 is idle" test "$(node_state n1)" = idle
 finish

@@ -9,7 +9,7 @@
 //
 // Slurm asks prologs not to call Slurm commands (they can block on
 // slurmctld); the prolog therefore never calls these directly but starts
-// `preflight-prolog --finish-drain` detached (see man preflight(7)).
+// `preflight-prolog --finish-drain` detached (prolog/: drain_finisher.h).
 #pragma once
 
 #include <map>
@@ -87,10 +87,9 @@ Status ResumeNode(const Config& cfg, const std::string& node);
 // The node's Comment (shown by scontrol show node, sinfo -O comment); "" clears it.
 Status SetNodeComment(const Config& cfg, const std::string& node, const std::string& comment);
 
-// Wait (bounded by wait_ms) until Slurm has drained `node` after the failed
-// prolog, then replace its generic "Prolog error" with `reason`. If Slurm
-// never drains it in time, drain it ourselves: the check did fail.
-Status FinishDrain(const Config& cfg, const std::string& node, const std::string& reason, unsigned wait_ms);
+// The reason alone, the node's state untouched (scontrol update Reason=):
+// how a drain Slurm made gets preflight's reason (drain_finisher.h).
+Status SetNodeReason(const Config& cfg, const std::string& node, const std::string& reason);
 
 Status RequeueJob(const Config& cfg, const std::string& job);
 // Slurm accepts ExcNodeList only while the job is pending (after a requeue).

@@ -10,6 +10,7 @@
 //     <node>.ibcounters                 IB error counter baseline health checks, per boot
 //     <node>.versions.json              driver/firmware versions  node checks -> healthcheck, --nccl-check, preflight fleet
 //     <node>.comment                    the node Comment preflight set healthcheck (clears only its own)
+//     <node>.drain-finisher             the newest drain finisher's claim   prolog, epilog -> --finish-drain
 //     <node>.<tool>.json                last report of a job-less run (healthcheck)
 //   <state_dir>/jobs/<job>/             per job, kept for on-call, pruned (PruneJobState) (root 0755)
 //     <node>.gpus                       the job's GPUs on the node  prolog -> plugin (env)
@@ -46,6 +47,7 @@ inline constexpr const char* kIb = ".ib";
 inline constexpr const char* kIbCounters = ".ibcounters";
 inline constexpr const char* kVersions = ".versions.json";
 inline constexpr const char* kComment = ".comment";  // the node Comment the health check set
+inline constexpr const char* kDrainFinisher = ".drain-finisher";  // drain_finisher.h: the newest claim
 inline constexpr const char* kJobGpus = ".gpus";
 inline constexpr const char* kPrologText = ".prolog.txt";
 inline constexpr const char* kEnvRecord = ".env.jsonl";

@@ -27,8 +27,8 @@ namespace preflight {
 //   kNow       PrologFlags=RunInJob (24.05+): prolog and epilog run in the
 //              job's extern step, which a detached helper may not outlive
 //   kDetached  a detached `--finish-drain` helper waits for Slurm's drain,
-//              then replaces its reason (Slurm asks prologs not to call
-//              Slurm commands; see slurmctl.h)
+//              then replaces its generic reason, and only that (Slurm asks
+//              prologs not to call Slurm commands; see drain_finisher.h)
 enum class DrainMode { kNone, kNow, kDetached };
 // `prolog_flags`: slurm.conf's PrologFlags (slurm_conf.h); unreadable counts
 // as no RunInJob.
