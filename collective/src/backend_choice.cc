@@ -42,7 +42,7 @@ Expected<BackendKind> ParseBackendKind(const std::string& s) {
   return Status::InvalidArgument("bad value '" + s + "' (expected auto, nccl or host)");
 }
 
-const char* ResultBackendName(BackendKind k) { return k == BackendKind::kNccl ? "nccl" : "host-tcp"; }
+const char* ResultBackendName(BackendKind k) { return k == BackendKind::kNccl ? kNcclResultName : kHostResultName; }
 
 BackendKind ResolveBackend(BackendKind choice, bool gpus_requested) {
   if (choice == BackendKind::kAuto) return gpus_requested ? BackendKind::kNccl : BackendKind::kHost;

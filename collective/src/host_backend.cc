@@ -125,7 +125,7 @@ class HostBackend : public Backend {
     return Status::Ok();
   }
 
-  const char* Name() const override { return "host-tcp"; }
+  const char* Name() const override { return kHostResultName; }
   int Rank() const override { return rank_; }
   int Size() const override { return size_; }
   std::string Device() const override {

@@ -173,7 +173,7 @@ class NcclBackend : public Backend {
     return Cuda(c_.Malloc(&ctl_, 64 * sizeof(double)), "cudaMalloc");
   }
 
-  const char* Name() const override { return "nccl"; }
+  const char* Name() const override { return kNcclResultName; }
   int Rank() const override { return rank_; }
   int Size() const override { return size_; }
   std::string Device() const override { return "GPU" + std::to_string(dev_) + (bus_.empty() ? "" : " " + bus_); }

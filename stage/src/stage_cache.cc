@@ -168,12 +168,12 @@ namespace {
 
 // Whether the cached version at `vdir` still matches the source: by the
 // per-directory check manifest when the copy recorded one, else by
-// rescanning (the light scan of directories only, with stage_verify =
-// dirs and a reader who built it). Errors are the scan's, with *side.
+// rescanning (the light scan of directories only, with stage_verify = dirs
+// and a reader who built it). `info`: the version's info.json (read once).
 Status SameAsCached(const StageCacheOptions& o, const std::string& source, const StageIdentity& who,
-                    const std::string& vdir, uid_t reader, CopyOptions co, bool* same, FaultSide* side) {
+                    const std::string& vdir, std::map<std::string, std::string>& info, uid_t reader, CopyOptions co,
+                    bool* same, FaultSide* side) {
   *same = false;
-  auto info = ReadCacheInfo(vdir);
   bool light = o.verify_dirs_only && info["type"] == "d" && info["uid"] == std::to_string(reader);
   std::vector<std::string> dirs;
   if (light) {
@@ -249,8 +249,8 @@ Status MakeCurrent(const std::string& keydir, const std::string& ver, const std:
 }
 
 // A cache hit's figures, from the version's info.json.
-void FillHit(const std::string& keydir, const std::string& cur, StagedDataset* out) {
-  auto info = ReadCacheInfo(keydir + "/" + cur);
+void FillHit(const std::string& keydir, const std::string& cur, std::map<std::string, std::string>& info,
+             StagedDataset* out) {
   out->hit = true;
   out->version = cur;
   out->bytes = InfoNum(info, "bytes");
@@ -297,10 +297,11 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
   std::string cur = ReadTrim(keydir + "/current");
   if (!cur.empty()) {
     bool same = false;
-    s = SameAsCached(o, source, who, keydir + "/" + cur, reader, co, &same, side);
+    auto info = ReadCacheInfo(keydir + "/" + cur);
+    s = SameAsCached(o, source, who, keydir + "/" + cur, info, reader, co, &same, side);
     if (!s.ok()) return s;
     if (same) {
-      FillHit(keydir, cur, out);
+      FillHit(keydir, cur, info, out);
       s = WriteFileAtomic(keydir + "/refs/" + job_id, cur + "\n", 0600);
       if (!s.ok()) { *side = FaultSide::kNode; return s; }
       Touch(keydir + "/last_used");

@@ -25,7 +25,10 @@ enum class BackendKind { kAuto, kNccl, kHost };
 const char* BackendKindName(BackendKind k);
 Expected<BackendKind> ParseBackendKind(const std::string& s);
 // The name a result carries for a resolved kind: Backend::Name() of what
-// MakeBackend builds for it, known before (or without) building one.
+// MakeBackend builds for it, known before (or without) building one. The
+// backends' Name() return these same constants.
+inline constexpr const char* kNcclResultName = "nccl";
+inline constexpr const char* kHostResultName = "host-tcp";
 const char* ResultBackendName(BackendKind k);
 
 // --- backend: moves data, nothing else ------------------------------------
@@ -39,7 +42,7 @@ const char* ResultBackendName(BackendKind k);
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual const char* Name() const = 0;  // "nccl", "host-tcp"
+  virtual const char* Name() const = 0;  // kNcclResultName, kHostResultName
   virtual int Rank() const = 0;
   virtual int Size() const = 0;
   virtual std::string Device() const = 0;  // what this rank drives, for the report
