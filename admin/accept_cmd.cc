@@ -230,6 +230,9 @@ int AcceptCmd(const std::vector<std::string>& args, const CommonCli& cli) {
   o.nodes = *nodes;
   o.job_id = job;
   o.tool_version = VersionString();
+  // The straggler rule is the site's (nccl_straggler_fraction) unless
+  // --threshold straggler_fraction= says otherwise for this run.
+  o.thresholds.straggler_fraction = cfg->nccl.straggler_fraction;
   if (!SetLimits(&o)) return 2;
   SetRun(cli, *cfg, job, &o);
 

@@ -53,7 +53,7 @@ const std::vector<ThresholdKey>& ThresholdKeys() {
   static const std::vector<ThresholdKey> keys = {
       {"scaling_warn", "ratio", "busbw at k nodes / the 2-node figure below this warns (default 0.90)"},
       {"scaling_fail", "ratio", "below this fails: the network is unfit (default 0.70)"},
-      {"straggler_fraction", "ratio", "a node whose ring pairs fall below this fraction of the median is named (default 0.5)"},
+      {"straggler_fraction", "ratio", "a node whose ring pairs fall below this fraction of the median is named (default: the site's nccl_straggler_fraction, 0.5)"},
       {"seq_write", "rate", "sequential 1 MiB write per node, e.g. 1G (default none)"},
       {"seq_read", "rate", "sequential 1 MiB read per node (default none)"},
       {"rand_read_iops", "count", "random 4 KiB reads per second per node (default none)"},

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include "preflight/slurmctl.h"
+
 namespace preflight::accept::run_internal {
 
 double Now() {
@@ -117,23 +119,20 @@ std::vector<std::string> Stages::Srun(const std::vector<std::string>& nodes, boo
 }
 
 void Stages::FindLost(const std::vector<std::string>& nodes, const std::string& step) {
-  ProcessResult p = run_({o_.sinfo, "--noheader", "--Node", "--nodes=" + Join(nodes, ","), "--format=%N %T"}, 15000);
+  // slurmctld's node records as core reads them (`preflight slurm nodes`,
+  // JSON; slurmctl.h), never sinfo's text.
+  ProcessResult p = Preflight({"slurm", "nodes", Join(nodes, ",")});
   if (p.exit_code != 0) return;
-  size_t pos = 0;
-  while (pos < p.output.size()) {
-    size_t nl = p.output.find('\n', pos);
-    std::string line = p.output.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
-    pos = nl == std::string::npos ? p.output.size() : nl + 1;
-    size_t sp = line.find(' ');
-    if (sp == std::string::npos) continue;
-    std::string node = line.substr(0, sp), state = line.substr(sp + 1);
-    std::transform(state.begin(), state.end(), state.begin(), ::tolower);
-    bool lost = state.find("down") != std::string::npos || state.find("not_responding") != std::string::npos ||
-                state.find("fail") != std::string::npos || (!state.empty() && state.back() == '*');
-    if (!lost || r_->lost_nodes.count(node)) continue;
-    r_->lost_nodes[node] = "during " + step + " (Slurm: " + state + ")";
-    live_.erase(std::remove(live_.begin(), live_.end(), node), live_.end());
-    Note(node + " lost mid-run during " + step + " (Slurm: " + state + "): later steps run without it");
+  auto records = ParseNodeRecords(p.output);
+  if (!records) return;
+  for (const NodeState& n : *records) {
+    // Slurm's complete state: DOWN, or a flag +NOT_RESPONDING, +FAIL.
+    bool lost = n.state.find("DOWN") != std::string::npos || n.state.find("NOT_RESPONDING") != std::string::npos ||
+                n.state.find("FAIL") != std::string::npos;
+    if (!lost || r_->lost_nodes.count(n.name) || std::find(nodes.begin(), nodes.end(), n.name) == nodes.end()) continue;
+    r_->lost_nodes[n.name] = "during " + step + " (Slurm: " + n.state + ")";
+    live_.erase(std::remove(live_.begin(), live_.end(), n.name), live_.end());
+    Note(n.name + " lost mid-run during " + step + " (Slurm: " + n.state + "): later steps run without it");
   }
 }
 

@@ -347,8 +347,10 @@ TEST(AcceptRun, LostNodeIsNamedAndLeftOut) {
     ProcessResult p;
     p.exit_code = 0;
     auto has = [&](const std::string& s) { return cmd.find(s) != std::string::npos; };
-    if (has("sinfo")) {
-      p.output = "n1 allocated\nn2 allocated\nn3 allocated\nn4 " + std::string(n4_down ? "down*" : "allocated") + "\n";
+    if (has("slurm nodes")) {
+      p.output = "{\"nodes\":[";
+      for (const char* n : {"n1", "n2", "n3"}) p.output += std::string("{\"name\":\"") + n + "\",\"state\":\"ALLOCATED\"},";
+      p.output += std::string("{\"name\":\"n4\",\"state\":\"") + (n4_down ? "DOWN+NOT_RESPONDING" : "ALLOCATED") + "\"}]}\n";
     } else if (has("preflight-prolog")) {
       for (int i = 0; i < 4; ++i) p.output += std::to_string(i) + ": #accept-node n" + std::to_string(i + 1) + " 0\n";
     } else if (has("fleet")) {

@@ -29,8 +29,11 @@ TEST(AcceptFindings, NodesBreakingOneRuleAreOneLineWithTheirRange) {
   EXPECT_EQ(Count(r.reasons, "fail: /fast (all nodes): seq_write below 1.00 GB/s per node on n[1-8]: 50.00 MB/s to 500.00 MB/s"), 1u)
       << SummaryText(r);
   // The per-node words stay in the nodes' rows.
-  for (const auto& row : r.node_rows)
-    if (row.node == "n7") EXPECT_NE(row.reasons[0].find("/fast (all nodes, n7): seq_write"), std::string::npos);
+  for (const auto& row : r.node_rows) {
+    if (row.node == "n7") {
+      EXPECT_NE(row.reasons[0].find("/fast (all nodes, n7): seq_write"), std::string::npos);
+    }
+  }
   EXPECT_EQ(SummaryText(r).find("(all nodes, n3)"), std::string::npos) << SummaryText(r);
 }
 

@@ -899,7 +899,7 @@ TEST(Hostile, JobStateIsPrunedByAgeAndSizeNeverTheRunningJob) {
   // A symlink planted in jobs/ is neither followed nor counted.
   MakeDirs(t.path() + "/victim");
   Write(t.path() + "/victim/keep", "x");
-  ::symlink((t.path() + "/victim").c_str(), (cfg.state_dir + "/jobs/99").c_str());
+  ASSERT_EQ(::symlink((t.path() + "/victim").c_str(), (cfg.state_dir + "/jobs/99").c_str()), 0);
   state::PruneJobState(cfg, "14", now + 1e6, gone(now + 1e6));
   EXPECT_EQ(::access((t.path() + "/victim/keep").c_str(), F_OK), 0);
 }

@@ -115,7 +115,7 @@ struct NodeRow {
 struct Thresholds {
   double scaling_warn = 0.90;       // busbw at k nodes / 2-node busbw below this: warn
   double scaling_fail = 0.70;       // below this: fail (the network is unfit)
-  double straggler_fraction = 0.5;  // a node's pairs below this fraction of the median: named
+  double straggler_fraction = 0.5;  // a node's pairs below this fraction of the median: named (the site's nccl_straggler_fraction)
   double seq_write = 0;             // B/s per node (0: none)
   double seq_read = 0;
   double rand_read_iops = 0;

@@ -15,8 +15,9 @@
 //               straggler rule names)
 //   storage     each path from every node at once, then from one node alone
 //               (preflight accept --storage-worker)
-// A node that stops answering (sinfo says down or not responding after a
-// failed step) is named and left out of the later steps.
+// A node that stops answering (slurmctld's record says down, not responding
+// or failing after a failed step; `preflight slurm nodes`) is named and left
+// out of the later steps.
 #pragma once
 
 #include <functional>
@@ -36,7 +37,7 @@ struct RunOptions {
   Thresholds thresholds;
   std::string tool_version;
   // Programs (absolute paths beside this binary, or names searched in PATH).
-  std::string srun = "srun", sinfo = "sinfo";
+  std::string srun = "srun";
   std::string preflight = "preflight", nccl = "preflight-nccl", prolog = "preflight-prolog";
   std::vector<std::string> pass_args;       // --config/--set, given to every preflight program
   int ranks_per_node = 0;                   // 0: srun's default (one per node)
