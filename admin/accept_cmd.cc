@@ -11,6 +11,7 @@
 #include "preflight/accept_run.h"
 #include "preflight/accept_storage.h"
 #include "preflight/accept_storage_worker.h"
+#include "preflight/accept_train.h"
 #include "preflight/fileutil.h"
 #include "preflight/hostlist.h"
 #include "preflight/job.h"
@@ -32,6 +33,9 @@ struct AcceptCli {
   int storage_files = 0;
   int ranks_per_node = 0;
   bool storage_worker = false;
+  std::string train;           // "" the example; "none" skips the stage
+  double train_seconds = 0;    // 0: the level's
+  bool train_tap = false;
 };
 AcceptCli g_accept;
 
@@ -53,6 +57,16 @@ std::string Beside(const std::string& name, const char* build_dir) {
   return name;
 }
 
+// The training stage's default: the example train.sh (conf/examples),
+// stepping every 0.05 s until the bound stops it; "" when not installed.
+std::string ExampleTrain() {
+  for (const char* d : {PREFLIGHT_EXAMPLES_INSTALLED, PREFLIGHT_EXAMPLES_SOURCE}) {
+    std::string p = std::string(d) + "/train.sh";
+    if (::access(p.c_str(), X_OK) == 0 && p.find('\'') == std::string::npos) return "'" + p + "' 1000000 0.05";
+  }
+  return "";
+}
+
 // The command line's words and paths, before anything else is read: false
 // (logged) on a stray argument, a bad --level or a --storage path that is
 // not absolute or too long.
@@ -63,6 +77,14 @@ bool AcceptArgsOk(const std::vector<std::string>& args) {
   }
   if (g_accept.level != "quick" && g_accept.level != "full") {
     Log(LogLevel::kError, "accept", "--level " + g_accept.level, "expected quick or full");
+    return false;
+  }
+  if (g_accept.train.size() > 4096) {
+    Log(LogLevel::kError, "accept", "--train", "longer than 4096 bytes");
+    return false;
+  }
+  if (g_accept.train_seconds != 0 && !(g_accept.train_seconds >= 5 && g_accept.train_seconds <= 3600)) {
+    Log(LogLevel::kError, "accept", "--train-seconds", "expected 5 to 3600 seconds");
     return false;
   }
   for (const auto& p : g_accept.storage)
@@ -105,9 +127,9 @@ bool SetLimits(accept::RunOptions* o) {
     double secs = eq == std::string::npos ? 0 : std::atof(b.c_str() + eq + 1);
     std::string stage = b.substr(0, eq);
     double* field = stage == "nodes" ? &o->budget_nodes : stage == "collective" ? &o->budget_collective
-                    : stage == "storage" ? &o->budget_storage : nullptr;
+                    : stage == "storage" ? &o->budget_storage : stage == "train" ? &o->budget_train : nullptr;
     if (!field || secs < 1 || secs > 86400) {
-      Log(LogLevel::kError, "accept", "--budget " + b, "expected nodes|collective|storage=SECONDS (1..86400)");
+      Log(LogLevel::kError, "accept", "--budget " + b, "expected nodes|collective|storage|train=SECONDS (1..86400)");
       return false;
     }
     *field = secs;
@@ -136,6 +158,13 @@ void SetRun(const CommonCli& cli, const Config& cfg, const std::string& job, acc
   o->storage_files = g_accept.storage_files;
   o->storage_runtime = g_accept.storage_runtime;
   o->ranks_per_node = g_accept.ranks_per_node;
+  o->train_seconds = g_accept.train_seconds;
+  if (g_accept.train == "none") {
+    o->train_skip = "--train none";
+  } else {
+    o->train = g_accept.train.empty() ? ExampleTrain() : g_accept.train;
+    if (o->train.empty()) o->train_skip = "no --train command, and the example train.sh is not installed";
+  }
 }
 
 // The Runner the run's steps go through (accept_run.h): core's RunCommand, a
@@ -184,18 +213,23 @@ void AddAcceptOptions(po::options_description& visible, po::options_description&
        "a directory to measure (repeatable; default scratch_dir, else $TMPDIR, else /tmp)")
       ("threshold", po::value<std::vector<std::string>>(&g_accept.thresholds)->value_name("KEY=VALUE")->composing(),
        "a verdict threshold (repeatable): scaling_warn, scaling_fail, straggler_fraction, seq_write, seq_read, "
-       "rand_read_iops, ckpt_write, create_per_s, storage_fraction")
+       "rand_read_iops, ckpt_write, create_per_s, storage_fraction, train_fraction, train_dip")
       ("budget", po::value<std::vector<std::string>>(&g_accept.budgets)->value_name("STAGE=SECONDS")->composing(),
-       "a stage's time budget: nodes, collective, storage (repeatable)")
+       "a stage's time budget: nodes, collective, storage, train (repeatable)")
       ("max-bytes", po::value<std::string>(&g_accept.max_bytes)->value_name("SIZE"), "cap on the collective's message sizes")
       ("ranks-per-node", po::value<int>(&g_accept.ranks_per_node)->value_name("N"), "collective ranks per node (default one; GPUs per node on GPU nodes)")
       ("storage-bytes", po::value<std::string>(&g_accept.storage_bytes)->value_name("SIZE"), "storage file size per node (checkpoint: twice that)")
       ("storage-files", po::value<int>(&g_accept.storage_files)->value_name("N"), "small files per node")
       ("storage-runtime", po::value<std::string>(&g_accept.storage_runtime)->value_name("SECONDS"), "cap per fio job")
-      ("prolog", po::value<std::string>(&g_accept.prolog)->value_name("PATH"), "preflight-prolog to run the node checks with");
+      ("prolog", po::value<std::string>(&g_accept.prolog)->value_name("PATH"), "preflight-prolog to run the node checks with")
+      ("train", po::value<std::string>(&g_accept.train)->value_name("CMD"),
+       "the training run's command, by sh -c on every node at once (default: the example train.sh; none: skip)")
+      ("train-seconds", po::value<double>(&g_accept.train_seconds)->value_name("SECONDS"),
+       "the training run's bound (default quick 30, full 300; 5 to 3600)");
   hidden.add_options()
       ("storage-worker", po::bool_switch(&g_accept.storage_worker), "internal: measure --storage paths on this node")
-      ("tag", po::value<std::string>(&g_accept.tag), "internal: the storage worker's directory suffix");
+      ("tag", po::value<std::string>(&g_accept.tag), "internal: the storage worker's directory suffix")
+      ("train-tap", po::bool_switch(&g_accept.train_tap), "internal: run --train on this node under the tap");
 }
 
 // preflight accept: the acceptance run inside an allocation (accept/accept_run.h
@@ -209,6 +243,12 @@ int AcceptCmd(const std::vector<std::string>& args, const CommonCli& cli) {
     return 2;
   }
   if (g_accept.storage_worker) return StorageWorker(*so);
+  if (g_accept.train_tap) {
+    accept::TrainTapArgs t;
+    t.cmd = {"/bin/sh", "-c", g_accept.train};
+    t.seconds = g_accept.train_seconds > 0 ? g_accept.train_seconds : 30;
+    return accept::RunTrainTap(t);
+  }
   const char* nodelist = std::getenv("SLURM_JOB_NODELIST");
   const char* job = std::getenv("SLURM_JOB_ID");
   if (!nodelist || !job) {

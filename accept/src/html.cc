@@ -176,7 +176,7 @@ std::string HeadHtml(const Report& r) {
        "svg.plot{max-width:100%;height:auto}"
        "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top;"
        "overflow-wrap:anywhere}"
-       "th{background:#eee}.v{padding:1px 6px;border-radius:3px;font-weight:bold;color:#fff}"
+       "th{background:#eee;white-space:nowrap}.v{padding:1px 6px;border-radius:3px;font-weight:bold;color:#fff}"
        ".pass{background:#2a7d2a}.warn{background:#c08000}.fail{background:#b22222}.skip{background:#888}"
        "svg text{font-size:11px}svg .small{font-size:9px;fill:#555}code{font-size:90%;word-break:break-all}"
        ".none{color:#888;font-style:italic}\n</style></head><body>\n";
@@ -347,6 +347,49 @@ std::string StorageHtml(const Report& r) {
 }
 
 // Every figure with its verdict, threshold and command.
+// The training run: step rate over time, a line per node (past 12 nodes the
+// 8 slowest, the median and the fastest; every node is in the table).
+std::string TrainHtml(const Report& r) {
+  const TrainRun& t = r.train;
+  std::string o = "<h2>Training</h2>\n";
+  if (t.command.empty()) return o + "<p class=\"none\">" + HtmlEscape(t.error.empty() ? "not run" : t.error) + "</p>\n";
+  o += "<p><code>" + HtmlEscape(t.command) + "</code> on every node at once for " + F("%.0f", t.seconds) + " s.</p>\n";
+  std::vector<const TrainNode*> shown;
+  for (const auto& n : t.nodes) shown.push_back(&n);
+  std::sort(shown.begin(), shown.end(), [](const TrainNode* a, const TrainNode* b) { return a->median_rate < b->median_rate; });
+  if (shown.size() > 12) shown = {shown[0], shown[1], shown[2], shown[3], shown[4], shown[5], shown[6], shown[7],
+                                  shown[shown.size() / 2], shown.back()};
+  std::vector<Series> series;
+  double tmax = 0;
+  for (const TrainNode* n : shown) {
+    Series s;
+    s.label = n->node;
+    for (const auto& [x, y] : n->rate) {
+      s.xy.emplace_back(x, y);
+      s.titles.push_back(n->node + ": " + F("%.2f", y) + " steps/s at " + F("%.0f", x) + " s");
+      tmax = std::max(tmax, x);
+    }
+    series.push_back(s);
+  }
+  std::vector<std::pair<double, std::string>> ticks;
+  for (int i = 0; i <= 4; ++i) ticks.emplace_back(tmax * i / 4, F("%.0f s", tmax * i / 4));
+  o += LinePlot("train-rate", "Step rate over time", series, ticks, "step rate", 1, "steps/s");
+  o += "<div class=\"scroll\"><table><tr><th>node</th><th>verdict</th><th>steps/s</th><th>last step</th>"
+       "<th>loss</th><th>end</th><th>reason</th></tr>\n";
+  for (const auto& n : t.nodes) {
+    const Figure* f = nullptr;
+    for (const auto& x : r.figures)
+      if (x.stage == "train" && x.node == n.node) f = &x;
+    o += "<tr><td>" + HtmlEscape(n.node) + "</td><td>" + (f ? Badge(f->verdict) : std::string()) + "</td><td>" +
+         F("%.2f", n.median_rate) + "</td><td>" + (n.last_step < 0 ? std::string("none") : std::to_string(n.last_step)) +
+         "</td><td>" + (!n.loss_finite ? std::string("not finite") : n.has_loss ? F("%.3g", n.last_loss) : "-") +
+         "</td><td>" + HtmlEscape(n.end.empty() ? "never ended" : n.end) + "</td><td>" +
+         HtmlEscape(f ? f->reason.substr(std::min(f->reason.size(), n.node.size() + 2)) : "") +
+         "</td></tr>\n";
+  }
+  return o + "</table></div>\n";
+}
+
 std::string FiguresHtml(const Report& r) {
   std::string o;
   o += "<h2>Every figure</h2><div class=\"scroll\"><table><tr><th>stage</th><th>figure</th><th>where</th><th>verdict</th><th>reason</th>"
@@ -367,7 +410,8 @@ std::string FiguresHtml(const Report& r) {
 }  // namespace
 
 std::string ReportHtml(const Report& r) {
-  return HeadHtml(r) + StagesHtml(r) + CollectivePlotsHtml(r) + CollectiveTablesHtml(r) + StorageHtml(r) + FiguresHtml(r);
+  return HeadHtml(r) + StagesHtml(r) + CollectivePlotsHtml(r) + CollectiveTablesHtml(r) + StorageHtml(r) + TrainHtml(r) +
+         FiguresHtml(r);
 }
 
 }  // namespace preflight::accept

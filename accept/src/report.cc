@@ -60,6 +60,8 @@ const std::vector<ThresholdKey>& ThresholdKeys() {
       {"ckpt_write", "rate", "checkpoint write per node, all nodes at once (default none)"},
       {"create_per_s", "count", "small files created per second per node (default none)"},
       {"storage_fraction", "ratio", "a path's one-node figure below this fraction of the best path's warns (default 0.5)"},
+      {"train_fraction", "ratio", "a node whose median step rate in the training run is below this fraction of the allocation's median fails (default 0.8)"},
+      {"train_dip", "ratio", "a step-rate sample below this fraction of the node's own median (the first sample aside) warns: not steady (default 0.5)"},
   };
   return keys;
 }
@@ -90,7 +92,8 @@ Status SetThreshold(Thresholds* t, const std::string& kv) {
       {"straggler_fraction", &Thresholds::straggler_fraction}, {"seq_write", &Thresholds::seq_write},
       {"seq_read", &Thresholds::seq_read},             {"rand_read_iops", &Thresholds::rand_read_iops},
       {"ckpt_write", &Thresholds::ckpt_write},         {"create_per_s", &Thresholds::create_per_s},
-      {"storage_fraction", &Thresholds::storage_fraction}};
+      {"storage_fraction", &Thresholds::storage_fraction}, {"train_fraction", &Thresholds::train_fraction},
+      {"train_dip", &Thresholds::train_dip}};
   t->*(fields.at(key)) = v;
   return Status::Ok();
 }

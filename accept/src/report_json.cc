@@ -51,6 +51,7 @@ std::string ReportJson(const Report& r) {
   w.Field("seq_read_Bps", t.seq_read).Field("rand_read_iops", t.rand_read_iops);
   w.Field("ckpt_write_Bps", t.ckpt_write).Field("create_per_s", t.create_per_s);
   w.Field("storage_fraction", t.storage_fraction);
+  w.Field("train_fraction", t.train_fraction).Field("train_dip", t.train_dip);
   w.EndObject();
   w.Key("stages").BeginArray();
   for (const auto& s : r.stages) {
@@ -87,6 +88,19 @@ std::string ReportJson(const Report& r) {
     w.EndObject();
   }
   w.EndArray();
+  w.Key("train").BeginObject().Field("command", r.train.command).Field("seconds", r.train.seconds);
+  w.Field("error", r.train.error).Key("nodes").BeginArray();
+  for (const auto& n : r.train.nodes) {
+    w.BeginObject().Field("node", n.node).Field("median_steps_per_s", n.median_rate);
+    w.Field("last_step", static_cast<int64_t>(n.last_step)).Field("loss_finite", n.loss_finite);
+    if (n.has_loss) w.Field("last_loss", n.last_loss);
+    w.Field("end", n.end).Field("output_lines", static_cast<int64_t>(n.lines)).Field("last_line", n.last);
+    WriteStrings(w, "errors", n.errors);
+    w.Key("rate").BeginArray();
+    for (const auto& [t, v] : n.rate) w.BeginArray().Number(t).Number(v).EndArray();
+    w.EndArray().EndObject();
+  }
+  w.EndArray().EndObject();
   w.Key("node_rows").BeginArray();
   for (const auto& n : r.node_rows) {
     w.BeginObject().Field("node", n.node).Field("verdict", ReportWord(n.verdict));

@@ -20,6 +20,8 @@ void DefaultBudgets(RunOptions* o) {
   if (o->budget_nodes <= 0) o->budget_nodes = full ? 1200 : 300;
   if (o->budget_collective <= 0) o->budget_collective = full ? 1800 : 600;
   if (o->budget_storage <= 0) o->budget_storage = full ? 1800 : 600;
+  if (o->train_seconds <= 0) o->train_seconds = full ? 300 : 30;
+  if (o->budget_train <= 0) o->budget_train = o->train_seconds + 90;
 }
 
 std::vector<int> NodeCounts(int n) {

@@ -82,10 +82,12 @@ void Stages::Go() {
   for (const auto& n : o_.nodes) live_.push_back(n);
   r_->stages = {{"nodes", Verdict::kSkip, 0, o_.budget_nodes, {}},
                 {"collective", Verdict::kSkip, 0, o_.budget_collective, {}},
-                {"storage", Verdict::kSkip, 0, o_.budget_storage, {}}};
+                {"storage", Verdict::kSkip, 0, o_.budget_storage, {}},
+                {"train", Verdict::kSkip, 0, o_.budget_train, {}}};
   Timed(0, [this] { Nodes(); });
   Timed(1, [this] { Collective(); });
   Timed(2, [this] { Storage(); });
+  Timed(3, [this] { Train(); });
 }
 
 void Stages::Say(const std::string& line) {

@@ -2,7 +2,7 @@
 // nodes, collective and storage in turn for RunAccept (accept_run.h), each
 // against its budget, and the text helpers they share. The machinery every
 // stage uses is in run_stages.cc; each stage is in a file of its own:
-// run_nodes.cc, run_collective.cc, run_storage.cc.
+// run_nodes.cc, run_collective.cc, run_storage.cc, run_train.cc.
 #pragma once
 
 #include <cstddef>
@@ -66,6 +66,9 @@ class Stages {
   std::vector<std::string> WorkerArgs(std::vector<std::string> a);
   std::vector<StorageFigures> Worker(const std::vector<std::string>& nodes, const std::string& scope);
   void Storage();
+
+  // run_train.cc
+  void Train();
 
   const RunOptions& o_;
   const Runner& run_;

@@ -41,6 +41,21 @@ inline StorageFigures MakeStorage(const std::string& path, const std::string& sc
   return s;
 }
 
+// One node's training run: 20 samples over 30 s at `rate` steps/s (the first a little slower).
+inline TrainNode MakeTrain(const std::string& node, double rate) {
+  TrainNode t;
+  t.node = node;
+  for (int k = 1; k <= 20; ++k) t.rate.emplace_back(1.5 * k, k == 1 ? rate * 0.8 : rate);
+  t.median_rate = rate;
+  t.last_step = static_cast<long>(rate * 30);
+  t.has_loss = true;
+  t.last_loss = 1.0 / static_cast<double>(t.last_step);
+  t.end = "bound";
+  t.lines = t.last_step;
+  t.last = "step " + std::to_string(t.last_step) + " loss 0.0033";
+  return t;
+}
+
 // fast: a healthy 8-node run; otherwise n5 slow on its pairs and at 8 nodes,
 // and the path "/slow" far below "/fast".
 inline Report FixtureReport(bool fast, const std::string& odd_path = "/scratch/<b>x</b>&'\"") {
@@ -74,6 +89,12 @@ inline Report FixtureReport(bool fast, const std::string& odd_path = "/scratch/<
   r.storage.push_back(MakeStorage("/fast", "one node", "n1", 600e6));
   r.storage.push_back(MakeStorage(second, "one node", "n1", fast ? 590e6 : 20e6));
   r.storage.push_back(MakeStorage(odd_path, "one node", "n1", 550e6));
+  // Training: 20 samples a node over 30 s; not fast, n5 at 4 steps/s
+  // against the others' ~10.
+  r.stages.push_back({"train", Verdict::kSkip, 31.0, 120, {}});
+  r.train.command = "'/usr/share/doc/preflight/examples/train.sh' 1000000 0.05";
+  r.train.seconds = 30;
+  for (const auto& n : r.nodes) r.train.nodes.push_back(MakeTrain(n, !fast && n == "n5" ? 4 : 10 + (n.back() - '0') * 0.1));
   return r;
 }
 
@@ -93,6 +114,8 @@ inline Report WideReport() {
     std::snprintf(name, sizeof name, "gpu-node-rack%02d-slot%04d", i / 20, i);
     r.nodes.push_back(name);
   }
+  r.train.nodes.clear();
+  for (const auto& n : r.nodes) r.train.nodes.push_back(MakeTrain(n, 10));
   const std::string path = "/lustre/project-with-a-long-name/acceptance/" + std::string(120, 'd') + "/scratch";
   r.storage_paths = {path};
   std::string unbroken = "exit 1: gpu.pcie: /sys/bus/pci/devices/0000:17:00.0/" + std::string(160, 'p') + "/current_link_width=x8";

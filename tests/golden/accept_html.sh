@@ -60,7 +60,7 @@ class P(HTMLParser):
 p = P()
 p.feed(open(sys.argv[1], encoding="utf-8").read())
 ok = True
-want = {"busbw_vs_size", "busbw_vs_nodes", "storage_tiers"}
+want = {"busbw_vs_size", "busbw_vs_nodes", "storage_tiers", "train-rate"}
 got = {name for name, _, _ in p.plots}
 if got != want:
     print("FAIL: plots", sorted(got), "expected", sorted(want)); ok = False

@@ -8,8 +8,10 @@
 #      against accept/accept-report.schema.json;
 #   2. clean: no shaping, one fast path: the verdict is pass;
 #   3. bad input: an unwritable path, a path that fills up, --out holding
-#      other files: a clear line each, the other stages still run, nothing
-#      left on the paths.
+#      other files, a training command that exits at once: a clear line
+#      each, the other stages still run, nothing left on the paths.
+# The training run: in 1 the slow node also steps ten times slower and its
+# step rate fails; in 2 the example train.sh passes on every node.
 # The slow node: the harness's `cluster.sh shape` (tc on lo) when this
 # cluster has it, else the host backend's send-rate seam
 # (nccl_host_rate_file). The slow path: an ext4 image on a loop device whose
@@ -119,6 +121,19 @@ note "$count nodes (links at $fabric_rate), $slow_node slowed by $shaped (16mbit
 # nodes together), tmpfs always does.
 common="--config $C/etc/preflight.conf --max-bytes 256K --storage-runtime 3 --threshold seq_write=10M"
 common+=" --threshold straggler_fraction=0.2"
+# The training run: the example train.sh on every node, the slow node
+# stepping ten times slower in the shaped run (it sleeps 0.5 s a step, the
+# others 0.05 s); a node at half the median fails, and only a sample below
+# 5% of its node's median counts as a dip (the shared cores are noisy).
+common+=" --threshold train_fraction=0.5 --threshold train_dip=0.05"
+cat >"$OUT/train_slow.sh" <<EOF
+#!/bin/sh
+p=0.05
+[ "\$SLURMD_NODENAME" = "$slow_node" ] && p=0.5
+exec "$S/conf/examples/train.sh" 100000 \$p
+EOF
+printf '#!/bin/sh\necho "no such model: gpt-7" >&2\nexit 3\n' >"$OUT/train_bad.sh"
+chmod 755 "$OUT/train_slow.sh" "$OUT/train_bad.sh"
 accept_job() {  # OUTFILE ARGS...: run preflight accept as the test user in an allocation of every node
   local o=$1; shift
   local jid
@@ -128,7 +143,7 @@ accept_job() {  # OUTFILE ARGS...: run preflight accept as the test user in an a
 
 # --- 1. shaped
 accept_job "$OUT/logs/shaped.out" --out "$OUT/shaped" --storage "$OUT/fast" --storage "$OUT/slow" $common \
-  --storage-bytes 1M --storage-files 200 --threshold storage_fraction=0.2
+  --storage-bytes 1M --storage-files 200 --threshold storage_fraction=0.2 --train "$OUT/train_slow.sh" --train-seconds 10
 cat "$OUT/logs/shaped.out"
 J=$OUT/shaped/report.json
 check "shaped: report.json written" test -s "$J"
@@ -160,6 +175,14 @@ check "shaped: the HTML names the node and the path" \
 check "shaped: the HTML names the slow path" grep -q "$OUT/slow (one node" "$OUT/shaped/report.html"
 check "shaped: the summary names the straggler" grep -q "straggler" "$OUT/logs/shaped.out"
 check "shaped: a progress line per node count" grep -q "preflight accept: collective: $count nodes:" "$OUT/logs/shaped.out"
+check "shaped: every node trained" jq_py "sys.exit(len(r['train']['nodes']) != $count or r['train']['seconds'] != 10)"
+check "shaped: $slow_node's step rate fails" jq_py \
+  "sys.exit(not any(f['stage'] == 'train' and f['node'] == '$slow_node' and f['verdict'] == 'fail' and 'step rate' in f['reason'] for f in r['figures']))"
+check "shaped: no other node's step rate fails" jq_py \
+  "sys.exit(any(f['stage'] == 'train' and f['node'] != '$slow_node' and f['verdict'] == 'fail' for f in r['figures']))"
+plot_points() { sed -n 's/.*data-plot="train-rate" data-points="\([0-9]*\)".*/\1/p' "$1"; }
+check "shaped: the step-rate plot has every node's samples" test "$(plot_points "$OUT/shaped/report.html")" -ge $((2 * count))
+check "shaped: a progress line per node trained" grep -q "preflight accept: train: $slow_node: " "$OUT/logs/shaped.out"
 check "shaped: nothing left on the paths" test -z "$(ls -A "$OUT/fast" "$OUT/slow" | grep -v -e lost+found -e '^/' -e '^$')"
 python3 - "$J" <<'PY'
 import json, sys
@@ -182,16 +205,18 @@ if [ "$shaped" = tc ]; then "$S/tests/harness/cluster.sh" unshape "$C"; shape_al
 # node look 10x slower than the others.
 accept_job "$OUT/logs/clean.out" --out "$OUT/clean" --storage "$OUT/fast" $common \
   --storage-bytes 16M --storage-files 1000 --threshold storage_fraction=0.1 \
-  --threshold scaling_warn=0.5 --threshold scaling_fail=0.3
+  --threshold scaling_warn=0.5 --threshold scaling_fail=0.3 --train-seconds 5
 cat "$OUT/logs/clean.out"
 J=$OUT/clean/report.json
 check "clean: verdict pass" jq_py "sys.exit(r['verdict'] != 'pass')"
 check "clean: nobody named" jq_py "sys.exit(bool(r['collective']['stragglers']))"
 check "clean: the other collectives pass" ops_ok
+check "clean: the example trained on every node and passed" jq_py \
+  "t=[f for f in r['figures'] if f['stage'] == 'train']; sys.exit(len(t) != $count or any(f['verdict'] != 'pass' for f in t) or 'train.sh' not in r['train']['command'])"
 
 # --- 3. bad input
 ALLOC=2 accept_job "$OUT/logs/bad.out" --config "$C/etc/preflight.conf" --out "$OUT/bad" --storage "$OUT/locked" --storage "$OUT/full" \
-  --max-bytes 64K --storage-bytes 4M --storage-files 50 --storage-runtime 3
+  --max-bytes 64K --storage-bytes 4M --storage-files 50 --storage-runtime 3 --train "$OUT/train_bad.sh"
 cat "$OUT/logs/bad.out"
 check "bad: --out with other files left alone" grep -qx mine "$OUT/bad/notes.txt"
 check "bad: the report went to a subdirectory, said so" grep -q "holds other files" "$OUT/logs/bad.out"
@@ -201,6 +226,8 @@ check "bad: unwritable path named" grep -q "cannot write $OUT/locked: Permission
 check "bad: full path named" grep -q "$OUT/full: .*no space left on device" "$OUT/logs/bad.out"
 check "bad: the collective still ran" grep -q "preflight accept: collective: 2 nodes:" "$OUT/logs/bad.out"
 check "bad: nothing left on the full path" test -z "$(ls -A "$OUT/full")"
+check "bad: a training command that exits at once is named with its last line" \
+  jq_py "sys.exit(not all('ended with exit 3 after 1 lines (last line: no such model: gpt-7)' in f['reason'] for f in r['figures'] if f['stage'] == 'train') or len(r['train']['nodes']) != 2)"
 
 [ $failures = 0 ] || exit 1
 echo "[$T] all ok"

@@ -29,11 +29,11 @@ Verdict Worse(Verdict a, Verdict b);
 
 // One judged figure: every number the report shows a verdict for.
 struct Figure {
-  std::string stage;             // "nodes", "collective", "storage"
+  std::string stage;             // "nodes", "collective", "storage", "train"
   std::string name;              // "busbw 4 nodes", "seq_write", ...
   std::string node;              // the node it belongs to ("" for the allocation)
   std::string path;              // the storage path ("" otherwise)
-  std::string unit;              // "B/s", "IOPS", "files/s", "ratio"
+  std::string unit;              // "B/s", "IOPS", "files/s", "ratio", "steps/s"
   double value = 0;
   double threshold = 0;          // 0: none
   std::string threshold_source;  // "2-node figure x 0.70", "--threshold seq_read", "profile h100", "none: ..."
@@ -95,6 +95,27 @@ struct StorageFigures {
   std::vector<std::string> reproduce;  // the fio command lines
 };
 
+// Training (accept_train.h): the command on every node at once, bounded.
+struct TrainNode {
+  std::string node;
+  std::vector<std::pair<double, double>> rate;  // (seconds since start, steps/s)
+  double median_rate = 0;    // steps/s, over `rate` (0: fewer than two samples)
+  long last_step = -1;       // -1: no progress line
+  bool has_loss = false;
+  bool loss_finite = true;
+  double last_loss = 0;
+  std::vector<std::string> errors;  // the tap's error lines ("T TEXT")
+  std::string end;           // the tap's end ("exit 0", "bound", "signal 9"; "": never ended)
+  long lines = 0;            // the command's output lines
+  std::string last;          // its last non-empty line
+};
+struct TrainRun {
+  std::string command;       // "" : the stage did not run (error says why)
+  double seconds = 0;        // the bound
+  std::vector<TrainNode> nodes;
+  std::string error;
+};
+
 // A stage of the run: timed, with a budget.
 struct Stage {
   std::string name;             // "nodes", "collective", "storage"
@@ -122,6 +143,8 @@ struct Thresholds {
   double ckpt_write = 0;            // B/s per node
   double create_per_s = 0;
   double storage_fraction = 0.5;    // a path's one-node figure below this fraction of the best path's: warn
+  double train_fraction = 0.8;      // a node's median step rate below this fraction of the allocation's: fail
+  double train_dip = 0.5;           // a sample (after the first) below this fraction of the node's median: warn
 };
 struct ThresholdKey {
   const char* name;
@@ -153,6 +176,7 @@ struct Report {
   std::map<std::string, std::string> node_checks;  // node -> "" passed, else the reason
   std::map<std::string, std::string> lost_nodes;   // node -> when/what
   std::vector<StorageFigures> storage;
+  TrainRun train;
   std::vector<std::string> notes; // bad input and run-wide notes (also in the summary)
 
   // Filled by Judge():

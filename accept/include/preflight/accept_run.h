@@ -15,6 +15,9 @@
 //               straggler rule names)
 //   storage     each path from every node at once, then from one node alone
 //               (preflight accept --storage-worker)
+//   train       a training command on every node at once, bounded, its
+//               progress lines sampled by a tap (preflight accept
+//               --train-tap; accept_train.h)
 // A node that stops answering (slurmctld's record says down, not responding
 // or failing after a failed step; `preflight slurm nodes`) is named and left
 // out of the later steps.
@@ -52,9 +55,17 @@ struct RunOptions {
   // stage. "" leaves the site's.
   std::string node_state_dir;
   double budget_nodes = 0, budget_collective = 0, budget_storage = 0;  // seconds (0: the level's)
+  // The training stage (accept_train.h): `train` run by /bin/sh -c on every
+  // node at once, one task per node, for `train_seconds` (0: the level's,
+  // quick 30, full 300); "" skips the stage, saying why (`train_skip`).
+  std::string train;
+  std::string train_skip;
+  double train_seconds = 0;
+  double budget_train = 0;                  // 0: train_seconds + 90 (start-up, the stop's grace)
 };
 
-// The budgets of a level in seconds: quick 300/600/600, full 1200/1800/1800.
+// The budgets of a level in seconds: quick 300/600/600, full 1200/1800/1800;
+// the training run's bound (quick 30, full 300) and its budget (bound + 90).
 void DefaultBudgets(RunOptions* o);
 
 using Runner = std::function<ProcessResult(const std::vector<std::string>& argv, unsigned timeout_ms)>;

@@ -1,0 +1,74 @@
+// The training stage of the acceptance run (run_stages.h, accept_train.h):
+// the command on every live node at once under the tap, one task per node,
+// read back per node into the report's TrainRun.
+#include <algorithm>
+
+#include "preflight/accept_train.h"
+#include "preflight/stats.h"
+#include "run_stages.h"
+
+namespace preflight::accept::run_internal {
+
+void Stages::Train() {
+  TrainRun& t = r_->train;
+  if (o_.train.empty()) {
+    // Not a finding: the stage stays "skip", the report says why.
+    t.error = o_.train_skip.empty() ? "no training command" : o_.train_skip;
+    Say("train: " + t.error + ": not run");
+    return;
+  }
+  if (live_.empty()) {
+    t.error = "no node left to train on";
+    Note(t.error);
+    return;
+  }
+  if (!Budget("the training run")) return;
+  t.command = o_.train;
+  t.seconds = o_.train_seconds;
+  std::vector<std::string> a = Srun(live_, false, 1, true);
+  a.insert(a.end(), {o_.preflight, "accept", "--train-tap", "--train", o_.train, "--train-seconds",
+                     F("%.0f", o_.train_seconds)});
+  Say("train: " + o_.train + " on " + std::to_string(live_.size()) + " nodes for " + F("%.0f", o_.train_seconds) +
+      " s");
+  // The bound, the tap's 10 s grace and srun's start-up, within the budget.
+  unsigned ms = std::min(Left(), static_cast<unsigned>((o_.train_seconds + 60) * 1000));
+  ProcessResult p = run_(a, ms);
+  std::map<std::string, TapRecord> seen;
+  for (const auto& [task, text] : SplitLabelled(p.output)) {
+    TapRecord rec = ReadTap(text);
+    if (!rec.node.empty()) seen[rec.node] = std::move(rec);
+  }
+  std::vector<std::string> missing;
+  for (const auto& node : live_) {
+    TrainNode n;
+    n.node = node;
+    auto it = seen.find(node);
+    if (it == seen.end()) {
+      missing.push_back(node);
+      t.nodes.push_back(n);
+      continue;
+    }
+    const TapRecord& rec = it->second;
+    n.rate = StepRate(rec.steps);
+    std::vector<double> v;
+    for (const auto& [when, rate] : n.rate) v.push_back(rate);
+    n.median_rate = Median(v);
+    n.last_step = rec.steps.empty() ? -1 : rec.steps.back().second;
+    n.has_loss = rec.has_loss;
+    n.last_loss = rec.last_loss;
+    n.loss_finite = !rec.loss_nonfinite;
+    n.errors = rec.errors;
+    n.end = rec.end;
+    n.lines = rec.lines;
+    n.last = rec.last;
+    t.nodes.push_back(n);
+    Say("train: " + node + ": " + (n.last_step < 0 ? std::string("no progress line") : F("%.2f steps/s", n.median_rate)) +
+        ", " + (n.end.empty() ? std::string("no end") : n.end));
+  }
+  if (!missing.empty()) {
+    if (p.timed_out) Note("the training step outlived its bound: stopped");
+    FindLost(missing, "the training run");
+  }
+}
+
+}  // namespace preflight::accept::run_internal

@@ -1,0 +1,263 @@
+// The training stage's tap (accept_train.h): the progress-line grammar, the
+// tap process each node runs around the training command, and the reader of
+// what the taps printed.
+#include "preflight/accept_train.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "preflight/clock.h"
+#include "preflight/job.h"
+#include "preflight/process.h"
+
+namespace preflight::accept {
+namespace {
+
+constexpr size_t kMaxLine = 4096;
+constexpr size_t kMaxErrors = 20;
+constexpr size_t kMaxText = 200;
+
+bool WordChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// Where `word` (lower case) stands as a word of its own in `low`, from `from`.
+size_t FindWord(const std::string& low, const char* word, size_t from) {
+  size_t n = std::strlen(word);
+  for (size_t p = low.find(word, from); p != std::string::npos; p = low.find(word, p + 1)) {
+    bool before = p == 0 || !WordChar(low[p - 1]);
+    bool after = p + n >= low.size() || !WordChar(low[p + n]);
+    if (before && after) return p;
+  }
+  return std::string::npos;
+}
+
+// After a key word: blanks, an optional ':' or '=', blanks.
+size_t SkipSeparator(const std::string& s, size_t p) {
+  while (p < s.size() && (s[p] == ' ' || s[p] == '\t')) ++p;
+  if (p < s.size() && (s[p] == ':' || s[p] == '=')) ++p;
+  while (p < s.size() && (s[p] == ' ' || s[p] == '\t')) ++p;
+  return p;
+}
+
+std::string Cut(std::string_view s) {
+  std::string out(s.substr(0, kMaxText));
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+  return out;
+}
+
+// The tap's state while the command runs.
+struct Tap {
+  double t0 = 0, window = 1, next_print = 0;
+  long lines = 0;
+  size_t errors = 0;
+  bool first_printed = false, nonfinite_printed = false, unprinted = false;
+  double last_t = 0;
+  ProgressLine last;
+  std::string last_text;
+
+  void Print(double t, const ProgressLine& p) {
+    std::string loss = !p.has_loss ? "-" : !p.loss_finite ? "nan" : "";
+    if (loss.empty()) {
+      char b[64];
+      std::snprintf(b, sizeof b, "%.6g", p.loss);
+      loss = b;
+    }
+    std::printf("%s%.3f %ld %s\n", kTapStep, t, p.step, loss.c_str());
+    std::fflush(stdout);
+    unprinted = false;
+  }
+  void Line(std::string_view line) {
+    ++lines;
+    double t = MonotonicSeconds() - t0;
+    if (line.find_first_not_of(" \t\r") != std::string_view::npos) last_text = Cut(line);
+    if (IsTrainErrorLine(line) && errors < kMaxErrors) {
+      ++errors;
+      std::printf("%s%.3f %s\n", kTapError, t, Cut(line).c_str());
+      std::fflush(stdout);
+    }
+    auto p = ParseProgressLine(line);
+    if (!p) return;
+    last = *p;
+    last_t = t;
+    unprinted = true;
+    bool first_nonfinite = p->has_loss && !p->loss_finite && !nonfinite_printed;
+    if (!first_printed || first_nonfinite || t >= next_print) {
+      Print(t, *p);
+      first_printed = true;
+      nonfinite_printed = nonfinite_printed || first_nonfinite;
+      next_print = t + window;
+    }
+  }
+  void Flush() {
+    if (unprinted) Print(last_t, last);
+  }
+};
+
+}  // namespace
+
+std::optional<ProgressLine> ParseProgressLine(std::string_view line) {
+  std::string low(line.substr(0, kMaxLine));
+  std::transform(low.begin(), low.end(), low.begin(), [](unsigned char c) { return std::tolower(c); });
+  ProgressLine out;
+  bool found = false;
+  for (const char* w : {"step", "iter"}) {
+    for (size_t p = FindWord(low, w, 0); p != std::string::npos && !found; p = FindWord(low, w, p + 1)) {
+      size_t d = SkipSeparator(low, p + 4);
+      if (d >= low.size() || !std::isdigit(static_cast<unsigned char>(low[d]))) continue;
+      errno = 0;
+      char* end = nullptr;
+      long v = std::strtol(low.c_str() + d, &end, 10);
+      if (errno != 0 || v < 0) continue;
+      out.step = v;
+      found = true;
+    }
+    if (found) break;
+  }
+  if (!found) return std::nullopt;
+  size_t l = FindWord(low, "loss", 0);
+  if (l != std::string::npos) {
+    size_t d = SkipSeparator(low, l + 4);
+    const char* start = low.c_str() + d;
+    char* end = nullptr;
+    double v = d < low.size() ? std::strtod(start, &end) : 0;
+    if (end && end != start) {
+      out.has_loss = true;
+      out.loss = v;
+      out.loss_finite = std::isfinite(v);
+    }
+  }
+  return out;
+}
+
+bool IsTrainErrorLine(std::string_view line) {
+  static const char* const kSigns[] = {"NCCL WARN", "NCCL error", "ncclInternalError", "ncclSystemError",
+                                       "ncclUnhandledCudaError", "ncclRemoteError", "ncclInvalidUsage",
+                                       "CUDA error", "Watchdog caught collective operation timeout",
+                                       "Traceback (most recent call last)"};
+  for (const char* s : kSigns)
+    if (line.find(s) != std::string_view::npos) return true;
+  return false;
+}
+
+double RateWindow(double seconds) { return std::max(1.0, seconds / 20); }
+
+int RunTrainTap(const TrainTapArgs& a) {
+  Tap tap;
+  tap.window = RateWindow(a.seconds);
+  const char* node = std::getenv("SLURMD_NODENAME");
+  std::printf("%s%s\n", kTapNode, node && *node ? Cut(node).c_str() : Cut(ShortHostname()).c_str());
+  SpawnSpec spec;
+  spec.argv = a.cmd;
+  spec.env = MergedEnv({});
+  spec.exec_error_as_status = true;
+  tap.t0 = MonotonicSeconds();
+  auto child = a.cmd.empty() ? Expected<Child>(Status::InvalidArgument("no command")) : Start(spec);
+  if (!child) {
+    std::printf("%sexit 127 0 cannot run %s: %s\n", kTapEnd, a.cmd.empty() ? "" : Cut(a.cmd[0]).c_str(),
+                Cut(child.status().message()).c_str());
+    return 2;
+  }
+  const double bound = tap.t0 + a.seconds;
+  double kill_at = 0;  // set once SIGTERM went out at the bound
+  double give_up = 0;  // after SIGKILL: a grandchild of its own may hold the pipe
+  std::string buf;
+  bool dropping = false, open = true;
+  char chunk[65536];
+  while (open) {
+    double now = MonotonicSeconds();
+    if (kill_at == 0 && now >= bound) {
+      ::kill(-child->pid, SIGTERM);
+      kill_at = now + a.grace;
+    } else if (kill_at > 0 && give_up == 0 && now >= kill_at) {
+      ::kill(-child->pid, SIGKILL);
+      give_up = now + 5;
+    } else if (give_up > 0 && now >= give_up) {
+      break;
+    }
+    double until = kill_at == 0 ? bound : give_up == 0 ? kill_at : give_up;
+    struct pollfd pfd = {child->out, POLLIN, 0};
+    int ms = static_cast<int>(std::max(0.0, std::min(until - now, 1.0)) * 1000) + 1;
+    int r = ::poll(&pfd, 1, ms);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    ssize_t n = ::read(child->out, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) { open = false; n = 0; }
+    for (ssize_t i = 0; i < n; ++i) {
+      char c = chunk[i];
+      if (c == '\n') {
+        if (!dropping) tap.Line(buf);
+        buf.clear();
+        dropping = false;
+      } else if (!dropping) {
+        buf.push_back(c);
+        if (buf.size() >= kMaxLine) { tap.Line(buf); buf.clear(); dropping = true; }
+      }
+    }
+  }
+  if (!buf.empty() && !dropping) tap.Line(buf);
+  ::close(child->out);
+  int status = 0;
+  while (::waitpid(child->pid, &status, 0) < 0 && errno == EINTR) {}
+  tap.Flush();
+  std::string how = kill_at > 0 ? "bound"
+                    : WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
+                                        : "signal " + std::to_string(WTERMSIG(status));
+  std::printf("%s%s %ld %s\n", kTapEnd, how.c_str(), tap.lines, tap.last_text.c_str());
+  std::fflush(stdout);
+  return 0;
+}
+
+TapRecord ReadTap(const std::string& text) {
+  TapRecord r;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t at;
+    if ((at = line.find(kTapNode)) != std::string::npos) {
+      r.node = line.substr(at + std::strlen(kTapNode));
+    } else if ((at = line.find(kTapError)) != std::string::npos) {
+      if (r.errors.size() < kMaxErrors) r.errors.push_back(line.substr(at + std::strlen(kTapError)));
+    } else if ((at = line.find(kTapEnd)) != std::string::npos) {
+      std::istringstream f(line.substr(at + std::strlen(kTapEnd)));
+      std::string how, code;
+      f >> how;
+      r.end = how;
+      if (how != "bound" && f >> code) r.end += " " + code;
+      if (f >> r.lines) std::getline(f >> std::ws, r.last);
+    } else if ((at = line.find(kTapStep)) != std::string::npos) {
+      std::istringstream f(line.substr(at + std::strlen(kTapStep)));
+      double t = 0;
+      long step = 0;
+      std::string loss;
+      if (!(f >> t >> step >> loss)) continue;
+      r.steps.emplace_back(t, step);
+      if (loss == "nan") r.loss_nonfinite = true;
+      else if (loss != "-") { r.has_loss = true; r.last_loss = std::atof(loss.c_str()); }
+    }
+  }
+  return r;
+}
+
+std::vector<std::pair<double, double>> StepRate(const std::vector<std::pair<double, long>>& steps) {
+  std::vector<std::pair<double, double>> out;
+  for (size_t i = 1; i < steps.size(); ++i) {
+    double dt = steps[i].first - steps[i - 1].first;
+    long ds = steps[i].second - steps[i - 1].second;
+    if (dt > 0 && ds >= 0) out.emplace_back(steps[i].first, ds / dt);
+  }
+  return out;
+}
+
+}  // namespace preflight::accept

@@ -1,0 +1,159 @@
+// The acceptance run's training stage (run_train.cc) and its verdicts
+// (report_judge.cc: JudgeTrain), through RunAccept with a runner that
+// answers the tap's srun step as srun --label would; every other step
+// answers nothing.
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "preflight/accept_report.h"
+#include "preflight/accept_run.h"
+
+namespace preflight::accept {
+namespace {
+
+// Task K's tap output: samples every 1.5 s at `rate` steps/s, then `end`.
+std::string TapOf(int task, const std::string& node, double rate, const std::string& end,
+                  const std::string& extra = "") {
+  std::string k = std::to_string(task) + ": ";
+  std::string o = k + "#accept-train-node " + node + "\n";
+  for (int i = 1; i <= 20 && rate > 0; ++i) {
+    char b[96];
+    std::snprintf(b, sizeof b, "#accept-train %.3f %ld 0.5\n", 1.5 * i, static_cast<long>(rate * 1.5 * i));
+    o += k + b;
+  }
+  if (!extra.empty()) o += k + extra + "\n";
+  return o + k + "#accept-train-end " + end + "\n";
+}
+
+struct TrainCase {
+  RunOptions o;
+  std::vector<std::string> tap_calls;
+  std::string tap_output;
+  std::string down;  // the node slurmctld calls down once the training step ran
+  Report Go() {
+    auto run = [this](const std::vector<std::string>& argv, unsigned) {
+      std::string cmd;
+      for (const auto& a : argv) cmd += a + " ";
+      ProcessResult p;
+      p.exit_code = 0;
+      if (cmd.find("--train-tap") != std::string::npos) {
+        tap_calls.push_back(cmd);
+        p.output = tap_output;
+      } else if (cmd.find("slurm nodes") != std::string::npos && !tap_calls.empty() && !down.empty()) {
+        p.output = "{\"nodes\":[{\"name\":\"" + down + "\",\"state\":\"DOWN+NOT_RESPONDING\"}]}\n";
+      }
+      return p;
+    };
+    return RunAccept(o, run, nullptr);
+  }
+};
+
+const Figure* TrainFigure(const Report& r, const std::string& node) {
+  for (const auto& f : r.figures)
+    if (f.stage == "train" && f.node == node) return &f;
+  return nullptr;
+}
+
+TEST(AcceptTrain, ASlowNodeIsNamedAndTheOthersPass) {
+  TrainCase t;
+  t.o.nodes = {"n1", "n2", "n3", "n4"};
+  t.o.train = "python train.py --steps 100000";
+  t.tap_output = TapOf(0, "n1", 10, "bound 300 step 300") + TapOf(1, "n2", 10, "bound 300 step 300") +
+                 TapOf(2, "n3", 10, "bound 300 step 300") + TapOf(3, "n4", 3, "bound 90 step 90");
+  Report r = t.Go();
+  ASSERT_EQ(t.tap_calls.size(), 1u);
+  EXPECT_NE(t.tap_calls[0].find("--ntasks-per-node=1"), std::string::npos) << t.tap_calls[0];
+  EXPECT_NE(t.tap_calls[0].find("--train python train.py --steps 100000 --train-seconds 30"), std::string::npos)
+      << "quick: 30 s; " << t.tap_calls[0];
+  ASSERT_EQ(r.train.nodes.size(), 4u);
+  for (const char* n : {"n1", "n2", "n3"}) {
+    const Figure* f = TrainFigure(r, n);
+    ASSERT_TRUE(f) << n;
+    EXPECT_EQ(f->verdict, Verdict::kPass) << f->reason;
+    EXPECT_NEAR(f->value, 10, 0.5);
+  }
+  const Figure* slow = TrainFigure(r, "n4");
+  ASSERT_TRUE(slow);
+  EXPECT_EQ(slow->verdict, Verdict::kFail);
+  EXPECT_NE(slow->reason.find("below 0.80 of the allocation's median"), std::string::npos) << slow->reason;
+  EXPECT_EQ(r.verdict, Verdict::kFail);
+  bool named = false;
+  for (const auto& line : r.reasons) named = named || line.find("n4") != std::string::npos;
+  EXPECT_TRUE(named) << SummaryText(r);
+  EXPECT_NE(ReportHtml(r).find("data-plot=\"train-rate\" data-points=\"76\""), std::string::npos)
+      << "19 samples a node, four nodes";
+}
+
+TEST(AcceptTrain, EveryWayOfGoingWrongIsALineOfItsOwn) {
+  TrainCase t;
+  t.o.nodes = {"n1", "n2", "n3", "n4", "n5", "n6"};
+  t.o.train = "./smoke.sh";
+  t.tap_output = TapOf(0, "n1", 0, "exit 1 2 ImportError: No module named deepspeed") +
+                 TapOf(1, "n2", 0, "bound 5000 loading shard 4999") +
+                 TapOf(2, "n3", 10, "bound 300 step 300", "#accept-train 30.5 301 nan") +
+                 TapOf(3, "n5", 10, "bound 300 step 300",
+                       "#accept-train-error 12.000 [Rank 3] Watchdog caught collective operation timeout") +
+                 TapOf(5, "n6", 10, "bound 300 step 300");
+  // n4 says nothing: lost (slurmctld: DOWN+NOT_RESPONDING).
+  t.down = "n4";
+  Report r = t.Go();
+  auto reason = [&](const char* n) { const Figure* f = TrainFigure(r, n); return f ? f->reason : std::string("none"); };
+  EXPECT_NE(reason("n1").find("ended with exit 1 after 2 lines (last line: ImportError: No module named deepspeed)"),
+            std::string::npos) << reason("n1");
+  EXPECT_NE(reason("n2").find("no progress line in 5000 lines"), std::string::npos) << reason("n2");
+  EXPECT_NE(reason("n3").find("NaN"), std::string::npos) << reason("n3");
+  EXPECT_NE(reason("n5").find("Watchdog caught collective operation timeout"), std::string::npos) << reason("n5");
+  EXPECT_NE(reason("n4").find("never ended"), std::string::npos) << reason("n4");
+  EXPECT_EQ(r.lost_nodes.count("n4"), 1u) << "slurmctld says down: lost";
+  const Figure* ok = TrainFigure(r, "n6");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->verdict, Verdict::kPass) << ok->reason;
+}
+
+TEST(AcceptTrain, ADipIsAWarningAndASkippedStageIsNoFinding) {
+  TrainCase t;
+  t.o.nodes = {"n1", "n2"};
+  t.o.train = "x";
+  std::string dip = "0: #accept-train-node n1\n";
+  long step = 0;
+  for (int i = 1; i <= 20; ++i) {
+    step += i == 10 ? 3 : 15;  // 10 steps/s, one sample at 2
+    dip += "0: #accept-train " + std::to_string(1.5 * i) + " " + std::to_string(step) + " 0.1\n";
+  }
+  t.tap_output = dip + "0: #accept-train-end bound 300 x\n" + TapOf(1, "n2", 10, "bound 300 x");
+  Report r = t.Go();
+  const Figure* f = TrainFigure(r, "n1");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->verdict, Verdict::kWarn) << f->reason;
+  EXPECT_NE(f->reason.find("not steady"), std::string::npos) << f->reason;
+
+  TrainCase none;
+  none.o.nodes = {"n1", "n2"};
+  none.o.train_skip = "--train none";
+  Report s = none.Go();
+  EXPECT_TRUE(none.tap_calls.empty());
+  EXPECT_EQ(s.train.error, "--train none");
+  for (const auto& st : s.stages)
+    if (st.name == "train") EXPECT_EQ(st.verdict, Verdict::kSkip);
+}
+
+TEST(AcceptTrain, NodesThatFailTheSameWayAreOneFinding) {
+  TrainCase t;
+  t.o.nodes = {"n1", "n2", "n3"};
+  t.o.train = "./smoke.sh";
+  t.tap_output = TapOf(0, "n1", 0, "exit 3 1 no such model: gpt-7") + TapOf(1, "n2", 0, "exit 3 1 no such model: gpt-7") +
+                 TapOf(2, "n3", 10, "bound 300 x");
+  Report r = t.Go();
+  size_t lines = 0;
+  for (const auto& why : r.reasons)
+    if (why.find("training") != std::string::npos) {
+      ++lines;
+      EXPECT_EQ(why, "fail: training: the training command ended with exit 3 (last line: no such model: gpt-7) on n[1-2]");
+    }
+  EXPECT_EQ(lines, 1u) << SummaryText(r);
+}
+
+}  // namespace
+}  // namespace preflight::accept

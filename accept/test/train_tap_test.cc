@@ -1,0 +1,168 @@
+// The training stage's tap (accept_train.h): the progress-line grammar on
+// public training logs' lines, the tap around real commands (sh), and the
+// reader of its output.
+#include "preflight/accept_train.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "preflight_test/temp_dir.h"
+
+namespace preflight::accept {
+namespace {
+
+TEST(ProgressLine, ThePublicLogsLinesAndTheExamples) {
+  auto t = ParseProgressLine(
+      "[rank0]:[titan] 2025-01-10 12:00:01,123 - root - INFO - step:  1  loss:  8.1661  grad_norm:  1.3  tps: 3,502");
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->step, 1);
+  EXPECT_TRUE(t->has_loss);
+  EXPECT_DOUBLE_EQ(t->loss, 8.1661);
+  auto g = ParseProgressLine("iter 20: loss 4.2143, time 31.12ms, mfu 12.3%");
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->step, 20);
+  EXPECT_DOUBLE_EQ(g->loss, 4.2143);
+  auto n = ParseProgressLine("step 0, loss: 10.89");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->step, 0);
+  EXPECT_DOUBLE_EQ(n->loss, 10.89);
+  auto e = ParseProgressLine("step 7 loss 0.1429");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->step, 7);
+  auto eq = ParseProgressLine("Step=12 Loss=3e-2");
+  ASSERT_TRUE(eq);
+  EXPECT_EQ(eq->step, 12);
+  EXPECT_DOUBLE_EQ(eq->loss, 0.03);
+  auto bare = ParseProgressLine("step 5");
+  ASSERT_TRUE(bare);
+  EXPECT_FALSE(bare->has_loss);
+}
+
+TEST(ProgressLine, NanAndInfAreNotFinite) {
+  for (const char* l : {"step 9 loss nan", "step 9 loss: NaN", "iter 9: loss inf", "step 9 loss=-inf"}) {
+    auto p = ParseProgressLine(l);
+    ASSERT_TRUE(p) << l;
+    EXPECT_TRUE(p->has_loss) << l;
+    EXPECT_FALSE(p->loss_finite) << l;
+  }
+}
+
+TEST(ProgressLine, OtherLinesAreNot) {
+  for (const char* l : {"done steps=100 restart=0", "stepping into the loop", "iteration 5", "step_time 0.3",
+                        "loading step", "step: x", "", "result sum=55 steps=10 restart=0", "steps 4"}) {
+    EXPECT_FALSE(ParseProgressLine(l)) << l;
+  }
+}
+
+TEST(ProgressLine, ErrorLines) {
+  EXPECT_TRUE(IsTrainErrorLine("n1:123:456 [0] NCCL WARN NET/IB : Got completion with error 12"));
+  EXPECT_TRUE(IsTrainErrorLine("RuntimeError: NCCL error in: ... ncclInternalError: Internal check failed."));
+  EXPECT_TRUE(IsTrainErrorLine("[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5)"));
+  EXPECT_TRUE(IsTrainErrorLine("Traceback (most recent call last):"));
+  EXPECT_TRUE(IsTrainErrorLine("CUDA error: an illegal memory access was encountered"));
+  EXPECT_FALSE(IsTrainErrorLine("step 3 loss 2.0"));
+  EXPECT_FALSE(IsTrainErrorLine("NCCL INFO Using network IB"));
+}
+
+// The tap's stdout, captured while it runs `script` (sh -c) for `seconds`.
+std::string Tap(const std::string& script, double seconds, double grace = 10) {
+  preflight_test::TempDir t("tap");
+  std::string out = t.path() + "/out";
+  std::fflush(stdout);
+  int saved = ::dup(1);
+  FILE* f = std::fopen(out.c_str(), "w");
+  ::dup2(::fileno(f), 1);
+  TrainTapArgs a;
+  a.cmd = {"/bin/sh", "-c", script};
+  a.seconds = seconds;
+  a.grace = grace;
+  RunTrainTap(a);
+  std::fflush(stdout);
+  ::dup2(saved, 1);
+  ::close(saved);
+  std::fclose(f);
+  std::ifstream in(out);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(TrainTap, ACommandThatEndsIsSampledAndItsExitKept) {
+  std::string o = Tap("for i in 1 2 3 4 5; do echo \"step $i loss 0.$i\"; done; echo 'NCCL WARN link down'; exit 3", 30);
+  TapRecord r = ReadTap(o);
+  ASSERT_FALSE(r.steps.empty()) << o;
+  EXPECT_EQ(r.steps.front().second, 1) << "the first progress line is always printed";
+  EXPECT_EQ(r.steps.back().second, 5) << "the newest is flushed at the end";
+  EXPECT_TRUE(r.has_loss);
+  EXPECT_DOUBLE_EQ(r.last_loss, 0.5);
+  EXPECT_FALSE(r.loss_nonfinite);
+  ASSERT_EQ(r.errors.size(), 1u) << o;
+  EXPECT_NE(r.errors[0].find("NCCL WARN link down"), std::string::npos);
+  EXPECT_EQ(r.end, "exit 3") << o;
+  EXPECT_EQ(r.lines, 6);
+  EXPECT_EQ(r.last, "NCCL WARN link down");
+}
+
+TEST(TrainTap, AtTheBoundTheCommandIsStoppedEvenIfItIgnoresTerm) {
+  std::string o = Tap("trap '' TERM; i=0; while :; do i=$((i+1)); echo \"step $i\"; sleep 0.05; done", 1.5, 1);
+  TapRecord r = ReadTap(o);
+  EXPECT_EQ(r.end, "bound") << o;
+  EXPECT_GE(r.steps.size(), 2u) << o;
+  EXPECT_FALSE(r.has_loss);
+}
+
+TEST(TrainTap, NonFiniteLossIsReportedAtOnce) {
+  std::string o = Tap("echo 'step 1 loss 2.0'; echo 'step 2 loss nan'; echo 'step 3 loss 1.0'", 30);
+  TapRecord r = ReadTap(o);
+  EXPECT_TRUE(r.loss_nonfinite) << o;
+}
+
+TEST(TrainTap, ACommandThatCannotStartIsAnEndLine) {
+  TrainTapArgs a;
+  a.cmd = {"/nonexistent/train"};
+  a.seconds = 5;
+  preflight_test::TempDir t("tap");
+  std::fflush(stdout);
+  int saved = ::dup(1);
+  FILE* f = std::fopen((t.path() + "/o").c_str(), "w");
+  ::dup2(::fileno(f), 1);
+  int rc = RunTrainTap(a);
+  std::fflush(stdout);
+  ::dup2(saved, 1);
+  ::close(saved);
+  std::fclose(f);
+  std::ifstream in(t.path() + "/o");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(rc, 2);
+  TapRecord r = ReadTap(ss.str());
+  EXPECT_EQ(r.end, "exit 127") << ss.str();
+  EXPECT_NE(r.last.find("/nonexistent/train"), std::string::npos) << r.last;
+}
+
+TEST(TrainTap, AHugeLineIsCutAndCountsOnce) {
+  std::string o = Tap("head -c 100000 /dev/zero | tr '\\\\0' x; echo; echo 'step 4 loss 1'", 30);
+  TapRecord r = ReadTap(o);
+  EXPECT_EQ(r.lines, 2) << o;
+  ASSERT_EQ(r.steps.size(), 1u);
+  EXPECT_EQ(r.steps[0].second, 4);
+}
+
+TEST(StepRate, BetweenSamples) {
+  auto v = StepRate({{1.0, 10}, {2.0, 20}, {4.0, 30}, {4.0, 31}});
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_DOUBLE_EQ(v[0].second, 10);
+  EXPECT_DOUBLE_EQ(v[1].first, 4.0);
+  EXPECT_DOUBLE_EQ(v[1].second, 5);
+  EXPECT_TRUE(StepRate({{1.0, 1}}).empty());
+  EXPECT_DOUBLE_EQ(RateWindow(30), 1.5);
+  EXPECT_DOUBLE_EQ(RateWindow(5), 1);
+}
+
+}  // namespace
+}  // namespace preflight::accept
