@@ -12,24 +12,11 @@
 #include "preflight/stats.h"
 #include "preflight/straggler.h"
 #include "report_fmt.h"
+#include "report_judge.h"
 
 namespace preflight::accept {
 
-namespace {
-
-std::string CountWords(double v, const std::string& unit) {
-  char b[64];
-  if (v >= 1e6) std::snprintf(b, sizeof b, "%.2fM %s", v / 1e6, unit.c_str());
-  else if (v >= 1e3) std::snprintf(b, sizeof b, "%.1fk %s", v / 1e3, unit.c_str());
-  else std::snprintf(b, sizeof b, "%.0f %s", v, unit.c_str());
-  return b;
-}
-
-std::string ValueWords(double v, const std::string& unit) {
-  if (unit == "B/s") return RateWords(v);
-  if (unit == "ratio") return Fmt("%.2f", v);
-  return CountWords(v, unit);
-}
+namespace judge_internal {
 
 NodeRow& RowOf(Report* r, const std::string& node) {
   for (auto& row : r->node_rows)
@@ -53,6 +40,27 @@ Stage* StageOf(Report* r, const std::string& name) {
 void StageVerdict(Report* r, const std::string& name, Verdict v) {
   if (Stage* s = StageOf(r, name)) s->verdict = Worse(s->verdict, v);
 }
+
+}  // namespace judge_internal
+
+namespace {
+
+using namespace judge_internal;
+
+std::string CountWords(double v, const std::string& unit) {
+  char b[64];
+  if (v >= 1e6) std::snprintf(b, sizeof b, "%.2fM %s", v / 1e6, unit.c_str());
+  else if (v >= 1e3) std::snprintf(b, sizeof b, "%.1fk %s", v / 1e3, unit.c_str());
+  else std::snprintf(b, sizeof b, "%.0f %s", v, unit.c_str());
+  return b;
+}
+
+std::string ValueWords(double v, const std::string& unit) {
+  if (unit == "B/s") return RateWords(v);
+  if (unit == "ratio") return Fmt("%.2f", v);
+  return CountWords(v, unit);
+}
+
 
 std::string SizeWords(uint64_t b) {
   if (b >= (1ull << 30) && b % (1ull << 30) == 0) return std::to_string(b >> 30) + "G";
@@ -238,8 +246,7 @@ double NodeMedian(const Report& r, const std::string& path, double StorageFigure
   for (const auto& s : r.storage)
     if (s.path == path && s.scope == "all nodes" && !s.node.empty() && s.error.empty()) v.push_back(s.*field);
   if (v.size() < 3) return 0;  // two nodes cannot tell which one is slow
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  return Median(std::move(v));
 }
 
 void JudgeStorage(Report* r) {
@@ -349,76 +356,6 @@ void JudgeNodes(Report* r) {
   }
 }
 
-// Training (accept_train.h): each node's end, progress, loss and errors,
-// its median step rate against the allocation's (train_fraction: fail),
-// and its samples against its own median (train_dip: warn, not steady).
-void JudgeTrain(Report* r) {
-  const TrainRun& t = r->train;
-  if (t.command.empty()) return;
-  std::vector<double> medians;
-  for (const auto& n : t.nodes)
-    if (n.median_rate > 0) medians.push_back(n.median_rate);
-  const double all = Median(medians), frac = r->thresholds.train_fraction, dip = r->thresholds.train_dip;
-  for (const auto& n : t.nodes) {
-    Figure f;
-    f.stage = "train";
-    f.name = "step rate";
-    f.node = n.node;
-    f.unit = "steps/s";
-    f.value = n.median_rate;
-    f.reference = all;
-    f.threshold = all * frac;
-    f.threshold_source = "the allocation's median x train_fraction " + Fmt("%.2f", frac);
-    f.reproduce = "srun -N1 -w " + n.node + " sh -c '" + t.command + "'";
-    f.verdict = Verdict::kFail;
-    // A failure's words without the node are its rule: nodes that fail the
-    // same way are one finding ("... on n[1-8]").
-    std::string last = n.last.empty() ? "" : " (last line: " + n.last + ")";
-    std::string why;
-    if (n.end.empty()) {
-      why = "the training run never ended there (node lost or step killed)";
-    } else if (n.end != "bound" && n.end != "exit 0") {
-      why = "the training command ended with " + n.end + last;
-      f.reason = n.node + ": the training command ended with " + n.end + " after " + std::to_string(n.lines) +
-                 " lines" + last;
-    } else if (n.last_step < 0) {
-      why = "no progress line (the stage reads 'step N [loss X]')" + last;
-      f.reason = n.node + ": no progress line in " + std::to_string(n.lines) +
-                 " lines of output (the stage reads 'step N [loss X]')" + last;
-    } else if (!n.loss_finite) {
-      why = "the loss went NaN or infinite";
-    } else if (!n.errors.empty()) {
-      std::string first = n.errors[0].substr(std::min(n.errors[0].size(), n.errors[0].find(' ') + 1));
-      why = "collective or GPU error lines, the first: " + first;
-      f.reason = n.node + ": " + std::to_string(n.errors.size()) + " error line(s), first at " + n.errors[0];
-    }
-    if (!why.empty()) {
-      f.rule = "training: " + why;
-      if (f.reason.empty()) f.reason = n.node + ": " + why;
-    } else if (all > 0 && n.median_rate < f.threshold) {
-      f.rule = "training: step rate below " + Fmt("%.2f", frac) + " of the allocation's median " + Fmt("%.2f steps/s", all);
-      f.ranged = true;
-      f.reason = n.node + ": step rate " + Fmt("%.2f steps/s", n.median_rate) + " below " + Fmt("%.2f", frac) +
-                 " of the allocation's median " + Fmt("%.2f steps/s", all);
-    } else {
-      f.verdict = Verdict::kPass;
-      f.reason = n.node + ": " + Fmt("%.2f steps/s", n.median_rate) + (n.end == "exit 0" ? ", ended by itself" : "");
-      for (size_t i = 1; i < n.rate.size() && n.median_rate > 0; ++i)
-        if (n.rate[i].second < dip * n.median_rate) {
-          f.verdict = Verdict::kWarn;
-          f.rule = "training: not steady (a sample below " + Fmt("%.2f", dip) + " of the node's median)";
-          f.reason = n.node + ": not steady: " + Fmt("%.2f steps/s", n.rate[i].second) + " at " +
-                     Fmt("%.0f s", n.rate[i].first) + ", below " + Fmt("%.2f", dip) + " of its median " +
-                     Fmt("%.2f steps/s", n.median_rate);
-          break;
-        }
-    }
-    if (f.verdict != Verdict::kPass) Blame(r, n.node, f.verdict, "training: " + f.reason.substr(n.node.size() + 2));
-    StageVerdict(r, "train", f.verdict);
-    r->figures.push_back(f);
-  }
-}
-
 // The figures that broke one rule on one path, and the nodes they belong to.
 struct Group {
   Verdict verdict;
@@ -480,7 +417,7 @@ void Judge(Report* r) {
   JudgeNodes(r);
   JudgeCollective(r);
   JudgeStorage(r);
-  JudgeTrain(r);
+  judge_internal::JudgeTrain(r);
   for (const auto& [node, what] : r->lost_nodes) Blame(r, node, Verdict::kFail, "lost mid-run: " + what);
   for (auto& s : r->stages)
     if (s.verdict == Verdict::kSkip && !s.notes.empty()) s.verdict = Verdict::kWarn;

@@ -54,6 +54,7 @@ void Stages::Train() {
     for (const auto& [when, rate] : n.rate) v.push_back(rate);
     n.median_rate = Median(v);
     n.last_step = rec.steps.empty() ? -1 : rec.steps.back().second;
+    n.last_time = rec.steps.empty() ? 0 : rec.steps.back().first;
     n.has_loss = rec.has_loss;
     n.last_loss = rec.last_loss;
     n.loss_finite = !rec.loss_nonfinite;

@@ -48,6 +48,7 @@ inline TrainNode MakeTrain(const std::string& node, double rate) {
   for (int k = 1; k <= 20; ++k) t.rate.emplace_back(1.5 * k, k == 1 ? rate * 0.8 : rate);
   t.median_rate = rate;
   t.last_step = static_cast<long>(rate * 30);
+  t.last_time = 30;
   t.has_loss = true;
   t.last_loss = 1.0 / static_cast<double>(t.last_step);
   t.end = "bound";

@@ -136,7 +136,27 @@ TEST(AcceptTrain, ADipIsAWarningAndASkippedStageIsNoFinding) {
   EXPECT_TRUE(none.tap_calls.empty());
   EXPECT_EQ(s.train.error, "--train none");
   for (const auto& st : s.stages)
-    if (st.name == "train") EXPECT_EQ(st.verdict, Verdict::kSkip);
+    if (st.name == "train") {
+      EXPECT_EQ(st.verdict, Verdict::kSkip);
+    }
+}
+
+TEST(AcceptTrain, ANodeWhoseProgressStoppedIsAStall) {
+  TrainCase t;
+  t.o.nodes = {"n1", "n2"};
+  t.o.train = "x";
+  std::string hung = "0: #accept-train-node n1\n";
+  for (int i = 1; i <= 8; ++i)  // 10 steps/s until 12 s of the 30 s run, then nothing
+    hung += "0: #accept-train " + std::to_string(1.5 * i) + " " + std::to_string(15 * i) + " 0.1\n";
+  t.tap_output = hung + "0: #accept-train-end bound 120 step 120\n" + TapOf(1, "n2", 10, "bound 300 x");
+  Report r = t.Go();
+  const Figure* f = TrainFigure(r, "n1");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->verdict, Verdict::kFail);
+  EXPECT_EQ(f->reason, "n1: stalled: no progress line in the last 18 s of the run (the last: step 120 at 12 s)");
+  const Figure* ok = TrainFigure(r, "n2");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->verdict, Verdict::kPass) << ok->reason << ": its last sample at 30 s";
 }
 
 TEST(AcceptTrain, NodesThatFailTheSameWayAreOneFinding) {

@@ -8,7 +8,8 @@
 #      against accept/accept-report.schema.json;
 #   2. clean: no shaping, one fast path: the verdict is pass;
 #   3. bad input: an unwritable path, a path that fills up, --out holding
-#      other files, a training command that exits at once: a clear line
+#      other files, a training command that exits at once and one that
+#      hangs: a clear line
 #      each, the other stages still run, nothing left on the paths.
 # The training run: in 1 the slow node also steps ten times slower and its
 # step rate fails; in 2 the example train.sh passes on every node.
@@ -132,7 +133,15 @@ p=0.05
 [ "\$SLURMD_NODENAME" = "$slow_node" ] && p=0.5
 exec "$S/conf/examples/train.sh" 100000 \$p
 EOF
-printf '#!/bin/sh\necho "no such model: gpt-7" >&2\nexit 3\n' >"$OUT/train_bad.sh"
+# Bad: on the first node the command exits at once; on the other it steps
+# three times and hangs.
+cat >"$OUT/train_bad.sh" <<'EOF'
+#!/bin/sh
+case "$SLURM_PROCID" in
+  0) echo "no such model: gpt-7" >&2; exit 3 ;;
+  *) for i in 1 2 3; do echo "step $i loss 1.0"; done; exec sleep 600 ;;
+esac
+EOF
 chmod 755 "$OUT/train_slow.sh" "$OUT/train_bad.sh"
 accept_job() {  # OUTFILE ARGS...: run preflight accept as the test user in an allocation of every node
   local o=$1; shift
@@ -216,7 +225,7 @@ check "clean: the example trained on every node and passed" jq_py \
 
 # --- 3. bad input
 ALLOC=2 accept_job "$OUT/logs/bad.out" --config "$C/etc/preflight.conf" --out "$OUT/bad" --storage "$OUT/locked" --storage "$OUT/full" \
-  --max-bytes 64K --storage-bytes 4M --storage-files 50 --storage-runtime 3 --train "$OUT/train_bad.sh"
+  --max-bytes 64K --storage-bytes 4M --storage-files 50 --storage-runtime 3 --train "$OUT/train_bad.sh" --train-seconds 6
 cat "$OUT/logs/bad.out"
 check "bad: --out with other files left alone" grep -qx mine "$OUT/bad/notes.txt"
 check "bad: the report went to a subdirectory, said so" grep -q "holds other files" "$OUT/logs/bad.out"
@@ -226,8 +235,13 @@ check "bad: unwritable path named" grep -q "cannot write $OUT/locked: Permission
 check "bad: full path named" grep -q "$OUT/full: .*no space left on device" "$OUT/logs/bad.out"
 check "bad: the collective still ran" grep -q "preflight accept: collective: 2 nodes:" "$OUT/logs/bad.out"
 check "bad: nothing left on the full path" test -z "$(ls -A "$OUT/full")"
+train_reason() {  # NODE PATTERN: the node's training figure's reason holds PATTERN
+  jq_py "sys.exit(not any(f['stage'] == 'train' and f['node'] == '$1' and '$2' in f['reason'] for f in r['figures']))"
+}
 check "bad: a training command that exits at once is named with its last line" \
-  jq_py "sys.exit(not all('ended with exit 3 after 1 lines (last line: no such model: gpt-7)' in f['reason'] for f in r['figures'] if f['stage'] == 'train') or len(r['train']['nodes']) != 2)"
+  train_reason n1 "ended with exit 3 after 1 lines (last line: no such model: gpt-7)"
+check "bad: a training command that hangs is named stalled" train_reason n2 "stalled: no progress line in the last"
+check "bad: nothing of the training run left running" bash -c '! pgrep -fx "sleep 600"'
 
 [ $failures = 0 ] || exit 1
 echo "[$T] all ok"

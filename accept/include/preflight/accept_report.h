@@ -101,6 +101,7 @@ struct TrainNode {
   std::vector<std::pair<double, double>> rate;  // (seconds since start, steps/s)
   double median_rate = 0;    // steps/s, over `rate` (0: fewer than two samples)
   long last_step = -1;       // -1: no progress line
+  double last_time = 0;      // when the last progress line came (seconds since start)
   bool has_loss = false;
   bool loss_finite = true;
   double last_loss = 0;

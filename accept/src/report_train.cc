@@ -1,0 +1,104 @@
+// The training run's verdicts (JudgeTrain, report_judge.h): each node's
+// end, progress, stall, loss and errors, and its step rate against the
+// allocation's and its own.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "preflight/accept_report.h"
+#include "preflight/accept_train.h"
+#include "preflight/stats.h"
+#include "report_fmt.h"
+#include "report_judge.h"
+
+namespace preflight::accept::judge_internal {
+
+namespace {
+
+// A node still running at the bound whose progress lines stopped: quiet for
+// more than three of the tap's sampling windows and five of its own steps
+// (half the run when it printed one progress line only).
+bool Stalled(const TrainNode& n, double seconds) {
+  if (n.end != "bound" || n.last_step < 0 || seconds <= 0) return false;
+  double quiet = seconds - n.last_time;
+  if (n.median_rate <= 0) return quiet > seconds / 2;
+  return quiet > std::max(3 * RateWindow(seconds), 5 / n.median_rate);
+}
+
+}  // namespace
+
+// Training (accept_train.h): each node's end, progress, stall, loss and
+// errors, its median step rate against the allocation's (train_fraction:
+// fail), and its samples against its own median (train_dip: warn, not steady).
+void JudgeTrain(Report* r) {
+  const TrainRun& t = r->train;
+  if (t.command.empty()) return;
+  std::vector<double> medians;
+  for (const auto& n : t.nodes)
+    if (n.median_rate > 0) medians.push_back(n.median_rate);
+  const double all = Median(medians), frac = r->thresholds.train_fraction, dip = r->thresholds.train_dip;
+  for (const auto& n : t.nodes) {
+    Figure f;
+    f.stage = "train";
+    f.name = "step rate";
+    f.node = n.node;
+    f.unit = "steps/s";
+    f.value = n.median_rate;
+    f.reference = all;
+    f.threshold = all * frac;
+    f.threshold_source = "the allocation's median x train_fraction " + Fmt("%.2f", frac);
+    f.reproduce = "srun -N1 -w " + n.node + " sh -c '" + t.command + "'";
+    f.verdict = Verdict::kFail;
+    // A failure's words without the node are its rule: nodes that fail the
+    // same way are one finding ("... on n[1-8]").
+    std::string last = n.last.empty() ? "" : " (last line: " + n.last + ")";
+    std::string why;
+    if (n.end.empty()) {
+      why = "the training run never ended there (node lost or step killed)";
+    } else if (n.end != "bound" && n.end != "exit 0") {
+      why = "the training command ended with " + n.end + last;
+      f.reason = n.node + ": the training command ended with " + n.end + " after " + std::to_string(n.lines) +
+                 " lines" + last;
+    } else if (n.last_step < 0) {
+      why = "no progress line (the stage reads 'step N [loss X]')" + last;
+      f.reason = n.node + ": no progress line in " + std::to_string(n.lines) +
+                 " lines of output (the stage reads 'step N [loss X]')" + last;
+    } else if (!n.loss_finite) {
+      why = "the loss went NaN or infinite";
+    } else if (Stalled(n, t.seconds)) {
+      why = "stalled: no progress line in the last part of the run (a hang)";
+      f.reason = n.node + ": stalled: no progress line in the last " + Fmt("%.0f s", t.seconds - n.last_time) +
+                 " of the run (the last: step " + std::to_string(n.last_step) + " at " + Fmt("%.0f s", n.last_time) + ")";
+    } else if (!n.errors.empty()) {
+      std::string first = n.errors[0].substr(std::min(n.errors[0].size(), n.errors[0].find(' ') + 1));
+      why = "collective or GPU error lines, the first: " + first;
+      f.reason = n.node + ": " + std::to_string(n.errors.size()) + " error line(s), first at " + n.errors[0];
+    }
+    if (!why.empty()) {
+      f.rule = "training: " + why;
+      if (f.reason.empty()) f.reason = n.node + ": " + why;
+    } else if (all > 0 && n.median_rate < f.threshold) {
+      f.rule = "training: step rate below " + Fmt("%.2f", frac) + " of the allocation's median " + Fmt("%.2f steps/s", all);
+      f.ranged = true;
+      f.reason = n.node + ": step rate " + Fmt("%.2f steps/s", n.median_rate) + " below " + Fmt("%.2f", frac) +
+                 " of the allocation's median " + Fmt("%.2f steps/s", all);
+    } else {
+      f.verdict = Verdict::kPass;
+      f.reason = n.node + ": " + Fmt("%.2f steps/s", n.median_rate) + (n.end == "exit 0" ? ", ended by itself" : "");
+      for (size_t i = 1; i < n.rate.size() && n.median_rate > 0; ++i)
+        if (n.rate[i].second < dip * n.median_rate) {
+          f.verdict = Verdict::kWarn;
+          f.rule = "training: not steady (a sample below " + Fmt("%.2f", dip) + " of the node's median)";
+          f.reason = n.node + ": not steady: " + Fmt("%.2f steps/s", n.rate[i].second) + " at " +
+                     Fmt("%.0f s", n.rate[i].first) + ", below " + Fmt("%.2f", dip) + " of its median " +
+                     Fmt("%.2f steps/s", n.median_rate);
+          break;
+        }
+    }
+    if (f.verdict != Verdict::kPass) Blame(r, n.node, f.verdict, "training: " + f.reason.substr(n.node.size() + 2));
+    StageVerdict(r, "train", f.verdict);
+    r->figures.push_back(f);
+  }
+}
+
+}  // namespace preflight::accept::judge_internal
