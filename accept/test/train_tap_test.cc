@@ -69,19 +69,16 @@ TEST(ProgressLine, ErrorLines) {
   EXPECT_FALSE(IsTrainErrorLine("NCCL INFO Using network IB"));
 }
 
-// The tap's stdout, captured while it runs `script` (sh -c) for `seconds`.
-std::string Tap(const std::string& script, double seconds, double grace = 10) {
+// The tap's stdout while it runs `a`; its return code in *rc.
+std::string Capture(const TrainTapArgs& a, int* rc = nullptr) {
   preflight_test::TempDir t("tap");
   std::string out = t.path() + "/out";
   std::fflush(stdout);
   int saved = ::dup(1);
   FILE* f = std::fopen(out.c_str(), "w");
   ::dup2(::fileno(f), 1);
-  TrainTapArgs a;
-  a.cmd = {"/bin/sh", "-c", script};
-  a.seconds = seconds;
-  a.grace = grace;
-  RunTrainTap(a);
+  int r = RunTrainTap(a);
+  if (rc) *rc = r;
   std::fflush(stdout);
   ::dup2(saved, 1);
   ::close(saved);
@@ -90,6 +87,15 @@ std::string Tap(const std::string& script, double seconds, double grace = 10) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// The tap around `script` (sh -c) for `seconds`.
+std::string Tap(const std::string& script, double seconds, double grace = 10) {
+  TrainTapArgs a;
+  a.cmd = {"/bin/sh", "-c", script};
+  a.seconds = seconds;
+  a.grace = grace;
+  return Capture(a);
 }
 
 TEST(TrainTap, ACommandThatEndsIsSampledAndItsExitKept) {
@@ -126,22 +132,11 @@ TEST(TrainTap, ACommandThatCannotStartIsAnEndLine) {
   TrainTapArgs a;
   a.cmd = {"/nonexistent/train"};
   a.seconds = 5;
-  preflight_test::TempDir t("tap");
-  std::fflush(stdout);
-  int saved = ::dup(1);
-  FILE* f = std::fopen((t.path() + "/o").c_str(), "w");
-  ::dup2(::fileno(f), 1);
-  int rc = RunTrainTap(a);
-  std::fflush(stdout);
-  ::dup2(saved, 1);
-  ::close(saved);
-  std::fclose(f);
-  std::ifstream in(t.path() + "/o");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  int rc = 0;
+  std::string o = Capture(a, &rc);
   EXPECT_EQ(rc, 2);
-  TapRecord r = ReadTap(ss.str());
-  EXPECT_EQ(r.end, "exit 127") << ss.str();
+  TapRecord r = ReadTap(o);
+  EXPECT_EQ(r.end, "exit 127") << o;
   EXPECT_NE(r.last.find("/nonexistent/train"), std::string::npos) << r.last;
 }
 

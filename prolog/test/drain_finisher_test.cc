@@ -14,18 +14,12 @@
 #include "preflight/fileutil.h"
 #include "preflight/state_paths.h"
 #include "preflight_test/temp_dir.h"
+#include "node_state_fixture.h"
 
 namespace preflight {
 namespace {
 
-NodeState Node(bool drain, const std::string& reason) {
-  NodeState n;
-  n.name = "n1";
-  n.state = drain ? "IDLE+DRAIN" : "IDLE";
-  n.drain = drain;
-  n.reason = reason;
-  return n;
-}
+using node_test::Node;
 
 TEST(DrainFinisher, OnlySlurmsOwnFailureReasonIsReplaced) {
   NodeState prolog = Node(true, "Prolog error"), epilog = Node(true, "Epilog error");

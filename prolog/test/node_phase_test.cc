@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "preflight/drain_reason.h"
+#include "node_state_fixture.h"
 
 namespace preflight {
 namespace {
@@ -22,14 +23,7 @@ TEST(PlanDrain, RunInJobDrainsNowOtherwiseDetached) {
   EXPECT_EQ(PlanDrain(Phase::kHealth, true, kRunInJob), DrainMode::kNone) << "the health check drains itself";
 }
 
-NodeState Node(bool drain, const std::string& reason) {
-  NodeState n;
-  n.name = "n1";
-  n.state = drain ? "IDLE+DRAIN" : "IDLE";
-  n.drain = drain;
-  n.reason = reason;
-  return n;
-}
+using node_test::Node;
 
 TEST(PlanHealth, DrainsResumesAndLeavesOthersDrainsAlone) {
   NodeState up = Node(false, ""), ours = Node(true, "preflight[node] gpu.ecc GPU0: 3 > 0"),
