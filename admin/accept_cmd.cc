@@ -16,6 +16,8 @@
 #include "preflight/hostlist.h"
 #include "preflight/job.h"
 #include "preflight/log.h"
+#include "preflight/node_watch.h"
+#include "preflight/nvml.h"
 #include "preflight/process.h"
 
 namespace preflight {
@@ -65,6 +67,43 @@ std::string ExampleTrain() {
     if (::access(p.c_str(), X_OK) == 0 && p.find('\'') == std::string::npos) return "'" + p + "' 1000000 0.05";
   }
   return "";
+}
+
+// `preflight accept --train-tap`: this node's part of the training run
+// (accept_train.h), its GPUs sampled through NVML (the wrapper's node
+// sampler, the site's nvml_library) where it has any.
+int TrainTap(const CommonCli& cli) {
+  accept::TrainTapArgs t;
+  t.cmd = {"/bin/sh", "-c", g_accept.train};
+  t.seconds = g_accept.train_seconds > 0 ? g_accept.train_seconds : 30;
+  const char* env_node = std::getenv("SLURMD_NODENAME");
+  auto cfg = LoadCliConfig(cli, env_node && *env_node ? env_node : ShortHostname());
+  std::shared_ptr<GpuSampler> sampler;
+  std::string why;
+  if (!cfg) {
+    why = "site config: " + cfg.status().message();
+  } else {
+    ExportNvmlTestFaults(*cfg);
+    const char* job_gpus = std::getenv("SLURM_JOB_GPUS");
+    auto ids = ParseIdList(job_gpus ? job_gpus : "");
+    auto s = OpenNvmlSampler(cfg->nvml_library, ids ? *ids : std::vector<int>{});
+    if (s) sampler = std::move(*s);
+    else why = s.status().message();
+  }
+  t.gpus = [sampler, why]() -> Expected<accept::GpuLook> {
+    if (!sampler) return Status::Unavailable(why);
+    auto v = sampler->Sample();
+    if (!v) return v.status();
+    accept::GpuLook g;
+    g.gpus = static_cast<int>(v->size());
+    for (const auto& r : *v) {
+      g.util_mean += r.util;
+      g.power_w += r.power_w;
+    }
+    if (g.gpus > 0) g.util_mean /= g.gpus;
+    return g;
+  };
+  return accept::RunTrainTap(t);
 }
 
 // The command line's words and paths, before anything else is read: false
@@ -243,12 +282,7 @@ int AcceptCmd(const std::vector<std::string>& args, const CommonCli& cli) {
     return 2;
   }
   if (g_accept.storage_worker) return StorageWorker(*so);
-  if (g_accept.train_tap) {
-    accept::TrainTapArgs t;
-    t.cmd = {"/bin/sh", "-c", g_accept.train};
-    t.seconds = g_accept.train_seconds > 0 ? g_accept.train_seconds : 30;
-    return accept::RunTrainTap(t);
-  }
+  if (g_accept.train_tap) return TrainTap(cli);
   const char* nodelist = std::getenv("SLURM_JOB_NODELIST");
   const char* job = std::getenv("SLURM_JOB_ID");
   if (!nodelist || !job) {

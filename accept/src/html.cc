@@ -375,7 +375,7 @@ std::string TrainHtml(const Report& r) {
   for (int i = 0; i <= 4; ++i) ticks.emplace_back(tmax * i / 4, F("%.0f s", tmax * i / 4));
   o += LinePlot("train-rate", "Step rate over time", series, ticks, "step rate", 1, "steps/s");
   o += "<div class=\"scroll\"><table><tr><th>node</th><th>verdict</th><th>steps/s</th><th>last step</th>"
-       "<th>loss</th><th>end</th><th>reason</th></tr>\n";
+       "<th>loss</th><th>end</th><th>GPU util</th><th>power</th><th>reason</th></tr>\n";
   for (const auto& n : t.nodes) {
     const Figure* f = nullptr;
     for (const auto& x : r.figures)
@@ -384,6 +384,8 @@ std::string TrainHtml(const Report& r) {
          F("%.2f", n.median_rate) + "</td><td>" + (n.last_step < 0 ? std::string("none") : std::to_string(n.last_step)) +
          "</td><td>" + (!n.loss_finite ? std::string("not finite") : n.has_loss ? F("%.3g", n.last_loss) : "-") +
          "</td><td>" + HtmlEscape(n.end.empty() ? "never ended" : n.end) + "</td><td>" +
+         (n.gpus > 0 ? F("%.0f%%", n.gpu_util) + " of " + std::to_string(n.gpus) : HtmlEscape(n.gpu_note)) + "</td><td>" +
+         (n.gpus > 0 ? F("%.0f W", n.gpu_power_w) : std::string("-")) + "</td><td>" +
          HtmlEscape(f ? f->reason.substr(std::min(f->reason.size(), n.node.size() + 2)) : "") +
          "</td></tr>\n";
   }

@@ -62,6 +62,7 @@ const std::vector<ThresholdKey>& ThresholdKeys() {
       {"storage_fraction", "ratio", "a path's one-node figure below this fraction of the best path's warns (default 0.5)"},
       {"train_fraction", "ratio", "a node whose median step rate in the training run is below this fraction of the allocation's median fails (default 0.8)"},
       {"train_dip", "ratio", "a step-rate sample below this fraction of the node's own median (the first sample aside) warns: not steady (default 0.5)"},
+      {"train_gpu_util", "ratio", "a node whose GPUs' mean utilisation in the training run is below this warns: starved GPUs (default 0.5)"},
   };
   return keys;
 }
@@ -93,7 +94,7 @@ Status SetThreshold(Thresholds* t, const std::string& kv) {
       {"seq_read", &Thresholds::seq_read},             {"rand_read_iops", &Thresholds::rand_read_iops},
       {"ckpt_write", &Thresholds::ckpt_write},         {"create_per_s", &Thresholds::create_per_s},
       {"storage_fraction", &Thresholds::storage_fraction}, {"train_fraction", &Thresholds::train_fraction},
-      {"train_dip", &Thresholds::train_dip}};
+      {"train_dip", &Thresholds::train_dip}, {"train_gpu_util", &Thresholds::train_gpu_util}};
   t->*(fields.at(key)) = v;
   return Status::Ok();
 }

@@ -51,7 +51,7 @@ std::string ReportJson(const Report& r) {
   w.Field("seq_read_Bps", t.seq_read).Field("rand_read_iops", t.rand_read_iops);
   w.Field("ckpt_write_Bps", t.ckpt_write).Field("create_per_s", t.create_per_s);
   w.Field("storage_fraction", t.storage_fraction);
-  w.Field("train_fraction", t.train_fraction).Field("train_dip", t.train_dip);
+  w.Field("train_fraction", t.train_fraction).Field("train_dip", t.train_dip).Field("train_gpu_util", t.train_gpu_util);
   w.EndObject();
   w.Key("stages").BeginArray();
   for (const auto& s : r.stages) {
@@ -95,6 +95,8 @@ std::string ReportJson(const Report& r) {
     w.Field("last_step", static_cast<int64_t>(n.last_step)).Field("loss_finite", n.loss_finite);
     if (n.has_loss) w.Field("last_loss", n.last_loss);
     w.Field("end", n.end).Field("output_lines", static_cast<int64_t>(n.lines)).Field("last_line", n.last);
+    w.Field("gpus", n.gpus).Field("gpu_util_percent", n.gpu_util).Field("gpu_power_w", n.gpu_power_w);
+    w.Field("gpu_note", n.gpu_note);
     WriteStrings(w, "errors", n.errors);
     w.Key("rate").BeginArray();
     for (const auto& [t, v] : n.rate) w.BeginArray().Number(t).Number(v).EndArray();

@@ -85,7 +85,15 @@ void JudgeTrain(Report* r) {
     } else {
       f.verdict = Verdict::kPass;
       f.reason = n.node + ": " + Fmt("%.2f steps/s", n.median_rate) + (n.end == "exit 0" ? ", ended by itself" : "");
-      for (size_t i = 1; i < n.rate.size() && n.median_rate > 0; ++i)
+      if (n.gpus > 0 && n.gpu_util < 100 * r->thresholds.train_gpu_util) {
+        f.verdict = Verdict::kWarn;
+        f.rule = "training: GPUs underused (mean utilisation below " + Fmt("%.0f%%", 100 * r->thresholds.train_gpu_util) +
+                 ": a starved data loader?)";
+        f.reason = n.node + ": GPUs underused: mean utilisation " + Fmt("%.0f%%", n.gpu_util) + " of " +
+                   std::to_string(n.gpus) + " GPU(s), below " + Fmt("%.0f%%", 100 * r->thresholds.train_gpu_util) +
+                   " (a starved data loader?)";
+      }
+      for (size_t i = 1; i < n.rate.size() && n.median_rate > 0 && f.verdict == Verdict::kPass; ++i)
         if (n.rate[i].second < dip * n.median_rate) {
           f.verdict = Verdict::kWarn;
           f.rule = "training: not steady (a sample below " + Fmt("%.2f", dip) + " of the node's median)";

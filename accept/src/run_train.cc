@@ -26,8 +26,10 @@ void Stages::Train() {
   t.command = o_.train;
   t.seconds = o_.train_seconds;
   std::vector<std::string> a = Srun(live_, false, 1, true);
-  a.insert(a.end(), {o_.preflight, "accept", "--train-tap", "--train", o_.train, "--train-seconds",
-                     F("%.0f", o_.train_seconds)});
+  // The tap reads the site config as the run does (pass_args): nvml_library.
+  a.push_back(o_.preflight);
+  a.insert(a.end(), o_.pass_args.begin(), o_.pass_args.end());
+  a.insert(a.end(), {"accept", "--train-tap", "--train", o_.train, "--train-seconds", F("%.0f", o_.train_seconds)});
   Say("train: " + o_.train + " on " + std::to_string(live_.size()) + " nodes for " + F("%.0f", o_.train_seconds) +
       " s");
   // The bound, the tap's 10 s grace and srun's start-up, within the budget.
@@ -62,6 +64,12 @@ void Stages::Train() {
     n.end = rec.end;
     n.lines = rec.lines;
     n.last = rec.last;
+    for (const GpuLook& g : rec.gpu) {
+      n.gpus = std::max(n.gpus, g.gpus);
+      n.gpu_util += g.util_mean / static_cast<double>(rec.gpu.size());
+      n.gpu_power_w += g.power_w / static_cast<double>(rec.gpu.size());
+    }
+    n.gpu_note = rec.gpu.empty() ? (rec.gpu_off.empty() ? "not sampled" : rec.gpu_off) : "";
     t.nodes.push_back(n);
     Say("train: " + node + ": " + (n.last_step < 0 ? std::string("no progress line") : F("%.2f steps/s", n.median_rate)) +
         ", " + (n.end.empty() ? std::string("no end") : n.end));

@@ -102,6 +102,22 @@ struct Tap {
   void Flush() {
     if (unprinted) Print(last_t, last);
   }
+  // Once per window: the GPUs, or once why not.
+  GpuProbe gpus;
+  double next_gpu = 0;
+  bool gpu_off = false;
+  void LookAtGpus(double t) {
+    if (!gpus || gpu_off || t < next_gpu) return;
+    next_gpu = t + window;
+    auto g = gpus();
+    if (!g) {
+      std::printf("%s%s\n", kTapGpuOff, Cut(g.status().message()).c_str());
+      gpu_off = true;
+    } else {
+      std::printf("%s%.3f %d %.1f %.1f\n", kTapGpu, t, g->gpus, g->util_mean, g->power_w);
+    }
+    std::fflush(stdout);
+  }
 };
 
 }  // namespace
@@ -155,6 +171,7 @@ double RateWindow(double seconds) { return std::max(1.0, seconds / 20); }
 int RunTrainTap(const TrainTapArgs& a) {
   Tap tap;
   tap.window = RateWindow(a.seconds);
+  tap.gpus = a.gpus;
   const char* node = std::getenv("SLURMD_NODENAME");
   std::printf("%s%s\n", kTapNode, node && *node ? Cut(node).c_str() : Cut(ShortHostname()).c_str());
   SpawnSpec spec;
@@ -185,7 +202,9 @@ int RunTrainTap(const TrainTapArgs& a) {
     } else if (give_up > 0 && now >= give_up) {
       break;
     }
-    double until = kill_at == 0 ? bound : give_up == 0 ? kill_at : give_up;
+    if (kill_at == 0) tap.LookAtGpus(now - tap.t0);
+    double until = kill_at == 0 ? std::min(bound, tap.t0 + tap.next_gpu) : give_up == 0 ? kill_at : give_up;
+    if (!tap.gpus || tap.gpu_off) until = kill_at == 0 ? bound : until;
     struct pollfd pfd = {child->out, POLLIN, 0};
     int ms = static_cast<int>(std::max(0.0, std::min(until - now, 1.0)) * 1000) + 1;
     int r = ::poll(&pfd, 1, ms);
@@ -225,7 +244,14 @@ TapRecord ReadTap(const std::string& text) {
   std::string line;
   while (std::getline(in, line)) {
     size_t at;
-    if ((at = line.find(kTapNode)) != std::string::npos) {
+    if ((at = line.find(kTapGpuOff)) != std::string::npos) {
+      r.gpu_off = line.substr(at + std::strlen(kTapGpuOff));
+    } else if ((at = line.find(kTapGpu)) != std::string::npos) {
+      std::istringstream f(line.substr(at + std::strlen(kTapGpu)));
+      double t = 0;
+      GpuLook g;
+      if (f >> t >> g.gpus >> g.util_mean >> g.power_w) r.gpu.push_back(g);
+    } else if ((at = line.find(kTapNode)) != std::string::npos) {
       r.node = line.substr(at + std::strlen(kTapNode));
     } else if ((at = line.find(kTapError)) != std::string::npos) {
       if (r.errors.size() < kMaxErrors) r.errors.push_back(line.substr(at + std::strlen(kTapError)));

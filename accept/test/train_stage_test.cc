@@ -159,6 +159,38 @@ TEST(AcceptTrain, ANodeWhoseProgressStoppedIsAStall) {
   EXPECT_EQ(ok->verdict, Verdict::kPass) << ok->reason << ": its last sample at 30 s";
 }
 
+TEST(AcceptTrain, GpuUtilisationAndPowerAreRecordedAndStarvedGpusWarn) {
+  TrainCase t;
+  t.o.nodes = {"n1", "n2", "n3"};
+  t.o.train = "x";
+  auto gpu = [](int task, double util) {
+    std::string k = std::to_string(task) + ": ";
+    return k + "#accept-train-gpu 1.000 8 " + std::to_string(util) + " 5600.0\n" + k + "#accept-train-gpu 2.000 8 " +
+           std::to_string(util) + " 5000.0\n";
+  };
+  t.tap_output = TapOf(0, "n1", 10, "bound 300 x", gpu(0, 96).substr(3)) + gpu(0, 96) +
+                 TapOf(1, "n2", 10, "bound 300 x") + gpu(1, 21) +
+                 TapOf(2, "n3", 10, "bound 300 x", "#accept-train-gpu-off libnvidia-ml.so.1: cannot open shared object file");
+  Report r = t.Go();
+  ASSERT_EQ(r.train.nodes.size(), 3u);
+  const TrainNode& n1 = r.train.nodes[0];
+  EXPECT_EQ(n1.gpus, 8);
+  EXPECT_NEAR(n1.gpu_util, 96, 0.01);
+  EXPECT_NEAR(n1.gpu_power_w, (5600 + 5000 + 5600 + 5000) / 4.0, 0.01);
+  EXPECT_EQ(TrainFigure(r, "n1")->verdict, Verdict::kPass);
+  const Figure* starved = TrainFigure(r, "n2");
+  ASSERT_TRUE(starved);
+  EXPECT_EQ(starved->verdict, Verdict::kWarn);
+  EXPECT_NE(starved->reason.find("GPUs underused: mean utilisation 21% of 8 GPU(s), below 50%"), std::string::npos)
+      << starved->reason;
+  EXPECT_EQ(r.train.nodes[2].gpus, 0);
+  EXPECT_EQ(r.train.nodes[2].gpu_note, "libnvidia-ml.so.1: cannot open shared object file");
+  EXPECT_EQ(TrainFigure(r, "n3")->verdict, Verdict::kPass) << "no GPUs to judge: the step rate decides";
+  std::string html = ReportHtml(r);
+  EXPECT_NE(html.find("96% of 8"), std::string::npos);
+  EXPECT_NE(html.find("5300 W"), std::string::npos);
+}
+
 TEST(AcceptTrain, NodesThatFailTheSameWayAreOneFinding) {
   TrainCase t;
   t.o.nodes = {"n1", "n2", "n3"};

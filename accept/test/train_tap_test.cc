@@ -148,6 +148,42 @@ TEST(TrainTap, AHugeLineIsCutAndCountsOnce) {
   EXPECT_EQ(r.steps[0].second, 4);
 }
 
+TEST(TrainTap, GpusAreSampledOncePerWindowOrSaidOnceWhyNot) {
+  TrainTapArgs a;
+  a.cmd = {"/bin/sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do echo \"step $i\"; sleep 0.25; done"};
+  a.seconds = 20;  // window 1 s; the command ends after about 3 s
+  int looks = 0;
+  a.gpus = [&looks]() -> Expected<GpuLook> {
+    ++looks;
+    GpuLook g;
+    g.gpus = 4;
+    g.util_mean = 87.5;
+    g.power_w = 1800;
+    return g;
+  };
+  TapRecord r = ReadTap(Capture(a));
+  ASSERT_GE(r.gpu.size(), 2u) << "one look a window: at 0 s, 1 s, 2 s...";
+  EXPECT_LE(r.gpu.size(), 5u);
+  EXPECT_EQ(static_cast<int>(r.gpu.size()), looks);
+  EXPECT_EQ(r.gpu[0].gpus, 4);
+  EXPECT_DOUBLE_EQ(r.gpu[0].util_mean, 87.5);
+  EXPECT_DOUBLE_EQ(r.gpu[0].power_w, 1800);
+  EXPECT_EQ(r.gpu_off, "");
+
+  TrainTapArgs b;
+  b.cmd = {"/bin/sh", "-c", "echo step 1; sleep 2.5; echo step 2"};
+  b.seconds = 20;
+  int tries = 0;
+  b.gpus = [&tries]() -> Expected<GpuLook> {
+    ++tries;
+    return Status::Unavailable("libnvidia-ml.so.1: cannot open shared object file");
+  };
+  TapRecord off = ReadTap(Capture(b));
+  EXPECT_TRUE(off.gpu.empty());
+  EXPECT_EQ(off.gpu_off, "libnvidia-ml.so.1: cannot open shared object file");
+  EXPECT_EQ(tries, 1) << "a CPU-only node is asked once";
+}
+
 TEST(StepRate, BetweenSamples) {
   auto v = StepRate({{1.0, 10}, {2.0, 20}, {4.0, 30}, {4.0, 31}});
   ASSERT_EQ(v.size(), 2u);

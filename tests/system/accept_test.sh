@@ -52,6 +52,7 @@ chmod 1777 "$C"/nodes/*/scratch
 cleanup() {
   while read -r mode d; do chmod "$mode" "$d"; done <"$OUT/scratch.modes"
   cp "$OUT/preflight.conf.orig" "$conf"
+  [ -f "$OUT/nvml.faults.orig" ] && cp "$OUT/nvml.faults.orig" "$C/nodes/$(head -1 <<<"$nodes")/nvml.faults"
   rm -f "$C"/nodes/*/nccl_rate
   [ "$shaped" = tc ] && "$S/tests/harness/cluster.sh" unshape "$C" >/dev/null 2>&1
   if [ -n "$loopdev" ]; then
@@ -151,6 +152,11 @@ accept_job() {  # OUTFILE ARGS...: run preflight accept as the test user in an a
 }
 
 # --- 1. shaped
+# The first node's GPUs (the fake NVML of tests/fakes) idle at 12% during
+# the training run: a starved node, warned. Restored after this run.
+first_node=$(head -1 <<<"$nodes")
+cp "$C/nodes/$first_node/nvml.faults" "$OUT/nvml.faults.orig"
+echo "util * 12" >>"$C/nodes/$first_node/nvml.faults"
 accept_job "$OUT/logs/shaped.out" --out "$OUT/shaped" --storage "$OUT/fast" --storage "$OUT/slow" $common \
   --storage-bytes 1M --storage-files 200 --threshold storage_fraction=0.2 --train "$OUT/train_slow.sh" --train-seconds 10
 cat "$OUT/logs/shaped.out"
@@ -191,6 +197,11 @@ check "shaped: no other node's step rate fails" jq_py \
   "sys.exit(any(f['stage'] == 'train' and f['node'] != '$slow_node' and f['verdict'] == 'fail' for f in r['figures']))"
 plot_points() { sed -n 's/.*data-plot="train-rate" data-points="\([0-9]*\)".*/\1/p' "$1"; }
 check "shaped: the step-rate plot has every node's samples" test "$(plot_points "$OUT/shaped/report.html")" -ge $((2 * count))
+check "shaped: every node's 4 GPUs sampled (fake NVML: 500 W each)" jq_py \
+  "sys.exit(any(n['gpus'] != 4 or n['gpu_power_w'] != 2000 for n in r['train']['nodes']))"
+check "shaped: $first_node's idle GPUs warn, the others run at 100%" jq_py \
+  "sys.exit(not any(f['stage'] == 'train' and f['node'] == '$first_node' and f['verdict'] == 'warn' and 'GPUs underused: mean utilisation 12%' in f['reason'] for f in r['figures']) or any(n['gpu_util_percent'] != 100 for n in r['train']['nodes'] if n['node'] != '$first_node'))"
+cp "$OUT/nvml.faults.orig" "$C/nodes/$first_node/nvml.faults"
 check "shaped: a progress line per node trained" grep -q "preflight accept: train: $slow_node: " "$OUT/logs/shaped.out"
 check "shaped: nothing left on the paths" test -z "$(ls -A "$OUT/fast" "$OUT/slow" | grep -v -e lost+found -e '^/' -e '^$')"
 python3 - "$J" <<'PY'

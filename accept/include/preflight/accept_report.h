@@ -109,6 +109,10 @@ struct TrainNode {
   std::string end;           // the tap's end ("exit 0", "bound", "signal 9"; "": never ended)
   long lines = 0;            // the command's output lines
   std::string last;          // its last non-empty line
+  int gpus = 0;              // GPUs sampled (0: none; gpu_note says why)
+  double gpu_util = 0;       // their mean utilisation over the run, percent
+  double gpu_power_w = 0;    // their mean total power draw, watts
+  std::string gpu_note;
 };
 struct TrainRun {
   std::string command;       // "" : the stage did not run (error says why)
@@ -146,6 +150,7 @@ struct Thresholds {
   double storage_fraction = 0.5;    // a path's one-node figure below this fraction of the best path's: warn
   double train_fraction = 0.8;      // a node's median step rate below this fraction of the allocation's: fail
   double train_dip = 0.5;           // a sample (after the first) below this fraction of the node's median: warn
+  double train_gpu_util = 0.5;      // a node's mean GPU utilisation in the training run below this: warn
 };
 struct ThresholdKey {
   const char* name;

@@ -13,11 +13,14 @@
 // is the tap's: seconds since it started the command.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "preflight/status.h"
 
 namespace preflight::accept {
 
@@ -40,6 +43,9 @@ bool IsTrainErrorLine(std::string_view line);
 //   #accept-train-node NAME       first: the node ($SLURMD_NODENAME, else the host name)
 //   #accept-train T STEP LOSS     LOSS a number, "nan" (not finite) or "-"
 //   #accept-train-error T TEXT    the first 20 error lines, each cut at 200 bytes
+//   #accept-train-gpu T N UTIL W  once per RateWindow: the node's N GPUs'
+//                                 mean utilisation (percent) and total power
+//   #accept-train-gpu-off REASON  once, when the GPUs cannot be sampled
 //   #accept-train-end HOW LINES LAST
 //                                 HOW: "exit CODE", "signal N" or "bound"
 //                                 (still running at the bound: stopped);
@@ -52,11 +58,23 @@ inline constexpr const char* kTapNode = "#accept-train-node ";
 inline constexpr const char* kTapStep = "#accept-train ";
 inline constexpr const char* kTapError = "#accept-train-error ";
 inline constexpr const char* kTapEnd = "#accept-train-end ";
+inline constexpr const char* kTapGpu = "#accept-train-gpu ";
+inline constexpr const char* kTapGpuOff = "#accept-train-gpu-off ";
+
+// One look at the node's GPUs (the shell's: NVML through the dlopen'ed
+// library; none on a CPU-only node).
+struct GpuLook {
+  int gpus = 0;
+  double util_mean = 0;  // percent
+  double power_w = 0;    // all of them together
+};
+using GpuProbe = std::function<Expected<GpuLook>()>;
 
 struct TrainTapArgs {
   std::vector<std::string> cmd;  // run as given (argv[0] searched in PATH)
   double seconds = 30;           // the bound
   double grace = 10;             // SIGTERM at the bound, SIGKILL this much later
+  GpuProbe gpus;                 // null: no GPU lines
 };
 // Runs the command with its output on a pipe, prints the tap's lines on
 // stdout; returns 0 once it printed #accept-train-end, 2 when the command
@@ -74,6 +92,8 @@ struct TapRecord {
   std::string end;                             // HOW ("" when the tap never ended: a lost node)
   long lines = 0;                              // the command's output lines
   std::string last;                            // its last non-empty line
+  std::vector<GpuLook> gpu;                    // the GPU samples
+  std::string gpu_off;                         // why there are none ("" when there are)
 };
 TapRecord ReadTap(const std::string& text);
 
