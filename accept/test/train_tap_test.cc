@@ -17,30 +17,30 @@ namespace preflight::accept {
 namespace {
 
 TEST(ProgressLine, ThePublicLogsLinesAndTheExamples) {
-  auto t = ParseProgressLine(
-      "[rank0]:[titan] 2025-01-10 12:00:01,123 - root - INFO - step:  1  loss:  8.1661  grad_norm:  1.3  tps: 3,502");
-  ASSERT_TRUE(t);
-  EXPECT_EQ(t->step, 1);
-  EXPECT_TRUE(t->has_loss);
-  EXPECT_DOUBLE_EQ(t->loss, 8.1661);
-  auto g = ParseProgressLine("iter 20: loss 4.2143, time 31.12ms, mfu 12.3%");
-  ASSERT_TRUE(g);
-  EXPECT_EQ(g->step, 20);
-  EXPECT_DOUBLE_EQ(g->loss, 4.2143);
-  auto n = ParseProgressLine("step 0, loss: 10.89");
-  ASSERT_TRUE(n);
-  EXPECT_EQ(n->step, 0);
-  EXPECT_DOUBLE_EQ(n->loss, 10.89);
-  auto e = ParseProgressLine("step 7 loss 0.1429");
-  ASSERT_TRUE(e);
-  EXPECT_EQ(e->step, 7);
-  auto eq = ParseProgressLine("Step=12 Loss=3e-2");
-  ASSERT_TRUE(eq);
-  EXPECT_EQ(eq->step, 12);
-  EXPECT_DOUBLE_EQ(eq->loss, 0.03);
-  auto bare = ParseProgressLine("step 5");
-  ASSERT_TRUE(bare);
-  EXPECT_FALSE(bare->has_loss);
+  struct Case {
+    const char* line;
+    long step;
+    bool has_loss;
+    double loss;
+  };
+  const Case cases[] = {
+      {"[rank0]:[titan] 2025-01-10 12:00:01,123 - root - INFO - step:  1  loss:  8.1661  grad_norm:  1.3  tps: 3,502",
+       1, true, 8.1661},                                                      // torchtitan
+      {"iter 20: loss 4.2143, time 31.12ms, mfu 12.3%", 20, true, 4.2143},  // nanoGPT
+      {"step 0, loss: 10.89", 0, true, 10.89},                               // nanoGPT-style loops
+      {"step 7 loss 0.1429", 7, true, 0.1429},                               // preflight's example
+      {"Step=12 Loss=3e-2", 12, true, 0.03},
+      {"step 5", 5, false, 0},
+  };
+  for (const Case& c : cases) {
+    auto p = ParseProgressLine(c.line);
+    ASSERT_TRUE(p) << c.line;
+    EXPECT_EQ(p->step, c.step) << c.line;
+    EXPECT_EQ(p->has_loss, c.has_loss) << c.line;
+    if (c.has_loss) {
+      EXPECT_DOUBLE_EQ(p->loss, c.loss) << c.line;
+    }
+  }
 }
 
 TEST(ProgressLine, NanAndInfAreNotFinite) {
