@@ -227,8 +227,23 @@ int RunTrainTap(const TrainTapArgs& a) {
   }
   if (!buf.empty() && !dropping) tap.Line(buf);
   ::close(child->out);
+  // Its output closed, the command may still run (it redirected or closed
+  // it): the same bound, SIGTERM and SIGKILL apply until it is reaped.
   int status = 0;
-  while (::waitpid(child->pid, &status, 0) < 0 && errno == EINTR) {}
+  for (;;) {
+    pid_t w = ::waitpid(child->pid, &status, WNOHANG);
+    if (w == child->pid || (w < 0 && errno != EINTR)) break;
+    double now = MonotonicSeconds();
+    if (kill_at == 0 && now >= bound) {
+      ::kill(-child->pid, SIGTERM);
+      kill_at = now + a.grace;
+    } else if (kill_at > 0 && now >= kill_at) {
+      ::kill(-child->pid, SIGKILL);
+      kill_at = now + 3600;  // once; the reap follows
+    }
+    if (kill_at == 0) tap.LookAtGpus(now - tap.t0);
+    ::usleep(50 * 1000);
+  }
   tap.Flush();
   std::string how = kill_at > 0 ? "bound"
                     : WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))

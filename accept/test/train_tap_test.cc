@@ -122,6 +122,13 @@ TEST(TrainTap, AtTheBoundTheCommandIsStoppedEvenIfItIgnoresTerm) {
   EXPECT_FALSE(r.has_loss);
 }
 
+TEST(TrainTap, ACommandThatClosesItsOutputIsStillStoppedAtTheBound) {
+  std::string o = Tap("echo 'step 1'; exec >/dev/null 2>&1; trap '' TERM; sleep 30", 1.5, 1);
+  TapRecord r = ReadTap(o);
+  EXPECT_EQ(r.end, "bound") << o;
+  ASSERT_EQ(r.steps.size(), 1u) << o;
+}
+
 TEST(TrainTap, NonFiniteLossIsReportedAtOnce) {
   std::string o = Tap("echo 'step 1 loss 2.0'; echo 'step 2 loss nan'; echo 'step 3 loss 1.0'", 30);
   TapRecord r = ReadTap(o);
