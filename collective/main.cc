@@ -263,11 +263,14 @@ int RunIntra(const Args& a, const Config& cfg, const EnvMap& env, BackendKind ba
 
 // Watchdog: a rank stuck in a fence or a dead peer's socket must not hold
 // the job's start forever; nccl_timeout bounds the whole run.
+// It starts before the bootstrap: Slurm's PMIx can leave the first fence
+// waiting forever (a stepd refusing a peer's direct connection while it
+// launches its task: "Connection reject" in slurmd's log).
 void StartWatchdog(unsigned limit_ms) {
   std::thread([limit_ms] {
     std::this_thread::sleep_for(std::chrono::milliseconds(limit_ms));
-    static const char msg[] = "# FAILED: preflight-nccl: no verdict within nccl_timeout\n";
-    (void)!::write(1, msg, sizeof msg - 1);
+    static const std::string msg = std::string(kNoVerdictLine) + "\n";
+    (void)!::write(1, msg.data(), msg.size());
     ::_exit(1);
   }).detach();
 }
@@ -276,6 +279,9 @@ void StartWatchdog(unsigned limit_ms) {
 // allocation's sweeps and, with --pairs, the ring pairs in the same launch;
 // or the ring pairs alone (--scope pairs).
 int RunLaunched(const Args& a, const Config& cfg, const EnvMap& env, BackendKind backend) {
+  const unsigned limit_ms = cfg.nccl.timeout_ms;
+  const double started = MonotonicSeconds();
+  StartWatchdog(limit_ms);
   auto boot = MakePmixBootstrap(a.node);
   if (!boot) {
     Log(LogLevel::kError, kProg, "bootstrap", boot.status().message());
@@ -304,8 +310,6 @@ int RunLaunched(const Args& a, const Config& cfg, const EnvMap& env, BackendKind
   run.result.backend = ResultBackendName(backend);
   run.result.nranks = b.Size();
   run.result.op = a.ops[0];
-  const unsigned limit_ms = cfg.nccl.timeout_ms;
-  StartWatchdog(limit_ms);
 
   double user_cap = 0;
   if (env.count("PREFLIGHT_NCCL_HOST_RATE")) {
@@ -316,7 +320,7 @@ int RunLaunched(const Args& a, const Config& cfg, const EnvMap& env, BackendKind
   // Budgets inside nccl_timeout: with ring pairs to follow, the all-reduce
   // gets a third of it (a cut link must not eat the pairs' time), the pairs
   // what is left up to 90% (the rest: fences and printing).
-  const double t0 = MonotonicSeconds(), limit_s = limit_ms / 1000.0;
+  const double t0 = started, limit_s = limit_ms / 1000.0;  // the watchdog's clock
   PairsOptions po_pairs;
   po_pairs.level = a.level;
   po_pairs.backend = backend;

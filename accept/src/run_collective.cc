@@ -18,6 +18,19 @@ std::vector<std::string> Stages::NcclArgs(std::vector<std::string> a) {
   return a;
 }
 
+// A launch whose PMIx fence never completed (Slurm 22.05's stepd can refuse
+// a peer's direct connection while it launches its task; the fence then
+// waits until preflight-nccl's watchdog ends the rank) says nothing about
+// the nodes: it is run once more, within the stage's budget.
+ProcessResult Stages::Launch(const std::vector<std::string>& a, const std::string& what) {
+  ProcessResult p = run_(a, Left());
+  if (p.exit_code == 0 || p.timed_out || p.output.find(collective::kNoVerdictLine) == std::string::npos) return p;
+  if (!Budget(what + " once more")) return p;
+  Note(what + ": no verdict within nccl_timeout (a launch that hung, e.g. a PMIx fence Slurm never completed): "
+       "run once more");
+  return run_(a, Left());
+}
+
 void Stages::Collective() {
   int per = o_.ranks_per_node > 0 ? o_.ranks_per_node : 1;
   // Intra-node on every node at once: one JSON document per task.
@@ -34,7 +47,7 @@ void Stages::Collective() {
     std::vector<std::string> a = NcclArgs(Srun(nodes, true, per, false));
     a.push_back("--json");
     double t0 = Now();
-    ProcessResult p = run_(a, Left());
+    ProcessResult p = Launch(a, "the " + std::to_string(k) + "-node sweep");
     Curve c;
     Status s = ParseNcclJson(p.output, &c);
     c.nodes = k;
@@ -58,7 +71,7 @@ void Stages::Operations(int per) {
   std::vector<std::string> a = NcclArgs(Srun(live_, true, per, false));
   a.insert(a.end(), {"--ops", "all_gather,reduce_scatter,all_to_all", "--json"});
   double t0 = Now();
-  ProcessResult p = run_(a, Left());
+  ProcessResult p = Launch(a, "the other collectives");
   std::vector<Curve> got;
   Status s = ParseNcclOpsJson(p.output, &got);
   if (!s.ok()) {
@@ -148,7 +161,7 @@ void Stages::IntraNode() {
 std::vector<PairFigure> Stages::RunPairs(const std::vector<std::string>& nodes, int per, std::string* error) {
   std::vector<std::string> a = NcclArgs(Srun(nodes, true, per, false));
   a.insert(a.end(), {"--scope", "pairs", "--records"});
-  ProcessResult p = run_(a, Left());
+  ProcessResult p = Launch(a, "the ring pairs");
   auto parsed = collective::ParseOutput(p.output);
   std::vector<PairFigure> out;
   for (const auto& rec : parsed.records)

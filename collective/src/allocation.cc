@@ -252,13 +252,31 @@ class AllocationCheck {
     argv.push_back("--records");
     if (pairs) argv.push_back("--pairs");
     if (node_records) argv.push_back("--node-records");
-    return RunAs(argv, LaunchEnv(a_.env, false), a_.uid, a_.gid, a_.groups, cfg_.nccl.timeout_ms);
+    // Past nccl_timeout by a margin: the ranks' own watchdog speaks first
+    // (kNoVerdictLine), and a launch that hung is told from a slow one.
+    return RunAs(argv, LaunchEnv(a_.env, false), a_.uid, a_.gid, a_.groups, cfg_.nccl.timeout_ms + 15000);
+  }
+
+  // The step ended on the ranks' watchdog with no verdict of the
+  // allocation: a launch whose PMIx fence never completed (Slurm 22.05's
+  // stepd can refuse a peer's direct connection while it launches its task)
+  // says nothing about the nodes.
+  static bool HungLaunch(const std::pair<int, std::string>& step) {
+    if (step.first == 0 || step.second.find(kNoVerdictLine) == std::string::npos) return false;
+    for (const auto& r : ParseOutput(step.second).records)
+      if (r.kind == ScopeName(Scope::kAllocation)) return false;
+    return true;
   }
 
   // The allocation's one step; false when it could not start (o_ says why).
   bool AllocationStep(int* rc) {
     double t0 = MonotonicSeconds();
     auto all = UserStep(Scope::kAllocation, with_pairs_, compare_nodes_);
+    if (all && HungLaunch(*all)) {
+      o_.text += kHead + "the check's launch ended with no verdict within nccl_timeout (a PMIx fence Slurm never "
+                         "completed?): launched once more\n";
+      all = UserStep(Scope::kAllocation, with_pairs_, compare_nodes_);
+    }
     if (!all) {
       if (compare_nodes_) o_.text += NodeComparisons(cfg_, a_, nullptr, level_);
       o_.text += kHead + "cannot start the check: " + all.status().message() + "\n";

@@ -148,7 +148,9 @@ accept_job() {  # OUTFILE ARGS...: run preflight accept as the test user in an a
   local o=$1; shift
   local jid
   jid=$(as_user sbatch --parsable -N"${ALLOC:-$count}" -D "$OUT/logs" -o "$o" --wrap "$B/admin/preflight accept $*")
-  wait_job "$jid" 170
+  # A launch whose PMIx fence Slurm never completes costs nccl_timeout (60 s
+  # here) and runs once more (accept's Launch): bounded with room for that.
+  wait_job "$jid" 330
 }
 
 # --- 1. shaped

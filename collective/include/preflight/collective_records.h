@@ -26,6 +26,10 @@ namespace preflight::collective {
 
 inline constexpr const char* kRecordPrefix = "#record ";
 inline constexpr const char* kNodeRecordPrefix = "#node-record ";
+// The line a rank prints when its watchdog ends it: no verdict within
+// nccl_timeout (a fence that never completed, a dead peer's socket). The
+// run said nothing about the nodes; a caller may launch it once more.
+inline constexpr const char* kNoVerdictLine = "# FAILED: preflight-nccl: no verdict within nccl_timeout";
 
 struct ResultRecord {
   std::string kind;                // "allocation", "intra-node", "pair"
