@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -266,10 +267,13 @@ int RunIntra(const Args& a, const Config& cfg, const EnvMap& env, BackendKind ba
 // It starts before the bootstrap: Slurm's PMIx can leave the first fence
 // waiting forever (a stepd refusing a peer's direct connection while it
 // launches its task: "Connection reject" in slurmd's log).
+std::atomic<bool> g_bootstrapped{false};  // the first fence completed
 void StartWatchdog(unsigned limit_ms) {
   std::thread([limit_ms] {
     std::this_thread::sleep_for(std::chrono::milliseconds(limit_ms));
-    static const std::string msg = std::string(kNoVerdictLine) + "\n";
+    static const std::string booted = std::string(kNoVerdictLine) + "\n";
+    static const std::string not_booted = std::string(kNoBootstrapLine) + "\n";
+    const std::string& msg = g_bootstrapped.load() ? booted : not_booted;
     (void)!::write(1, msg.data(), msg.size());
     ::_exit(1);
   }).detach();
@@ -297,6 +301,7 @@ int RunLaunched(const Args& a, const Config& cfg, const EnvMap& env, BackendKind
     Log(LogLevel::kError, kProg, "bootstrap", nodes.status().message());
     return 2;
   }
+  g_bootstrapped = true;
   for (const auto& n : *nodes)
     if (run.info.nodes.empty() || run.info.nodes.back() != n) run.info.nodes.push_back(n);
   // Before the sweep: a check that fails or runs out of time still says

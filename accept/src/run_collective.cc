@@ -24,10 +24,9 @@ std::vector<std::string> Stages::NcclArgs(std::vector<std::string> a) {
 // the nodes: it is run once more, within the stage's budget.
 ProcessResult Stages::Launch(const std::vector<std::string>& a, const std::string& what) {
   ProcessResult p = run_(a, Left());
-  if (p.exit_code == 0 || p.timed_out || p.output.find(collective::kNoVerdictLine) == std::string::npos) return p;
+  if (p.exit_code == 0 || p.timed_out || p.output.find(collective::kNoBootstrapLine) == std::string::npos) return p;
   if (!Budget(what + " once more")) return p;
-  Note(what + ": no verdict within nccl_timeout (a launch that hung, e.g. a PMIx fence Slurm never completed): "
-       "run once more");
+  Note(what + ": no PMIx bootstrap within nccl_timeout (a fence Slurm never completed): run once more");
   return run_(a, Left());
 }
 

@@ -474,8 +474,9 @@ TEST(AcceptRun, ASuspectThatComesBackFastDoesNotRaiseTheBar) {
   EXPECT_NE(ReportJson(r).find("\"worse_busbw_Bps\": 90000000"), std::string::npos);
 }
 
-// A launch that preflight-nccl's watchdog ended (a PMIx fence Slurm never
-// completed) runs once more; the second launch's figure counts.
+// A launch that preflight-nccl's watchdog ended before its PMIx bootstrap
+// completed (a fence Slurm never completed) runs once more; the second
+// launch's figure counts. One that bootstrapped and then hung is a finding.
 TEST(AcceptRun, AHungLaunchIsRunOnceMore) {
   RunOptions o;
   o.nodes = {"n1", "n2"};
@@ -490,7 +491,7 @@ TEST(AcceptRun, AHungLaunchIsRunOnceMore) {
         cmd.find("--json") != std::string::npos && cmd.find("--ops") == std::string::npos) {
       if (++sweeps == 1) {
         p.exit_code = 1;
-        p.output = "# FAILED: preflight-nccl: no verdict within nccl_timeout\n";
+        p.output = "# FAILED: preflight-nccl: no PMIx bootstrap within nccl_timeout\n";
       } else {
         p.output = "{\"nodes\": [\"n1\", \"n2\"], \"sizes\": [{\"bytes\": 1024, \"busbw_Bps\": 1e8, \"wrong\": 0}]}\n";
       }
@@ -503,7 +504,30 @@ TEST(AcceptRun, AHungLaunchIsRunOnceMore) {
   for (const auto& c : r.curves)
     if (c.nodes == 2 && c.op == "all_reduce") figure = c.error.empty() && c.Busbw() > 0;
   EXPECT_TRUE(figure) << "the second launch's figure";
-  EXPECT_NE(SummaryText(r).find("the 2-node sweep: no verdict within nccl_timeout"), std::string::npos) << SummaryText(r);
+  EXPECT_NE(SummaryText(r).find("the 2-node sweep: no PMIx bootstrap within nccl_timeout"), std::string::npos)
+      << SummaryText(r);
+}
+
+TEST(AcceptRun, ALaunchThatBootstrappedAndThenHungIsAFindingNotRunAgain) {
+  RunOptions o;
+  o.nodes = {"n1", "n2"};
+  o.tag = "t";
+  int sweeps = 0;
+  auto run = [&](const std::vector<std::string>& argv, unsigned) {
+    std::string cmd;
+    for (const auto& a : argv) cmd += a + " ";
+    ProcessResult p;
+    p.exit_code = 0;
+    if (cmd.find("--nodes=2") != std::string::npos && cmd.find("--mpi=pmix") != std::string::npos &&
+        cmd.find("--json") != std::string::npos && cmd.find("--ops") == std::string::npos) {
+      ++sweeps;
+      p.exit_code = 1;
+      p.output = "# FAILED: preflight-nccl: no verdict within nccl_timeout\n";
+    }
+    return p;
+  };
+  Report r = RunAccept(o, run, nullptr);
+  EXPECT_EQ(sweeps, 1) << "a cut link or a dead peer is the finding";
 }
 
 TEST(AcceptRun, OneNodeAllocationSaysSo) {

@@ -253,16 +253,16 @@ class AllocationCheck {
     if (pairs) argv.push_back("--pairs");
     if (node_records) argv.push_back("--node-records");
     // Past nccl_timeout by a margin: the ranks' own watchdog speaks first
-    // (kNoVerdictLine), and a launch that hung is told from a slow one.
+    // (kNoBootstrapLine, kNoVerdictLine).
     return RunAs(argv, LaunchEnv(a_.env, false), a_.uid, a_.gid, a_.groups, cfg_.nccl.timeout_ms + 15000);
   }
 
-  // The step ended on the ranks' watchdog with no verdict of the
-  // allocation: a launch whose PMIx fence never completed (Slurm 22.05's
-  // stepd can refuse a peer's direct connection while it launches its task)
-  // says nothing about the nodes.
+  // The step ended on the ranks' watchdog before their PMIx bootstrap
+  // completed, with no verdict of the allocation: a launch whose fence Slurm
+  // never completed (22.05's stepd can refuse a peer's direct connection
+  // while it launches its task) says nothing about the nodes.
   static bool HungLaunch(const std::pair<int, std::string>& step) {
-    if (step.first == 0 || step.second.find(kNoVerdictLine) == std::string::npos) return false;
+    if (step.first == 0 || step.second.find(kNoBootstrapLine) == std::string::npos) return false;
     for (const auto& r : ParseOutput(step.second).records)
       if (r.kind == ScopeName(Scope::kAllocation)) return false;
     return true;
@@ -273,8 +273,8 @@ class AllocationCheck {
     double t0 = MonotonicSeconds();
     auto all = UserStep(Scope::kAllocation, with_pairs_, compare_nodes_);
     if (all && HungLaunch(*all)) {
-      o_.text += kHead + "the check's launch ended with no verdict within nccl_timeout (a PMIx fence Slurm never "
-                         "completed?): launched once more\n";
+      o_.text += kHead + "the check's launch ended with no PMIx bootstrap within nccl_timeout (a fence Slurm never "
+                         "completed): launched once more\n";
       all = UserStep(Scope::kAllocation, with_pairs_, compare_nodes_);
     }
     if (!all) {

@@ -26,9 +26,11 @@ namespace preflight::collective {
 
 inline constexpr const char* kRecordPrefix = "#record ";
 inline constexpr const char* kNodeRecordPrefix = "#node-record ";
-// The line a rank prints when its watchdog ends it: no verdict within
-// nccl_timeout (a fence that never completed, a dead peer's socket). The
-// run said nothing about the nodes; a caller may launch it once more.
+// The lines a rank prints when its watchdog ends it at nccl_timeout: before
+// the PMIx bootstrap completed (a fence Slurm never completed: the launch
+// said nothing about the nodes, and a caller may launch it once more), or
+// after it (a dead peer's socket, a cut link: a finding).
+inline constexpr const char* kNoBootstrapLine = "# FAILED: preflight-nccl: no PMIx bootstrap within nccl_timeout";
 inline constexpr const char* kNoVerdictLine = "# FAILED: preflight-nccl: no verdict within nccl_timeout";
 
 struct ResultRecord {
