@@ -20,6 +20,7 @@
 #include "preflight/clock.h"
 #include "preflight/job.h"
 #include "preflight/process.h"
+#include "preflight/text.h"
 
 namespace preflight::accept {
 namespace {
@@ -49,11 +50,13 @@ size_t SkipSeparator(const std::string& s, size_t p) {
   return p;
 }
 
+// A line of the command's output (or a name, a message) as one printable
+// line of at most kMaxText bytes: core's text rules (text.h), which keep it
+// valid UTF-8 for report.json and show a control byte as "\xNN". A CRLF
+// line's '\r' is the line's end, not its text.
 std::string Cut(std::string_view s) {
-  std::string out(s.substr(0, kMaxText));
-  for (char& c : out)
-    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
-  return out;
+  while (!s.empty() && s.back() == '\r') s.remove_suffix(1);
+  return Utf8Cut(PrintableText(Utf8Prefix(s, kMaxText)), kMaxText);
 }
 
 // The tap's state while the command runs.

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "preflight/text.h"
 #include "preflight_test/temp_dir.h"
 
 namespace preflight::accept {
@@ -127,6 +128,22 @@ TEST(TrainTap, ACommandThatClosesItsOutputIsStillStoppedAtTheBound) {
   TapRecord r = ReadTap(o);
   EXPECT_EQ(r.end, "bound") << o;
   ASSERT_EQ(r.steps.size(), 1u) << o;
+}
+
+TEST(TrainTap, TextItKeepsIsOnePrintableLineOfValidUtf8) {
+  // A control byte, a CRLF end, and an error line far past 200 bytes of
+  // two-byte characters (a cut must not split one).
+  std::string o = Tap("printf 'NCCL WARN \\033[31mred\\033[0m'; printf '\\r\\n'; "
+                      "printf 'CUDA error '; for i in $(seq 300); do printf '\\303\\251'; done; echo; "
+                      "printf 'last\\r\\n'",
+                      30);
+  TapRecord r = ReadTap(o);
+  ASSERT_EQ(r.errors.size(), 2u) << o;
+  EXPECT_NE(r.errors[0].find("NCCL WARN \\x1b[31mred\\x1b[0m"), std::string::npos) << r.errors[0];
+  EXPECT_EQ(r.errors[0].find('\r'), std::string::npos);
+  EXPECT_TRUE(IsValidUtf8(r.errors[1])) << "cut on a character boundary";
+  EXPECT_LE(r.errors[1].size(), 200u + 10) << "200 bytes of text after the time";
+  EXPECT_EQ(r.last, "last");
 }
 
 TEST(TrainTap, NonFiniteLossIsReportedAtOnce) {
