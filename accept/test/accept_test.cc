@@ -474,14 +474,13 @@ TEST(AcceptRun, ASuspectThatComesBackFastDoesNotRaiseTheBar) {
   EXPECT_NE(ReportJson(r).find("\"worse_busbw_Bps\": 90000000"), std::string::npos);
 }
 
-// A launch that preflight-nccl's watchdog ended before its PMIx bootstrap
-// completed (a fence Slurm never completed) runs once more; the second
-// launch's figure counts. One that bootstrapped and then hung is a finding.
-TEST(AcceptRun, AHungLaunchIsRunOnceMore) {
+// A 2-node allocation whose 2-node sweep ends on preflight-nccl's watchdog
+// (`watchdog_line`) the first `failures` times, then measures; every other
+// step answers nothing. The sweeps launched are counted in *sweeps.
+Report SweepEndingOnTheWatchdog(const char* watchdog_line, int failures, int* sweeps) {
   RunOptions o;
   o.nodes = {"n1", "n2"};
   o.tag = "t";
-  int sweeps = 0;
   auto run = [&](const std::vector<std::string>& argv, unsigned) {
     std::string cmd;
     for (const auto& a : argv) cmd += a + " ";
@@ -489,16 +488,24 @@ TEST(AcceptRun, AHungLaunchIsRunOnceMore) {
     p.exit_code = 0;
     if (cmd.find("--nodes=2") != std::string::npos && cmd.find("--mpi=pmix") != std::string::npos &&
         cmd.find("--json") != std::string::npos && cmd.find("--ops") == std::string::npos) {
-      if (++sweeps == 1) {
+      if (++*sweeps <= failures) {
         p.exit_code = 1;
-        p.output = "# FAILED: preflight-nccl: no PMIx bootstrap within nccl_timeout\n";
+        p.output = std::string(watchdog_line) + "\n";
       } else {
         p.output = "{\"nodes\": [\"n1\", \"n2\"], \"sizes\": [{\"bytes\": 1024, \"busbw_Bps\": 1e8, \"wrong\": 0}]}\n";
       }
     }
     return p;
   };
-  Report r = RunAccept(o, run, nullptr);
+  return RunAccept(o, run, nullptr);
+}
+
+// A launch that preflight-nccl's watchdog ended before its PMIx bootstrap
+// completed (a fence Slurm never completed) runs once more; the second
+// launch's figure counts. One that bootstrapped and then hung is a finding.
+TEST(AcceptRun, AHungLaunchIsRunOnceMore) {
+  int sweeps = 0;
+  Report r = SweepEndingOnTheWatchdog("# FAILED: preflight-nccl: no PMIx bootstrap within nccl_timeout", 1, &sweeps);
   EXPECT_EQ(sweeps, 2);
   bool figure = false;
   for (const auto& c : r.curves)
@@ -509,24 +516,8 @@ TEST(AcceptRun, AHungLaunchIsRunOnceMore) {
 }
 
 TEST(AcceptRun, ALaunchThatBootstrappedAndThenHungIsAFindingNotRunAgain) {
-  RunOptions o;
-  o.nodes = {"n1", "n2"};
-  o.tag = "t";
   int sweeps = 0;
-  auto run = [&](const std::vector<std::string>& argv, unsigned) {
-    std::string cmd;
-    for (const auto& a : argv) cmd += a + " ";
-    ProcessResult p;
-    p.exit_code = 0;
-    if (cmd.find("--nodes=2") != std::string::npos && cmd.find("--mpi=pmix") != std::string::npos &&
-        cmd.find("--json") != std::string::npos && cmd.find("--ops") == std::string::npos) {
-      ++sweeps;
-      p.exit_code = 1;
-      p.output = "# FAILED: preflight-nccl: no verdict within nccl_timeout\n";
-    }
-    return p;
-  };
-  Report r = RunAccept(o, run, nullptr);
+  SweepEndingOnTheWatchdog("# FAILED: preflight-nccl: no verdict within nccl_timeout", 1, &sweeps);
   EXPECT_EQ(sweeps, 1) << "a cut link or a dead peer is the finding";
 }
 
