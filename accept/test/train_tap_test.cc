@@ -187,7 +187,10 @@ TEST(TrainTap, GpusAreSampledOncePerWindowOrSaidOnceWhyNot) {
   };
   TapRecord r = ReadTap(Capture(a));
   ASSERT_GE(r.gpu.size(), 2u) << "one look a window: at 0 s, 1 s, 2 s...";
-  EXPECT_LE(r.gpu.size(), 5u);
+  // At most one look a window (1 s) over the run, however long a loaded
+  // machine made it: the last progress line came within its last second.
+  ASSERT_FALSE(r.steps.empty());
+  EXPECT_LE(static_cast<double>(r.gpu.size()), r.steps.back().first + 2) << "not once per window";
   EXPECT_EQ(static_cast<int>(r.gpu.size()), looks);
   EXPECT_EQ(r.gpu[0].gpus, 4);
   EXPECT_DOUBLE_EQ(r.gpu[0].util_mean, 87.5);
