@@ -27,25 +27,6 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// rm -r of the private directory: it holds only what this worker wrote (flat
-// files and one flat "small" directory), so two levels suffice; no symlink is
-// followed (unlinkat never follows, and the directory is ours, mode 0700).
-void RemoveTree(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d) {
-    while (dirent* e = ::readdir(d)) {
-      std::string n = e->d_name;
-      if (n == "." || n == "..") continue;
-      std::string p = dir + "/" + n;
-      struct stat st;
-      if (::lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) RemoveTree(p);
-      else ::unlink(p.c_str());
-    }
-    ::closedir(d);
-  }
-  ::rmdir(dir.c_str());
-}
-
 std::string SpaceWords(const std::string& out) {
   if (out.find("No space left") != std::string::npos || out.find("ENOSPC") != std::string::npos)
     return "no space left on device (the path filled up mid-run)";
@@ -279,7 +260,7 @@ StorageFigures MeasureStorage(const StorageOptions& o) {
     std::string e = SmallFiles(dir, o.small_files, &f);
     if (!e.empty()) f.error = e;
   }
-  RemoveTree(dir);
+  (void)RemoveTree(dir);  // rm -r (fileutil.h): it holds only what this worker wrote
   if (!f.error.empty()) f.error = path + ": " + f.error;
   return f;
 }

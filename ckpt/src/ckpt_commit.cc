@@ -13,6 +13,7 @@
 
 #include "ckpt_io.h"
 #include "preflight/ckpt_tier.h"
+#include "preflight/fileutil.h"
 
 namespace preflight {
 namespace {
@@ -154,7 +155,7 @@ Status RemoveUnlisted(int dfd, const std::string& prefix, const std::string& sho
     if (prefix.empty() && CkptReservedName(n)) continue;
     std::string rel = prefix.empty() ? n : prefix + "/" + n;
     if (!listed.count(rel)) {
-      if (Status s = ckpt_internal::RemoveTreeAt(dfd, n, shown + "/" + CkptEscape(n)); !s.ok()) return s;
+      if (Status s = RemoveTreeAt(dfd, n, shown + "/" + CkptEscape(n)); !s.ok()) return s;
     } else if (dirs.count(rel)) {
       auto sub = ckpt_internal::OpenDirAt(dfd, n, shown + "/" + CkptEscape(n));
       if (!sub) return sub.status();
@@ -177,7 +178,7 @@ Status RemovePartTemporaries(int pfd, const std::string& shown) {
   }
   ::closedir(d);
   for (const auto& n : names)
-    if (Status s = ckpt_internal::RemoveTreeAt(parts->get(), n, shown + "/" + kCkptPartsDir + "/" + n); !s.ok()) return s;
+    if (Status s = RemoveTreeAt(parts->get(), n, shown + "/" + kCkptPartsDir + "/" + n); !s.ok()) return s;
   return Status::Ok();
 }
 
@@ -342,7 +343,7 @@ Expected<CkptCommitResult> CommitCkpt(const std::string& tier, const std::string
     // Another run committed the same bytes: this run's folder is redundant.
     std::string trash = std::string(kCkptTrashPrefix) + partial.substr(1);
     if (::renameat(tfd->get(), partial.c_str(), tfd->get(), trash.c_str()) == 0)
-      (void)ckpt_internal::RemoveTreeAt(tfd->get(), trash, tier + "/" + trash);
+      (void)RemoveTreeAt(tfd->get(), trash, tier + "/" + trash);
   }
   if (n->marked && n->marker == CkptMarkerText(n->bytes)) {
     r.state = CkptCommitState::kDurable;

@@ -114,28 +114,6 @@ Expected<std::string> ReadSmallAt(int at, const std::string& rel, uint64_t max, 
   return out;
 }
 
-Status RemoveTreeAt(int dirfd, const std::string& name, const std::string& shown) {
-  if (::unlinkat(dirfd, name.c_str(), 0) == 0) return Status::Ok();
-  int e = errno;
-  if (e == ENOENT) return Status::Ok();
-  if (e != EISDIR && e != EPERM) return Status::FromErrno(e, "remove " + shown);
-  auto sub = OpenDirAt(dirfd, name, shown);
-  if (!sub) return sub.status();
-  DIR* d = ::fdopendir(::dup(sub->get()));
-  if (d == nullptr) return Status::FromErrno(errno, "list " + shown);
-  std::vector<std::string> names;
-  while (struct dirent* de = ::readdir(d)) {
-    std::string n = de->d_name;
-    if (n != "." && n != "..") names.push_back(n);
-  }
-  ::closedir(d);
-  for (const auto& n : names)
-    if (Status s = RemoveTreeAt(sub->get(), n, shown + "/" + n); !s.ok()) return s;
-  if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT)
-    return Status::FromErrno(errno, "remove " + shown);
-  return Status::Ok();
-}
-
 Expected<char> KindAt(int at, const std::string& rel, const std::string& shown) {
   struct stat st;
   if (::fstatat(at, rel.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {

@@ -53,9 +53,6 @@ Status WriteAtomicAt(int dirfd, const std::string& name, const std::string& data
 // `max` bytes, when not a regular file, or when a symlink.
 Expected<std::string> ReadSmallAt(int at, const std::string& rel, uint64_t max, const std::string& shown);
 
-// Removes `name` in `dirfd` and everything below it, following no symlink;
-// a missing `name` is fine.
-Status RemoveTreeAt(int dirfd, const std::string& name, const std::string& shown);
 // Renames `entry` of the folder `tierfd` (shown as `tier`) to a fresh
 // .trash- name, fsyncs the folder, then removes it: a removal cut short
 // never leaves a folder under its name (a local one would keep its proof

@@ -11,6 +11,7 @@
 #include "preflight/ckpt_commit.h"
 #include "preflight/ckpt_persist.h"
 #include "preflight/ckpt_tier.h"
+#include "preflight/fileutil.h"
 
 namespace preflight {
 namespace {
@@ -46,7 +47,7 @@ Expected<CkptTierGcResult> CkptTierGc(const std::string& tier, const CkptTierGcO
   co.verify = o.verify;
   for (const auto& e : *entries) {
     if (e.kind == CkptTierKind::kTrash) {
-      if (Status s = ckpt_internal::RemoveTreeAt(tfd->get(), e.entry, tier + "/" + e.entry); !s.ok())
+      if (Status s = RemoveTreeAt(tfd->get(), e.entry, tier + "/" + e.entry); !s.ok())
         r.notes.push_back(s.message());
     } else if (e.kind == CkptTierKind::kUnmarked) {
       auto c = RepairCkpt(tier, e.name, co);
@@ -115,7 +116,7 @@ Expected<std::vector<std::string>> CkptLocalGc(const std::string& local_dir, con
   if (!listing) return listing.status();
   for (const auto& e : listing->top)  // what an earlier removal left
     if (e.kind == CkptEntryKind::kDir && e.name.rfind(kCkptTrashPrefix, 0) == 0)
-      if (Status s = ckpt_internal::RemoveTreeAt(dfd->get(), e.name, local_dir + "/" + e.name); !s.ok()) return s;
+      if (Status s = RemoveTreeAt(dfd->get(), e.name, local_dir + "/" + e.name); !s.ok()) return s;
   std::vector<std::string> removed;
   for (const auto& name : PlanLocalRetention(*local, durable, o.keep)) {
     if (Status s = Discard(dfd->get(), local_dir, name); !s.ok()) return s;

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>  // renameat2, RENAME_EXCHANGE (glibc 2.28)
 #include <sys/socket.h>
@@ -10,6 +11,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <sstream>
@@ -213,6 +215,50 @@ Expected<std::string> ReadWholeFile(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+Status RemoveTreeAt(int dirfd, const std::string& name, const std::string& shown) {
+  struct statx sx;
+  if (::statx(dirfd, name.c_str(), AT_SYMLINK_NOFOLLOW, STATX_TYPE, &sx) != 0) {
+    if (errno == ENOENT) return Status::Ok();
+    return Status::FromErrno(errno, "stat " + shown);
+  }
+  if (!S_ISDIR(sx.stx_mode)) {
+    if (::unlinkat(dirfd, name.c_str(), 0) != 0 && errno != ENOENT) return Status::FromErrno(errno, "unlink " + shown);
+    return Status::Ok();
+  }
+  if (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT && sx.stx_attributes & STATX_ATTR_MOUNT_ROOT)
+    return Status::FromErrno(EBUSY, "remove " + shown + " (a mount point)");
+  int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(errno, "open " + shown);
+  DIR* d = ::fdopendir(fd);
+  if (!d) { int e = errno; ::close(fd); return Status::FromErrno(e, "open " + shown); }
+  Status first;
+  std::vector<std::string> names;
+  while (struct dirent* e = ::readdir(d)) {
+    const char* n = e->d_name;
+    if (n[0] == '.' && (n[1] == 0 || (n[1] == '.' && n[2] == 0))) continue;
+    names.push_back(n);
+  }
+  for (const auto& n : names) {
+    Status s = RemoveTreeAt(::dirfd(d), n, shown + "/" + n);
+    if (!s.ok() && first.ok()) first = s;
+  }
+  ::closedir(d);
+  if (!first.ok()) return first;
+  if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) return Status::FromErrno(errno, "rmdir " + shown);
+  return Status::Ok();
+}
+
+Status RemoveTree(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  std::string parent = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  int fd = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? Status::Ok() : Status::FromErrno(errno, "open " + parent);
+  Status s = RemoveTreeAt(fd, name, path);
+  ::close(fd);
+  return s;
 }
 
 }  // namespace preflight

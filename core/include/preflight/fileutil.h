@@ -13,6 +13,12 @@ namespace preflight {
 
 // mkdir -p with `mode` for the directories it creates.
 Status MakeDirs(const std::string& path, mode_t mode = 0755);
+// rm -r: removes `name` under `dirfd` and everything below it, following no
+// symlink and refusing (EBUSY) to descend into a mount point; a missing
+// `name` is fine. On an error it goes on with the rest and returns the
+// first (`shown` names the path in it).
+Status RemoveTreeAt(int dirfd, const std::string& name, const std::string& shown);
+Status RemoveTree(const std::string& path);
 // One folder or file of a user's that MakePrivateDirs moved out of the way.
 struct SetAside {
   std::string path;      // where root wanted its folder

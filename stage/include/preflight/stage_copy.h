@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "preflight/fileutil.h"  // RemoveTree, RemoveTreeAt
 #include "preflight/stage_user.h"  // StageIdentity
 #include "preflight/status.h"
 
@@ -194,10 +195,5 @@ Status CopyTree(const std::string& src, int dst_dir_fd, const std::string& dst_n
 // `manifest` may be nullptr when only `digest` is wanted.
 Status ScanSource(const std::string& src, const CopyOptions& o, std::vector<std::string>* manifest,
                   FaultSide* side, std::string* digest = nullptr);
-
-// Remove `name` under `dirfd` recursively without following symlinks;
-// refuses (EBUSY) to descend into a mount point.
-Status RemoveTreeAt(int dirfd, const std::string& name, const std::string& shown);
-Status RemoveTree(const std::string& path);
 
 }  // namespace preflight
