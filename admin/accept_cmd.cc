@@ -12,6 +12,7 @@
 #include "preflight/accept_storage.h"
 #include "preflight/accept_storage_worker.h"
 #include "preflight/accept_train.h"
+#include "preflight/checkpoint.h"
 #include "preflight/fileutil.h"
 #include "preflight/hostlist.h"
 #include "preflight/job.h"
@@ -38,6 +39,8 @@ struct AcceptCli {
   std::string train;           // "" the example; "none" skips the stage
   double train_seconds = 0;    // 0: the level's
   bool train_tap = false;
+  std::string train_dir;       // the tap: the storage path for the round trip's checkpoints ("": none)
+  bool train_resume = false;   // the tap: the round trip's resume run
 };
 AcceptCli g_accept;
 
@@ -60,11 +63,13 @@ std::string Beside(const std::string& name, const char* build_dir) {
 }
 
 // The training stage's default: the example train.sh (conf/examples),
-// stepping every 0.05 s until the bound stops it; "" when not installed.
+// stepping every 0.05 s until the bound stops it, a checkpoint every 20
+// steps (on several nodes it writes only those); "" when not installed.
 std::string ExampleTrain() {
   for (const char* d : {PREFLIGHT_EXAMPLES_INSTALLED, PREFLIGHT_EXAMPLES_SOURCE}) {
     std::string p = std::string(d) + "/train.sh";
-    if (::access(p.c_str(), X_OK) == 0 && p.find('\'') == std::string::npos) return "'" + p + "' 1000000 0.05";
+    if (::access(p.c_str(), X_OK) == 0 && p.find('\'') == std::string::npos)
+      return "CHECKPOINT_EVERY=20 '" + p + "' 1000000 0.05";
   }
   return "";
 }
@@ -77,7 +82,33 @@ int TrainTap(const CommonCli& cli) {
   t.cmd = {"/bin/sh", "-c", g_accept.train};
   t.seconds = g_accept.train_seconds > 0 ? g_accept.train_seconds : 30;
   const char* env_node = std::getenv("SLURMD_NODENAME");
-  auto cfg = LoadCliConfig(cli, env_node && *env_node ? env_node : ShortHostname());
+  const std::string node = env_node && *env_node ? env_node : ShortHostname();
+  auto cfg = LoadCliConfig(cli, node);
+  if (cfg && !g_accept.train_dir.empty()) {
+    // The checkpoint round trip: under preflight-run, checkpoints in this
+    // node's folder of the storage path, chosen as preflight-run chooses.
+    auto dir = accept::RoundTripDir(g_accept.train_dir, node, g_accept.tag);
+    if (!dir) {
+      t.trip.off = dir.status().message();
+    } else {
+      std::vector<std::string> pass;
+      if (cli.config_given()) pass = {"--config", cli.config};
+      for (const auto& kv : cli.sets) pass.insert(pass.end(), {"--set", kv});
+      t.trip.runner = accept::RoundTripRunner(Beside("preflight-run", "wrapper"), pass, t.seconds);
+      t.cmd = accept::RoundTripShell(g_accept.train, cfg->run.checkpoint_signal);
+      t.trip.dir = *dir;
+      t.trip.resume = g_accept.train_resume;
+      t.grace = accept::RunnerGrace(t.seconds);
+      std::string marker = cfg->run.checkpoint_marker;
+      t.trip.newest = [marker](const std::string& d) -> Expected<std::string> {
+        auto p = NewestCompleteCheckpoint(d, marker);
+        if (!p) return p.status();
+        return p->empty() ? *p : p->substr(p->rfind('/') + 1);
+      };
+      // The resume run stops at its first progress line: no GPU samples.
+      if (g_accept.train_resume) return accept::RunTrainTap(t);
+    }
+  }
   std::shared_ptr<GpuSampler> sampler;
   std::string why;
   if (!cfg) {
@@ -268,7 +299,9 @@ void AddAcceptOptions(po::options_description& visible, po::options_description&
   hidden.add_options()
       ("storage-worker", po::bool_switch(&g_accept.storage_worker), "internal: measure --storage paths on this node")
       ("tag", po::value<std::string>(&g_accept.tag), "internal: the storage worker's directory suffix")
-      ("train-tap", po::bool_switch(&g_accept.train_tap), "internal: run --train on this node under the tap");
+      ("train-tap", po::bool_switch(&g_accept.train_tap), "internal: run --train on this node under the tap")
+      ("train-dir", po::value<std::string>(&g_accept.train_dir), "internal: the tap's storage path for the checkpoint round trip")
+      ("train-resume", po::bool_switch(&g_accept.train_resume), "internal: the tap's resume run of the round trip");
 }
 
 // preflight accept: the acceptance run inside an allocation (accept/accept_run.h

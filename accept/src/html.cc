@@ -353,7 +353,8 @@ std::string TrainHtml(const Report& r) {
   const TrainRun& t = r.train;
   std::string o = "<h2>Training</h2>\n";
   if (t.command.empty()) return o + "<p class=\"none\">" + HtmlEscape(t.error.empty() ? "not run" : t.error) + "</p>\n";
-  o += "<p><code>" + HtmlEscape(t.command) + "</code> on every node at once for " + F("%.0f", t.seconds) + " s.</p>\n";
+  o += "<p><code>" + HtmlEscape(t.command) + "</code> on every node at once for " + F("%.0f", t.seconds) + " s" +
+       (t.resume_seconds > 0 ? ", stopped at the bound like a preemption (checkpoint) and resumed" : "") + ".</p>\n";
   std::vector<const TrainNode*> shown;
   for (const auto& n : t.nodes) shown.push_back(&n);
   std::sort(shown.begin(), shown.end(), [](const TrainNode* a, const TrainNode* b) { return a->median_rate < b->median_rate; });
@@ -375,17 +376,22 @@ std::string TrainHtml(const Report& r) {
   for (int i = 0; i <= 4; ++i) ticks.emplace_back(tmax * i / 4, F("%.0f s", tmax * i / 4));
   o += LinePlot("train-rate", "Step rate over time", series, ticks, "step rate", 1, "steps/s");
   o += "<div class=\"scroll\"><table><tr><th>node</th><th>verdict</th><th>steps/s</th><th>last step</th>"
-       "<th>loss</th><th>end</th><th>GPU util</th><th>power</th><th>reason</th></tr>\n";
+       "<th>loss</th><th>end</th><th>GPU util</th><th>power</th><th>checkpoint round trip</th><th>reason</th></tr>\n";
   for (const auto& n : t.nodes) {
-    const Figure* f = nullptr;
+    const Figure *f = nullptr, *c = nullptr;
     for (const auto& x : r.figures)
-      if (x.stage == "train" && x.node == n.node) f = &x;
+      if (x.stage == "train" && x.node == n.node) (x.name == "checkpoint resume" ? c : f) = &x;
+    std::string trip = !c ? "-"
+                       : n.ckpt.saved.empty() || n.ckpt.resume_step < 0
+                           ? HtmlEscape(c->reason.substr(std::min(c->reason.size(), n.node.size() + 2)))
+                           : HtmlEscape(n.ckpt.saved) + " &rarr; step " + std::to_string(n.ckpt.resume_step);
+    if (c) trip = Badge(c->verdict) + " " + trip;
     o += "<tr><td>" + HtmlEscape(n.node) + "</td><td>" + (f ? Badge(f->verdict) : std::string()) + "</td><td>" +
          F("%.2f", n.median_rate) + "</td><td>" + (n.last_step < 0 ? std::string("none") : std::to_string(n.last_step)) +
          "</td><td>" + (!n.loss_finite ? std::string("not finite") : n.has_loss ? F("%.3g", n.last_loss) : "-") +
          "</td><td>" + HtmlEscape(n.end.empty() ? "never ended" : n.end) + "</td><td>" +
          (n.gpus > 0 ? F("%.0f%%", n.gpu_util) + " of " + std::to_string(n.gpus) : HtmlEscape(n.gpu_note)) + "</td><td>" +
-         (n.gpus > 0 ? F("%.0f W", n.gpu_power_w) : std::string("-")) + "</td><td>" +
+         (n.gpus > 0 ? F("%.0f W", n.gpu_power_w) : std::string("-")) + "</td><td>" + trip + "</td><td>" +
          HtmlEscape(f ? f->reason.substr(std::min(f->reason.size(), n.node.size() + 2)) : "") +
          "</td></tr>\n";
   }

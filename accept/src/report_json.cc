@@ -100,9 +100,15 @@ std::string ReportJson(const Report& r) {
     WriteStrings(w, "errors", n.errors);
     w.Key("rate").BeginArray();
     for (const auto& [t, v] : n.rate) w.BeginArray().Number(t).Number(v).EndArray();
-    w.EndArray().EndObject();
+    w.EndArray();
+    const TrainNode::Checkpoint& c = n.ckpt;
+    w.Key("checkpoint").BeginObject().Field("tried", c.tried).Field("off", c.off).Field("saved", c.saved);
+    w.Field("saved_step", static_cast<int64_t>(c.saved_step)).Field("resumed", c.resumed).Field("from", c.from);
+    w.Field("first_step", static_cast<int64_t>(c.first_step)).Field("resume_step", static_cast<int64_t>(c.resume_step));
+    w.Field("resume_seconds", c.resume_time).Field("resume_end", c.resume_end).Field("resume_last_line", c.resume_last);
+    w.Field("left", c.left).EndObject().EndObject();
   }
-  w.EndArray().EndObject();
+  w.EndArray().Field("resume_seconds", r.train.resume_seconds).EndObject();
   w.Key("node_rows").BeginArray();
   for (const auto& n : r.node_rows) {
     w.BeginObject().Field("node", n.node).Field("verdict", ReportWord(n.verdict));

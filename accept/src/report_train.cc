@@ -1,6 +1,6 @@
 // The training run's verdicts (JudgeTrain, report_judge.h): each node's
-// end, progress, stall, loss and errors, and its step rate against the
-// allocation's and its own.
+// end, progress, stall, loss and errors, its step rate against the
+// allocation's and its own, and its checkpoint round trip.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -23,6 +23,57 @@ bool Stalled(const TrainNode& n, double seconds) {
   double quiet = seconds - n.last_time;
   if (n.median_rate <= 0) return quiet > seconds / 2;
   return quiet > std::max(3 * RateWindow(seconds), 5 / n.median_rate);
+}
+
+// The checkpoint round trip of a node whose run went well (a failed run is
+// its own finding): a checkpoint saved, the resume run went on from it.
+void JudgeCheckpoint(Report* r, const TrainRun& t, const TrainNode& n) {
+  const TrainNode::Checkpoint& c = n.ckpt;
+  Figure f;
+  f.stage = "train";
+  f.name = "checkpoint resume";
+  f.node = n.node;
+  f.unit = "step";
+  f.value = c.resume_step;
+  f.reference = c.saved_step >= 0 ? c.saved_step : c.first_step;
+  f.threshold_source = c.saved_step >= 0 ? "the saved checkpoint's step (its name)" : "the training run's first step";
+  f.reproduce = "srun -N1 -w " + n.node + " preflight-run --checkpoint-dir DIR -- sh -c '" + t.command +
+                "' (twice: stopped with SIGTERM, then resumed)";
+  f.verdict = Verdict::kFail;
+  std::string why, last = c.resume_last.empty() ? "" : " (last line: " + c.resume_last + ")";
+  if (!c.off.empty()) {
+    f.verdict = Verdict::kWarn;
+    why = "no checkpoint round trip: " + c.off;
+  } else if (c.saved.empty()) {
+    f.verdict = Verdict::kWarn;
+    why = "no checkpoint round trip: the command wrote no complete checkpoint (a folder in $PREFLIGHT_CHECKPOINT_DIR "
+          "with its marker written last) by the end of its grace";
+  } else if (!c.resumed) {
+    why = "the checkpoint resume run never ended there (node lost or step killed)";
+  } else if (c.from.empty()) {
+    why = "the resume run found no complete checkpoint (saved: " + c.saved + ")";
+  } else if (c.resume_step < 0) {
+    why = "the resumed command printed no progress line in " + Fmt("%.0f s", t.resume_seconds) + " (ended: " +
+          c.resume_end + ")" + last;
+  } else if (c.saved_step >= 0 && c.resume_step < c.saved_step) {
+    why = "the resumed run went back before its checkpoint: step " + std::to_string(c.resume_step) + " after " +
+          c.from;
+  } else if (c.saved_step >= 0 && c.resume_step > c.saved_step + 1) {
+    why = "the resumed run did not go on from its checkpoint: step " + std::to_string(c.resume_step) + " after " +
+          c.from;
+  } else if (c.saved_step < 0 && c.resume_step <= c.first_step) {
+    why = "the resumed run started over: step " + std::to_string(c.resume_step) + " after " + c.from;
+  }
+  if (why.empty()) {
+    f.verdict = Verdict::kPass;
+    f.reason = n.node + ": saved " + c.saved + ", resumed at step " + std::to_string(c.resume_step);
+  } else {
+    f.rule = "training: " + why.substr(0, why.find(": step "));
+    f.reason = n.node + ": " + why;
+    Blame(r, n.node, f.verdict, "training: " + why);
+  }
+  StageVerdict(r, "train", f.verdict);
+  r->figures.push_back(f);
 }
 
 }  // namespace
@@ -106,6 +157,7 @@ void JudgeTrain(Report* r) {
     if (f.verdict != Verdict::kPass) Blame(r, n.node, f.verdict, "training: " + f.reason.substr(n.node.size() + 2));
     StageVerdict(r, "train", f.verdict);
     r->figures.push_back(f);
+    if (why.empty() && (n.ckpt.tried || !n.ckpt.off.empty())) JudgeCheckpoint(r, t, n);
   }
 }
 

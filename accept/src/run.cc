@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "preflight/accept_train.h"
 #include "preflight/fileutil.h"
 #include "run_stages.h"
 
@@ -21,7 +22,11 @@ void DefaultBudgets(RunOptions* o) {
   if (o->budget_collective <= 0) o->budget_collective = full ? 1800 : 600;
   if (o->budget_storage <= 0) o->budget_storage = full ? 1800 : 600;
   if (o->train_seconds <= 0) o->train_seconds = full ? 300 : 30;
-  if (o->budget_train <= 0) o->budget_train = o->train_seconds + 90;
+  // The run and its checkpoint grace, the resume run and its grace, and
+  // 30 s of start-up for each of the two job steps.
+  const double resume = ResumeSeconds(o->train_seconds);
+  if (o->budget_train <= 0)
+    o->budget_train = o->train_seconds + RunnerGrace(o->train_seconds) + resume + RunnerGrace(resume) + 60;
 }
 
 std::vector<int> NodeCounts(int n) {

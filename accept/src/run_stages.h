@@ -73,6 +73,7 @@ class Stages {
 
   // run_train.cc
   void Train();
+  void Resume();
 
   const RunOptions& o_;
   const Runner& run_;

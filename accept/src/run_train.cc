@@ -1,6 +1,7 @@
 // The training stage of the acceptance run (run_stages.h, accept_train.h):
 // the command on every live node at once under the tap, one task per node,
-// read back per node into the report's TrainRun.
+// read back per node into the report's TrainRun, then the checkpoint round
+// trip's resume run.
 #include <algorithm>
 
 #include "preflight/accept_train.h"
@@ -30,10 +31,13 @@ void Stages::Train() {
   a.push_back(o_.preflight);
   a.insert(a.end(), o_.pass_args.begin(), o_.pass_args.end());
   a.insert(a.end(), {"accept", "--train-tap", "--train", o_.train, "--train-seconds", F("%.0f", o_.train_seconds)});
+  // The checkpoint round trip's folders: in the first storage path (the
+  // storage stage's, %n each node's own).
+  if (!o_.storage_paths.empty()) a.insert(a.end(), {"--train-dir", o_.storage_paths[0], "--tag", o_.tag});
   Say("train: " + o_.train + " on " + std::to_string(live_.size()) + " nodes for " + F("%.0f", o_.train_seconds) +
       " s");
-  // The bound, the tap's 10 s grace and srun's start-up, within the budget.
-  unsigned ms = std::min(Left(), static_cast<unsigned>((o_.train_seconds + 60) * 1000));
+  // The bound, the tap's grace and srun's start-up, within the budget.
+  unsigned ms = std::min(Left(), static_cast<unsigned>((o_.train_seconds + RunnerGrace(o_.train_seconds) + 60) * 1000));
   ProcessResult p = run_(a, ms);
   std::map<std::string, TapRecord> seen;
   for (const auto& [task, text] : SplitLabelled(p.output)) {
@@ -70,6 +74,12 @@ void Stages::Train() {
       n.gpu_power_w += g.power_w / static_cast<double>(rec.gpu.size());
     }
     n.gpu_note = rec.gpu.empty() ? (rec.gpu_off.empty() ? "not sampled" : rec.gpu_off) : "";
+    n.ckpt.tried = rec.ckpt_tried && rec.ckpt_off.empty();
+    n.ckpt.off = rec.ckpt_off;
+    n.ckpt.saved = rec.ckpt_saved;
+    n.ckpt.saved_step = rec.ckpt_saved.empty() ? -1 : CheckpointStep(rec.ckpt_saved);
+    n.ckpt.first_step = rec.steps.empty() ? -1 : rec.steps.front().second;
+    n.ckpt.left = rec.ckpt_left;
     t.nodes.push_back(n);
     Say("train: " + node + ": " + (n.last_step < 0 ? std::string("no progress line") : F("%.2f steps/s", n.median_rate)) +
         ", " + (n.end.empty() ? std::string("no end") : n.end));
@@ -78,6 +88,58 @@ void Stages::Train() {
     if (p.timed_out) Note("the training step outlived its bound: stopped");
     FindLost(missing, "the training run");
   }
+  Resume();
+}
+
+// The round trip's second run: on the same nodes, so each task has the rank
+// it had, resuming from each node's newest complete checkpoint; it stops at
+// its first progress line and removes the folder.
+void Stages::Resume() {
+  TrainRun& t = r_->train;
+  bool any = false;
+  for (const auto& n : t.nodes) any = any || !n.ckpt.saved.empty();
+  if (!any || live_.empty()) return;
+  if (!Budget("the checkpoint resume run")) {
+    for (const auto& n : t.nodes)
+      if (!n.ckpt.saved.empty()) Note(n.node + ": its round-trip checkpoints stay in " + o_.storage_paths[0]);
+    return;
+  }
+  t.resume_seconds = ResumeSeconds(o_.train_seconds);
+  std::vector<std::string> a = Srun(live_, false, 1, true);
+  a.push_back(o_.preflight);
+  a.insert(a.end(), o_.pass_args.begin(), o_.pass_args.end());
+  a.insert(a.end(), {"accept", "--train-tap", "--train-resume", "--train", o_.train, "--train-seconds",
+                     F("%.0f", t.resume_seconds), "--train-dir", o_.storage_paths[0], "--tag", o_.tag});
+  Say("train: the checkpoint round trip: resuming on " + std::to_string(live_.size()) + " nodes");
+  unsigned ms = std::min(Left(), static_cast<unsigned>((t.resume_seconds + RunnerGrace(t.resume_seconds) + 60) * 1000));
+  ProcessResult p = run_(a, ms);
+  std::map<std::string, TapRecord> seen;
+  for (const auto& [task, text] : SplitLabelled(p.output)) {
+    TapRecord rec = ReadTap(text);
+    if (!rec.node.empty()) seen[rec.node] = std::move(rec);
+  }
+  for (auto& n : t.nodes) {
+    if (n.ckpt.saved.empty()) continue;
+    auto it = seen.find(n.node);
+    if (it == seen.end()) continue;
+    const TapRecord& rec = it->second;
+    n.ckpt.resumed = !rec.end.empty();
+    n.ckpt.from = rec.ckpt_from;
+    // Its first trained step: the first line with a loss where there is
+    // one ("resumed from step-60 at step 60" is not one).
+    for (const auto& [when, step] : rec.steps)
+      if (n.ckpt.resume_step < 0 && (rec.first_loss_step < 0 || step == rec.first_loss_step)) {
+        n.ckpt.resume_step = step;
+        n.ckpt.resume_time = when;
+      }
+    n.ckpt.resume_end = rec.end;
+    n.ckpt.resume_last = rec.last;
+    if (!rec.ckpt_left.empty()) n.ckpt.left = rec.ckpt_left;
+    Say("train: " + n.node + ": saved " + n.ckpt.saved + ", resumed " +
+        (n.ckpt.resume_step < 0 ? std::string("without a progress line") : "at step " + std::to_string(n.ckpt.resume_step)));
+  }
+  for (const auto& n : t.nodes)
+    if (!n.ckpt.left.empty()) Note(n.node + ": cannot remove the round trip's checkpoints: " + n.ckpt.left);
 }
 
 }  // namespace preflight::accept::run_internal

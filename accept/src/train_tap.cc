@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "preflight/clock.h"
+#include "preflight/fileutil.h"
 #include "preflight/job.h"
 #include "preflight/process.h"
 #include "preflight/text.h"
@@ -64,7 +65,7 @@ struct Tap {
   double t0 = 0, window = 1, next_print = 0;
   long lines = 0;
   size_t errors = 0;
-  bool first_printed = false, nonfinite_printed = false, unprinted = false;
+  bool first_printed = false, loss_printed = false, nonfinite_printed = false, unprinted = false;
   double last_t = 0;
   ProgressLine last;
   std::string last_text;
@@ -80,7 +81,9 @@ struct Tap {
     std::fflush(stdout);
     unprinted = false;
   }
+  bool runner_lines = false;  // preflight-run's own lines ("preflight: run: ...") are not the command's
   void Line(std::string_view line) {
+    if (runner_lines && line.substr(0, 16) == "preflight: run: ") return;
     ++lines;
     double t = MonotonicSeconds() - t0;
     if (line.find_first_not_of(" \t\r") != std::string_view::npos) last_text = Cut(line);
@@ -95,9 +98,11 @@ struct Tap {
     last_t = t;
     unprinted = true;
     bool first_nonfinite = p->has_loss && !p->loss_finite && !nonfinite_printed;
-    if (!first_printed || first_nonfinite || t >= next_print) {
+    bool first_loss = p->has_loss && !loss_printed;
+    if (!first_printed || first_loss || first_nonfinite || t >= next_print) {
       Print(t, *p);
       first_printed = true;
+      loss_printed = loss_printed || p->has_loss;
       nonfinite_printed = nonfinite_printed || first_nonfinite;
       next_print = t + window;
     }
@@ -171,20 +176,34 @@ bool IsTrainErrorLine(std::string_view line) {
 
 double RateWindow(double seconds) { return std::max(1.0, seconds / 20); }
 
-int RunTrainTap(const TrainTapArgs& a) {
+namespace {
+
+void Ckpt(const std::string& what, const std::string& text) {
+  std::printf("%s%s %s\n", kTapCkpt, what.c_str(), text.empty() ? "-" : Cut(text).c_str());
+  std::fflush(stdout);
+}
+
+// The command's run: `argv` started, its output read through the tap, the
+// bound kept; prints everything but the node and the checkpoint lines.
+// `stop_first`: stop it at its first progress line with a loss (a line
+// such as "resumed from step-60 at step 60" is not yet a step trained).
+// `leader_only`: at the
+// bound SIGTERM goes to the child alone (preflight-run, which asks its
+// command to checkpoint), else to its whole process group.
+int RunCommand(const TrainTapArgs& a, const std::vector<std::string>& argv, bool stop_first, bool leader_only,
+               const std::vector<std::string>& env = {}) {
   Tap tap;
   tap.window = RateWindow(a.seconds);
   tap.gpus = a.gpus;
-  const char* node = std::getenv("SLURMD_NODENAME");
-  std::printf("%s%s\n", kTapNode, node && *node ? Cut(node).c_str() : Cut(ShortHostname()).c_str());
+  tap.runner_lines = leader_only;
   SpawnSpec spec;
-  spec.argv = a.cmd;
-  spec.env = MergedEnv({});
+  spec.argv = argv;
+  spec.env = MergedEnv(env);
   spec.exec_error_as_status = true;
   tap.t0 = MonotonicSeconds();
-  auto child = a.cmd.empty() ? Expected<Child>(Status::InvalidArgument("no command")) : Start(spec);
+  auto child = argv.empty() ? Expected<Child>(Status::InvalidArgument("no command")) : Start(spec);
   if (!child) {
-    std::printf("%sexit 127 0 cannot run %s: %s\n", kTapEnd, a.cmd.empty() ? "" : Cut(a.cmd[0]).c_str(),
+    std::printf("%sexit 127 0 cannot run %s: %s\n", kTapEnd, argv.empty() ? "" : Cut(argv[0]).c_str(),
                 Cut(child.status().message()).c_str());
     return 2;
   }
@@ -196,8 +215,8 @@ int RunTrainTap(const TrainTapArgs& a) {
   char chunk[65536];
   while (open) {
     double now = MonotonicSeconds();
-    if (kill_at == 0 && now >= bound) {
-      ::kill(-child->pid, SIGTERM);
+    if (kill_at == 0 && (now >= bound || (stop_first && tap.loss_printed))) {
+      ::kill(leader_only ? child->pid : -child->pid, SIGTERM);
       kill_at = now + a.grace;
     } else if (kill_at > 0 && give_up == 0 && now >= kill_at) {
       ::kill(-child->pid, SIGKILL);
@@ -238,7 +257,7 @@ int RunTrainTap(const TrainTapArgs& a) {
     if (w == child->pid || (w < 0 && errno != EINTR)) break;
     double now = MonotonicSeconds();
     if (kill_at == 0 && now >= bound) {
-      ::kill(-child->pid, SIGTERM);
+      ::kill(leader_only ? child->pid : -child->pid, SIGTERM);
       kill_at = now + a.grace;
     } else if (kill_at > 0 && now >= kill_at) {
       ::kill(-child->pid, SIGKILL);
@@ -256,13 +275,64 @@ int RunTrainTap(const TrainTapArgs& a) {
   return 0;
 }
 
+}  // namespace
+
+int RunTrainTap(const TrainTapArgs& a) {
+  const char* node = std::getenv("SLURMD_NODENAME");
+  std::printf("%s%s\n", kTapNode, node && *node ? Cut(node).c_str() : Cut(ShortHostname()).c_str());
+  const TrainRoundTrip& trip = a.trip;
+  if (!trip.off.empty()) Ckpt("off", trip.off);
+  if (trip.runner.empty() || !trip.off.empty()) return RunCommand(a, a.cmd, false, false);
+  // The round trip: the command under preflight-run with its own checkpoint
+  // directory, made here so that one that cannot be is said, and the
+  // training runs on without the round trip.
+  std::vector<std::string> argv = trip.runner;
+  argv.insert(argv.end(), {trip.dir, "--"});
+  argv.insert(argv.end(), a.cmd.begin(), a.cmd.end());
+  // The site's node-local checkpoint folder (its prolog's) is this one
+  // too: a command that writes there (the example does on several nodes)
+  // writes where preflight-run looks.
+  const std::vector<std::string> env = {"PREFLIGHT_CKPT_LOCAL=" + trip.dir};
+  auto newest = [&]() -> std::string {
+    auto n = trip.newest ? trip.newest(trip.dir) : Expected<std::string>(std::string());
+    return n ? *n : "";
+  };
+  if (!trip.resume) {
+    if (Status s = MakeDirs(trip.dir, 0700); !s.ok()) {
+      Ckpt("off", "cannot make the checkpoint directory: " + s.message());
+      return RunCommand(a, a.cmd, false, false);
+    }
+    int rc = RunCommand(a, argv, false, true, env);
+    std::string saved = newest();
+    Ckpt("saved", saved);
+    // Nothing to resume from: the second run does not come here.
+    if (saved.empty())
+      if (Status s = RemoveTree(trip.dir); !s.ok()) Ckpt("left", trip.dir + " " + s.message());
+    return rc;
+  }
+  Ckpt("from", newest());
+  int rc = RunCommand(a, argv, true, true, env);
+  if (Status s = RemoveTree(trip.dir); !s.ok()) Ckpt("left", trip.dir + " " + s.message());
+  return rc;
+}
+
 TapRecord ReadTap(const std::string& text) {
   TapRecord r;
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
     size_t at;
-    if ((at = line.find(kTapGpuOff)) != std::string::npos) {
+    if ((at = line.find(kTapCkpt)) != std::string::npos) {
+      std::string rest = line.substr(at + std::strlen(kTapCkpt));
+      size_t sp = rest.find(' ');
+      std::string what = rest.substr(0, sp), text = sp == std::string::npos ? "" : rest.substr(sp + 1);
+      if (text == "-") text.clear();
+      r.ckpt_tried = true;
+      if (what == "saved") r.ckpt_saved = text;
+      else if (what == "from") r.ckpt_from = text;
+      else if (what == "off") r.ckpt_off = text;
+      else if (what == "left") r.ckpt_left = text;
+    } else if ((at = line.find(kTapGpuOff)) != std::string::npos) {
       r.gpu_off = line.substr(at + std::strlen(kTapGpuOff));
     } else if ((at = line.find(kTapGpu)) != std::string::npos) {
       std::istringstream f(line.substr(at + std::strlen(kTapGpu)));
@@ -287,6 +357,7 @@ TapRecord ReadTap(const std::string& text) {
       std::string loss;
       if (!(f >> t >> step >> loss)) continue;
       r.steps.emplace_back(t, step);
+      if (loss != "-" && r.first_loss_step < 0) r.first_loss_step = step;
       if (loss == "nan") r.loss_nonfinite = true;
       else if (loss != "-") { r.has_loss = true; r.last_loss = std::atof(loss.c_str()); }
     }

@@ -54,6 +54,15 @@ inline TrainNode MakeTrain(const std::string& node, double rate) {
   t.end = "bound";
   t.lines = t.last_step;
   t.last = "step " + std::to_string(t.last_step) + " loss 0.0033";
+  // The checkpoint round trip: the newest periodic checkpoint, resumed at
+  // the next step.
+  t.ckpt.tried = t.ckpt.resumed = true;
+  t.ckpt.saved_step = t.last_step / 20 * 20;
+  t.ckpt.saved = t.ckpt.from = "step-" + std::to_string(t.ckpt.saved_step);
+  t.ckpt.first_step = 1;
+  t.ckpt.resume_step = t.ckpt.saved_step + 1;
+  t.ckpt.resume_time = 0.5;
+  t.ckpt.resume_end = "bound";
   return t;
 }
 
@@ -95,6 +104,7 @@ inline Report FixtureReport(bool fast, const std::string& odd_path = "/scratch/<
   r.stages.push_back({"train", Verdict::kSkip, 31.0, 120, {}});
   r.train.command = "'/usr/share/doc/preflight/examples/train.sh' 1000000 0.05";
   r.train.seconds = 30;
+  r.train.resume_seconds = 15;
   for (const auto& n : r.nodes) r.train.nodes.push_back(MakeTrain(n, !fast && n == "n5" ? 4 : 10 + (n.back() - '0') * 0.1));
   return r;
 }

@@ -2,6 +2,7 @@
 // (report_judge.cc: JudgeTrain), through RunAccept with a runner that
 // answers the tap's srun step as srun --label would; every other step
 // answers nothing.
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,8 @@ std::string TapOf(int task, const std::string& node, double rate, const std::str
 
 struct TrainCase {
   RunOptions o;
-  std::vector<std::string> tap_calls;
-  std::string tap_output;
+  std::vector<std::string> tap_calls, resume_calls;
+  std::string tap_output, resume_output;
   std::string down;  // the node slurmctld calls down once the training step ran
   Report Go() {
     auto run = [this](const std::vector<std::string>& argv, unsigned) {
@@ -38,7 +39,10 @@ struct TrainCase {
       for (const auto& a : argv) cmd += a + " ";
       ProcessResult p;
       p.exit_code = 0;
-      if (cmd.find("--train-tap") != std::string::npos) {
+      if (cmd.find("--train-resume") != std::string::npos) {
+        resume_calls.push_back(cmd);
+        p.output = resume_output;
+      } else if (cmd.find("--train-tap") != std::string::npos) {
         tap_calls.push_back(cmd);
         p.output = tap_output;
       } else if (cmd.find("slurm nodes") != std::string::npos && !tap_calls.empty() && !down.empty()) {
@@ -205,6 +209,90 @@ TEST(AcceptTrain, NodesThatFailTheSameWayAreOneFinding) {
       EXPECT_EQ(why, "fail: training: the training command ended with exit 3 (last line: no such model: gpt-7) on n[1-2]");
     }
   EXPECT_EQ(lines, 1u) << SummaryText(r);
+}
+
+const Figure* TripFigure(const Report& r, const std::string& node) {
+  for (const auto& f : r.figures)
+    if (f.stage == "train" && f.node == node && f.name == "checkpoint resume") return &f;
+  return nullptr;
+}
+
+// Task K's resume run: where it resumed from and its first lines.
+std::string ResumeOf(int task, const std::string& node, const std::string& from, const std::string& lines,
+                     const std::string& end = "bound 3 x") {
+  std::string k = std::to_string(task) + ": ";
+  std::string o = k + "#accept-train-node " + node + "\n" + k + "#accept-train-ckpt from " + from + "\n";
+  std::istringstream in(lines);
+  for (std::string l; std::getline(in, l);) o += k + l + "\n";
+  return o + k + "#accept-train-end " + end + "\n";
+}
+
+TEST(AcceptTrain, TheCheckpointRoundTripResumesOnTheSameNodesAndJudgesWhereItWentOn) {
+  TrainCase t;
+  t.o.nodes = {"n1", "n2", "n3", "n4", "n5"};
+  t.o.train = "./smoke.sh";
+  t.o.storage_paths = {"/scratch/%n"};
+  t.o.tag = "77-1";
+  const std::string saved = "#accept-train-ckpt saved step-40";
+  t.tap_output = TapOf(0, "n1", 10, "bound 300 x", saved) + TapOf(1, "n2", 10, "bound 300 x", saved) +
+                 TapOf(2, "n3", 10, "bound 300 x", "#accept-train-ckpt saved -") +
+                 TapOf(3, "n4", 10, "bound 300 x", saved) + TapOf(4, "n5", 10, "bound 300 x", saved);
+  // n1 goes on at step 41 (after a line that names step 40 without a
+  // loss); n2 starts over; n4 prints nothing it could read; n5 is lost.
+  t.resume_output = ResumeOf(0, "n1", "step-40", "#accept-train 0.100 40 -\n#accept-train 0.200 41 0.5") +
+                    ResumeOf(1, "n2", "step-40", "#accept-train 0.100 1 9.5") + ResumeOf(2, "n3", "-", "") +
+                    ResumeOf(3, "n4", "step-40", "", "exit 1 1 FileNotFoundError: step-40/model.pt");
+  Report r = t.Go();
+  ASSERT_EQ(t.tap_calls.size(), 1u);
+  EXPECT_NE(t.tap_calls[0].find("--train-dir /scratch/%n --tag 77-1"), std::string::npos) << t.tap_calls[0];
+  ASSERT_EQ(t.resume_calls.size(), 1u) << "one resume step for the whole allocation";
+  EXPECT_NE(t.resume_calls[0].find("--nodelist=n1,n2,n3,n4,n5 --ntasks-per-node=1"), std::string::npos) << "the same nodes, the same ranks: "
+                                                                           << t.resume_calls[0];
+  EXPECT_NE(t.resume_calls[0].find("--train-seconds 15 --train-dir /scratch/%n --tag 77-1"), std::string::npos)
+      << t.resume_calls[0];
+  EXPECT_EQ(r.train.resume_seconds, 15);
+  const Figure* ok = TripFigure(r, "n1");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->verdict, Verdict::kPass) << ok->reason;
+  EXPECT_EQ(ok->value, 41);
+  EXPECT_EQ(ok->reference, 40);
+  auto reason = [&](const char* n) { const Figure* f = TripFigure(r, n); return f ? f->reason : std::string("none"); };
+  EXPECT_EQ(reason("n2"), "n2: the resumed run went back before its checkpoint: step 1 after step-40");
+  EXPECT_EQ(TripFigure(r, "n3")->verdict, Verdict::kWarn);
+  EXPECT_NE(reason("n3").find("wrote no complete checkpoint"), std::string::npos) << reason("n3");
+  EXPECT_NE(reason("n4").find("printed no progress line in 15 s (ended: exit 1) (last line: FileNotFoundError"),
+            std::string::npos) << reason("n4");
+  EXPECT_NE(reason("n5").find("never ended there"), std::string::npos) << reason("n5");
+  std::string json = ReportJson(r);
+  EXPECT_NE(json.find("\"saved_step\": 40,\n          \"resumed\": true,\n          \"from\": \"step-40\",\n          "
+                      "\"first_step\": 15,\n          \"resume_step\": 41,"),
+            std::string::npos) << json.substr(json.find("\"checkpoint\""), 300);
+  EXPECT_NE(ReportHtml(r).find("step-40 &rarr; step 41"), std::string::npos);
+}
+
+TEST(AcceptTrain, NoResumeRunWhenNoNodeSavedOrNoFolderWasGiven) {
+  TrainCase t;
+  t.o.nodes = {"n1", "n2"};
+  t.o.train = "./smoke.sh";
+  t.o.storage_paths = {"/scratch"};
+  t.tap_output = TapOf(0, "n1", 10, "bound 300 x", "#accept-train-ckpt saved -") +
+                 TapOf(1, "n2", 10, "bound 300 x", "#accept-train-ckpt off cannot make the checkpoint directory: EROFS");
+  Report r = t.Go();
+  EXPECT_TRUE(t.resume_calls.empty());
+  EXPECT_EQ(r.train.resume_seconds, 0);
+  EXPECT_NE(TripFigure(r, "n2")->reason.find("no checkpoint round trip: cannot make"), std::string::npos);
+  for (const auto& st : r.stages)
+    if (st.name == "train") {
+      EXPECT_EQ(st.verdict, Verdict::kWarn) << SummaryText(r);
+    }
+
+  TrainCase plain;  // no storage path: no folder, no round trip, no figure
+  plain.o.nodes = {"n1"};
+  plain.o.train = "./smoke.sh";
+  plain.tap_output = TapOf(0, "n1", 10, "bound 300 x");
+  Report p = plain.Go();
+  EXPECT_EQ(plain.tap_calls[0].find("--train-dir"), std::string::npos);
+  EXPECT_EQ(TripFigure(p, "n1"), nullptr);
 }
 
 }  // namespace

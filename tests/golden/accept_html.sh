@@ -72,7 +72,8 @@ for name, stated, counted in p.plots:
 if p.scripts:
     print("FAIL: a <script> element reached the DOM"); ok = False
 text = "".join(p.text)
-for needle in ("straggler", "n5", "/slow", "the curve broke between 4 and 8 nodes", "/scratch/<b>x</b>&'\""):
+for needle in ("straggler", "n5", "/slow", "the curve broke between 4 and 8 nodes", "/scratch/<b>x</b>&'\"",
+               "step-300 \u2192 step 301"):
     if needle not in text:
         print("FAIL: the page does not say:", needle); ok = False
 sys.exit(0 if ok else 1)

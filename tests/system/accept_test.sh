@@ -12,7 +12,8 @@
 #      hangs: a clear line
 #      each, the other stages still run, nothing left on the paths.
 # The training run: in 1 the slow node also steps ten times slower and its
-# step rate fails; in 2 the example train.sh passes on every node.
+# step rate fails, and the command writes no checkpoint (a warning); in 2
+# the example train.sh passes on every node, its checkpoint round trip too.
 # The slow node: the harness's `cluster.sh shape` (tc on lo) when this
 # cluster has it, else the host backend's send-rate seam
 # (nccl_host_rate_file). The slow path: an ext4 image on a loop device whose
@@ -205,6 +206,10 @@ check "shaped: $first_node's idle GPUs warn, the others run at 100%" jq_py \
   "sys.exit(not any(f['stage'] == 'train' and f['node'] == '$first_node' and f['verdict'] == 'warn' and 'GPUs underused: mean utilisation 12%' in f['reason'] for f in r['figures']) or any(n['gpu_util_percent'] != 100 for n in r['train']['nodes'] if n['node'] != '$first_node'))"
 cp "$OUT/nvml.faults.orig" "$C/nodes/$first_node/nvml.faults"
 check "shaped: a progress line per node trained" grep -q "preflight accept: train: $slow_node: " "$OUT/logs/shaped.out"
+# train_slow.sh runs train.sh without CHECKPOINT_EVERY: on several nodes it
+# writes no checkpoint, which is a warning, not the run's failure.
+check "shaped: a command that never checkpoints is one warning" jq_py \
+  "sys.exit(not any(x.startswith('warn: training: no checkpoint round trip: the command wrote no complete checkpoint') for x in r['reasons']) or any(n['checkpoint']['resumed'] for n in r['train']['nodes']))"
 check "shaped: nothing left on the paths" test -z "$(ls -A "$OUT/fast" "$OUT/slow" | grep -v -e lost+found -e '^/' -e '^$')"
 python3 - "$J" <<'PY'
 import json, sys
@@ -234,7 +239,15 @@ check "clean: verdict pass" jq_py "sys.exit(r['verdict'] != 'pass')"
 check "clean: nobody named" jq_py "sys.exit(bool(r['collective']['stragglers']))"
 check "clean: the other collectives pass" ops_ok
 check "clean: the example trained on every node and passed" jq_py \
-  "t=[f for f in r['figures'] if f['stage'] == 'train']; sys.exit(len(t) != $count or any(f['verdict'] != 'pass' for f in t) or 'train.sh' not in r['train']['command'])"
+  "t=[f for f in r['figures'] if f['stage'] == 'train']; sys.exit(len([f for f in t if f['name'] == 'step rate']) != $count or any(f['verdict'] != 'pass' for f in t) or 'train.sh' not in r['train']['command'])"
+# The checkpoint round trip: under preflight-run, stopped at the bound like
+# a preemption, resumed on the same nodes from each node's newest periodic
+# checkpoint (step-N, every 20 steps), going on at step N+1.
+check "clean: every node saved, resumed and went on from its checkpoint" jq_py \
+  "c=[n['checkpoint'] for n in r['train']['nodes']]; sys.exit(len(c) != $count or any(not x['tried'] or x['saved_step'] < 20 or x['saved_step'] % 20 or x['from'] != x['saved'] or x['resume_step'] != x['saved_step'] + 1 for x in c))"
+check "clean: a passing checkpoint resume figure per node" jq_py \
+  "sys.exit(len([f for f in r['figures'] if f['name'] == 'checkpoint resume' and f['verdict'] == 'pass']) != $count)"
+check "clean: nothing of the round trip left on the path" test -z "$(ls -A "$OUT/fast" | grep -v lost+found)"
 
 # --- 3. bad input
 ALLOC=2 accept_job "$OUT/logs/bad.out" --config "$C/etc/preflight.conf" --out "$OUT/bad" --storage "$OUT/locked" --storage "$OUT/full" \

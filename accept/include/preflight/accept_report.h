@@ -113,10 +113,26 @@ struct TrainNode {
   double gpu_util = 0;       // their mean utilisation over the run, percent
   double gpu_power_w = 0;    // their mean total power draw, watts
   std::string gpu_note;
+  // The checkpoint round trip (accept_train.h: TrainRoundTrip).
+  struct Checkpoint {
+    bool tried = false;        // the run went under preflight-run with a checkpoint directory
+    std::string off;           // why there was no round trip here ("" when tried or not asked)
+    std::string saved;         // the newest complete checkpoint after the run ("" none)
+    long saved_step = -1;      // the step its name carries (-1: none)
+    bool resumed = false;      // the resume run came back from this node
+    std::string from;          // what it resumed from ("" nothing)
+    long first_step = -1;      // the training run's first progress step
+    long resume_step = -1;     // the resume run's first progress step (-1 none)
+    double resume_time = 0;    // when it came (seconds after the resume run started)
+    std::string resume_end;    // how the resume run ended (TrainNode::end's words)
+    std::string resume_last;   // its last non-empty line
+    std::string left;          // a checkpoint folder that could not be removed, and why
+  } ckpt;
 };
 struct TrainRun {
   std::string command;       // "" : the stage did not run (error says why)
   double seconds = 0;        // the bound
+  double resume_seconds = 0; // the round trip's resume run's bound (0: none ran)
   std::vector<TrainNode> nodes;
   std::string error;
 };

@@ -61,7 +61,7 @@ struct RunOptions {
   std::string train;
   std::string train_skip;
   double train_seconds = 0;
-  double budget_train = 0;                  // 0: train_seconds + 90 (start-up, the stop's grace)
+  double budget_train = 0;                  // 0: the run, the resume run, their graces, 60 s of start-up (DefaultBudgets)
 };
 
 // The budgets of a level in seconds: quick 300/600/600, full 1200/1800/1800;

@@ -38,14 +38,20 @@ bool IsTrainErrorLine(std::string_view line);
 
 // What the tap prints (T: seconds since the command started, 3 decimals).
 // Its output travels through srun and the run's capped capture, so it is a
-// sample, not every line: the first progress line, the first whose loss is
-// not finite, then the newest one at most once per RateWindow(bound):
+// sample, not every line: the first progress line, the first with a loss,
+// the first whose loss is not finite, then the newest one at most once per
+// RateWindow(bound):
 //   #accept-train-node NAME       first: the node ($SLURMD_NODENAME, else the host name)
 //   #accept-train T STEP LOSS     LOSS a number, "nan" (not finite) or "-"
 //   #accept-train-error T TEXT    the first 20 error lines, each cut at 200 bytes
 //   #accept-train-gpu T N UTIL W  once per RateWindow: the node's N GPUs'
 //                                 mean utilisation (percent) and total power
 //   #accept-train-gpu-off REASON  once, when the GPUs cannot be sampled
+//   #accept-train-ckpt saved NAME the newest complete checkpoint after the
+//                                 run ("-": none); the round trip only
+//   #accept-train-ckpt from NAME  the resume run: the one it resumes from
+//   #accept-train-ckpt off REASON no round trip on this node (its folder)
+//   #accept-train-ckpt left DIR REASON  the folder could not be removed
 //   #accept-train-end HOW LINES LAST
 //                                 HOW: "exit CODE", "signal N" or "bound"
 //                                 (still running at the bound: stopped);
@@ -60,6 +66,7 @@ inline constexpr const char* kTapError = "#accept-train-error ";
 inline constexpr const char* kTapEnd = "#accept-train-end ";
 inline constexpr const char* kTapGpu = "#accept-train-gpu ";
 inline constexpr const char* kTapGpuOff = "#accept-train-gpu-off ";
+inline constexpr const char* kTapCkpt = "#accept-train-ckpt ";
 
 // One look at the node's GPUs (the shell's: NVML through the dlopen'ed
 // library; none on a CPU-only node).
@@ -70,21 +77,72 @@ struct GpuLook {
 };
 using GpuProbe = std::function<Expected<GpuLook>()>;
 
+// The newest complete checkpoint folder's name in a checkpoint directory
+// ("" for none), as preflight-run chooses the one it resumes from (the
+// shell's: the wrapper's NewestCompleteCheckpoint with the site's marker).
+using NewestCheckpoint = std::function<Expected<std::string>(const std::string& dir)>;
+
+// The checkpoint round trip (preflight-accept(1)): the training run goes
+// under preflight-run with a checkpoint directory of its own; at the bound
+// preflight-run alone gets SIGTERM, a preemption, and asks the command to
+// checkpoint within its grace. A second, short run on the same nodes
+// resumes from the newest complete checkpoint; its first progress line
+// says where it went on from. Then the directory is removed.
+struct TrainRoundTrip {
+  std::vector<std::string> runner;  // preflight-run and its options, up to "--checkpoint-dir"
+  std::string dir;                  // this node's checkpoint directory (created by the first run)
+  NewestCheckpoint newest;
+  bool resume = false;              // the second run: stop at its first progress line, then remove dir
+  std::string off;                  // why there is no round trip on this node (said; the run goes on)
+};
+
 struct TrainTapArgs {
   std::vector<std::string> cmd;  // run as given (argv[0] searched in PATH)
   double seconds = 30;           // the bound
   double grace = 10;             // SIGTERM at the bound, SIGKILL this much later
   GpuProbe gpus;                 // null: no GPU lines
+  TrainRoundTrip trip;           // runner empty: the command alone, no round trip
 };
 // Runs the command with its output on a pipe, prints the tap's lines on
 // stdout; returns 0 once it printed #accept-train-end, 2 when the command
 // could not be started (said on stdout as the end line "exit 127").
 int RunTrainTap(const TrainTapArgs& a);
 
+// The round trip's rules (train_trip.cc).
+// The step a checkpoint folder's name carries: its last run of digits
+// ("step-60", "iter_0000060", "global_step60": 60); -1 when none.
+long CheckpointStep(const std::string& name);
+// preflight-run's grace to checkpoint at the bound of a run of `seconds`:
+// a tenth of it, 10 to 60 s.
+double CheckpointGrace(double seconds);
+// The tap's own grace around preflight-run: its grace, its 5 s kill wait
+// and 5 s to spare.
+double RunnerGrace(double seconds);
+// The resume run's bound (it stops at its first progress line): a fifth of
+// the training run, 15 to 60 s.
+double ResumeSeconds(double seconds);
+// The round trip's command line: `cmd` by /bin/sh -c, the shell catching
+// the checkpoint signal (`trap : SIG`), so that preflight-run's signal to
+// the process group does not kill the shell (dash never execs a -c
+// command's last process) while the command checkpoints; a caught signal is
+// back to its default in the command, which sets its own handler.
+std::vector<std::string> RoundTripShell(const std::string& cmd, const std::string& checkpoint_signal);
+// preflight-run's arguments for the round trip, `preflight_run` its path and
+// `pass_args` the site config options (--config, --set): no requeue, no
+// shared tier, no stall restart, no GPU watch of its own (the tap samples),
+// the grace above; ends with "--checkpoint-dir" (TrainRoundTrip::runner).
+std::vector<std::string> RoundTripRunner(const std::string& preflight_run, const std::vector<std::string>& pass_args,
+                                         double seconds);
+// This node's checkpoint directory for the round trip: the storage path
+// (%n its node's, as the storage stage reads it) and a private name
+// (".preflight-accept-NODE-TAG-train") the run removes at its end.
+Expected<std::string> RoundTripDir(const std::string& storage_path, const std::string& node, const std::string& tag);
+
 // One node's tap output, read back.
 struct TapRecord {
   std::string node;
   std::vector<std::pair<double, long>> steps;  // (t, step), in order
+  long first_loss_step = -1;                   // the first step printed with a loss (-1 none)
   bool loss_nonfinite = false;
   double last_loss = 0;
   bool has_loss = false;
@@ -94,6 +152,11 @@ struct TapRecord {
   std::string last;                            // its last non-empty line
   std::vector<GpuLook> gpu;                    // the GPU samples
   std::string gpu_off;                         // why there are none ("" when there are)
+  bool ckpt_tried = false;                     // a round-trip run (a ckpt line came)
+  std::string ckpt_saved;                      // "saved": the name, "" none
+  std::string ckpt_from;                       // "from": the name, "" none
+  std::string ckpt_off;                        // "off": why
+  std::string ckpt_left;                       // "left": DIR REASON
 };
 TapRecord ReadTap(const std::string& text);
 

@@ -1,0 +1,58 @@
+// The training stage's checkpoint round trip (accept_train.h): its timing,
+// preflight-run's options for it and where its checkpoints go. The run
+// itself is the tap's (train_tap.cc); its verdict is JudgeTrain's.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "preflight/accept_storage.h"
+#include "preflight/accept_train.h"
+
+namespace preflight::accept {
+
+long CheckpointStep(const std::string& name) {
+  size_t end = name.find_last_of("0123456789");
+  if (end == std::string::npos) return -1;
+  size_t begin = name.find_last_not_of("0123456789", end);
+  begin = begin == std::string::npos ? 0 : begin + 1;
+  std::string digits = name.substr(begin, end + 1 - begin);
+  size_t nz = digits.find_first_not_of('0');
+  digits = nz == std::string::npos ? "0" : digits.substr(nz);
+  if (digits.size() > 15) return -1;  // not a step count
+  return std::atol(digits.c_str());
+}
+
+std::vector<std::string> RoundTripShell(const std::string& cmd, const std::string& checkpoint_signal) {
+  bool name = !checkpoint_signal.empty() && checkpoint_signal.size() <= 16 && checkpoint_signal != "none";
+  for (char c : checkpoint_signal) name = name && ((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'));
+  return {"/bin/sh", "-c", name ? "trap : " + checkpoint_signal + "; " + cmd : cmd};
+}
+
+double CheckpointGrace(double seconds) { return std::clamp(seconds / 10, 10.0, 60.0); }
+
+double RunnerGrace(double seconds) { return CheckpointGrace(seconds) + 5 + 5; }
+
+double ResumeSeconds(double seconds) { return std::clamp(seconds / 5, 15.0, 60.0); }
+
+std::vector<std::string> RoundTripRunner(const std::string& preflight_run, const std::vector<std::string>& pass_args,
+                                         double seconds) {
+  std::vector<std::string> a = {preflight_run};
+  a.insert(a.end(), pass_args.begin(), pass_args.end());
+  char grace[32];
+  std::snprintf(grace, sizeof grace, "%.0fs", CheckpointGrace(seconds));
+  a.insert(a.end(), {"--requeue", "no", "--persist-to", "none", "--stall-restart", "no", "--watch-gpus", "0", "--grace",
+                     grace, "--kill-wait", "5s", "--checkpoint-dir"});
+  return a;
+}
+
+Expected<std::string> RoundTripDir(const std::string& storage_path, const std::string& node, const std::string& tag) {
+  StorageOptions o;
+  o.path = storage_path;
+  o.node = node;
+  o.tag = tag;
+  auto path = NodePath(o);
+  if (!path) return path.status();
+  return *path + "/" + PrivateDirName(o) + "-train";
+}
+
+}  // namespace preflight::accept

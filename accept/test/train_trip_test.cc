@@ -1,0 +1,160 @@
+// The training stage's checkpoint round trip (accept_train.h,
+// train_trip.cc): its rules, and the tap's two runs around a stand-in for
+// preflight-run. The stand-in (a shell script written here) keeps only the
+// part of preflight-run's contract the tap relies on: SIGTERM to it asks
+// the command to checkpoint (SIGUSR2), and the command gets
+// PREFLIGHT_CHECKPOINT_DIR and PREFLIGHT_RESUME_FROM. The real preflight-run
+// runs it in system.accept.
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "preflight/accept_train.h"
+#include "preflight_test/temp_dir.h"
+
+namespace preflight::accept {
+namespace {
+
+TEST(RoundTrip, TheStepACheckpointsNameCarries) {
+  EXPECT_EQ(CheckpointStep("step-60"), 60);
+  EXPECT_EQ(CheckpointStep("iter_0000060"), 60);
+  EXPECT_EQ(CheckpointStep("global_step60"), 60);
+  EXPECT_EQ(CheckpointStep("epoch3-step120"), 120);
+  EXPECT_EQ(CheckpointStep("step-000"), 0);
+  EXPECT_EQ(CheckpointStep("final"), -1);
+  EXPECT_EQ(CheckpointStep("run-12345678901234567890"), -1) << "not a step count";
+}
+
+TEST(RoundTrip, TheShellCatchesTheCheckpointSignalOnly) {
+  EXPECT_EQ(RoundTripShell("python3 train.py", "USR2"),
+            (std::vector<std::string>{"/bin/sh", "-c", "trap : USR2; python3 train.py"}));
+  EXPECT_EQ(RoundTripShell("./t.sh", "none")[2], "./t.sh");
+  EXPECT_EQ(RoundTripShell("./t.sh", "USR2; rm -rf ~")[2], "./t.sh") << "a name, or nothing";
+}
+
+TEST(RoundTrip, PreflightRunIsToldNoRequeueNoTierAndTheGrace) {
+  auto a = RoundTripRunner("/usr/bin/preflight-run", {"--config", "/etc/site.conf"}, 300);
+  std::string all;
+  for (const auto& w : a) all += w + " ";
+  EXPECT_EQ(all, "/usr/bin/preflight-run --config /etc/site.conf --requeue no --persist-to none --stall-restart no "
+                 "--watch-gpus 0 --grace 30s --kill-wait 5s --checkpoint-dir ");
+  EXPECT_EQ(CheckpointGrace(30), 10);
+  EXPECT_EQ(CheckpointGrace(3600), 60);
+  EXPECT_EQ(RunnerGrace(30), 20);
+  EXPECT_EQ(ResumeSeconds(30), 15);
+  EXPECT_EQ(ResumeSeconds(300), 60);
+  auto d = RoundTripDir("/scratch/%n", "n3", "77-1");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(*d, "/scratch/n3/.preflight-accept-n3-77-1-train");
+  EXPECT_FALSE(RoundTripDir("/scratch/%n", "../etc", "77-1").ok()) << "a node name that is not one";
+}
+
+// The tap's stdout while it runs `a`.
+std::string Capture(const TrainTapArgs& a) {
+  preflight_test::TempDir t("tap");
+  std::string out = t.path() + "/out";
+  std::fflush(stdout);
+  int saved = ::dup(1);
+  FILE* f = std::fopen(out.c_str(), "w");
+  ::dup2(::fileno(f), 1);
+  RunTrainTap(a);
+  std::fflush(stdout);
+  ::dup2(saved, 1);
+  ::close(saved);
+  std::fclose(f);
+  std::ifstream in(out);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The newest step-N folder with its COMPLETE marker.
+Expected<std::string> Newest(const std::string& dir) {
+  std::string best;
+  long n = -1;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name.rfind("step-", 0) != 0 || ::access((dir + "/" + name + "/COMPLETE").c_str(), F_OK) != 0) continue;
+      if (CheckpointStep(name) > n) { n = CheckpointStep(name); best = name; }
+    }
+    ::closedir(d);
+  }
+  return best;
+}
+
+// The stand-in runner (DIR -- COMMAND...) and a command that trains, saves
+// on SIGUSR2 (unless `saves` is false) and resumes from its checkpoint.
+struct Trip {
+  preflight_test::TempDir tmp{"trip"};
+  std::string runner = tmp.path() + "/runner", dir = tmp.path() + "/ckpt";
+  explicit Trip(bool saves = true) {
+    std::ofstream(runner) << "#!/bin/sh\n"
+                             "dir=$1; shift 2\n"
+                             "export PREFLIGHT_CHECKPOINT_DIR=$dir\n"
+                             "last=$(ls \"$dir\" | grep '^step-' | sort -t- -k2 -n | tail -1)\n"
+                             "[ -n \"$last\" ] && export PREFLIGHT_RESUME_FROM=$dir/$last\n"
+                             "\"$@\" &\n"
+                             "child=$!\n"
+                             "trap 'kill -USR2 $child; wait $child; exit 0' TERM\n"
+                             "wait $child\n";
+    ::chmod(runner.c_str(), 0755);
+  }
+  TrainTapArgs Args(bool resume, bool saves = true) {
+    TrainTapArgs a;
+    std::string save = saves ? "mkdir -p $PREFLIGHT_CHECKPOINT_DIR/step-$n; : > $PREFLIGHT_CHECKPOINT_DIR/step-$n/COMPLETE; "
+                             : "";
+    a.cmd = {"/bin/sh", "-c",
+             "n=0; [ -n \"$PREFLIGHT_RESUME_FROM\" ] && n=${PREFLIGHT_RESUME_FROM##*-} && echo resumed at step $n; "
+             "trap '" + save + "exit 0' USR2; "
+             "while :; do n=$((n+1)); echo step $n loss 0.5; sleep 0.05; done"};
+    a.seconds = resume ? 30 : 1.5;
+    a.grace = 20;
+    a.trip.runner = {runner};
+    a.trip.dir = dir;
+    a.trip.newest = Newest;
+    a.trip.resume = resume;
+    return a;
+  }
+};
+
+TEST(RoundTrip, TheTapSavesThenResumesFromTheNewestAndRemovesTheFolder) {
+  Trip t;
+  TapRecord first = ReadTap(Capture(t.Args(false)));
+  EXPECT_EQ(first.end, "bound");
+  ASSERT_FALSE(first.ckpt_saved.empty()) << "saved on SIGUSR2";
+  long c = CheckpointStep(first.ckpt_saved);
+  EXPECT_GT(c, 0);
+  EXPECT_EQ(::access(t.dir.c_str(), F_OK), 0) << "kept for the resume run";
+  TapRecord second = ReadTap(Capture(t.Args(true)));
+  EXPECT_EQ(second.ckpt_from, first.ckpt_saved);
+  ASSERT_FALSE(second.steps.empty());
+  EXPECT_EQ(second.steps.front().second, c) << "the 'resumed at step N' line, without a loss";
+  EXPECT_EQ(second.first_loss_step, c + 1) << "the first step trained";
+  EXPECT_EQ(second.end, "bound") << "stopped at its first step, well before its 30 s";
+  EXPECT_NE(::access(t.dir.c_str(), F_OK), 0) << "removed";
+}
+
+TEST(RoundTrip, ACommandThatNeverSavesLeavesNothingAndAFolderThatCannotBeMadeIsSaid) {
+  Trip t;
+  TapRecord r = ReadTap(Capture(t.Args(false, false)));
+  EXPECT_TRUE(r.ckpt_tried);
+  EXPECT_EQ(r.ckpt_saved, "");
+  EXPECT_NE(::access(t.dir.c_str(), F_OK), 0) << "nothing to resume: removed at once";
+
+  std::ofstream(t.tmp.path() + "/file") << "x";
+  TrainTapArgs a = t.Args(false);
+  a.trip.dir = t.tmp.path() + "/file/ckpt";
+  TapRecord off = ReadTap(Capture(a));
+  EXPECT_NE(off.ckpt_off.find("cannot make the checkpoint directory"), std::string::npos) << off.ckpt_off;
+  EXPECT_FALSE(off.steps.empty()) << "the training run goes on without the round trip";
+}
+
+}  // namespace
+}  // namespace preflight::accept
