@@ -5,6 +5,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -298,8 +299,12 @@ int RunTrainTap(const TrainTapArgs& a) {
     return n ? *n : "";
   };
   if (!trip.resume) {
-    if (Status s = MakeDirs(trip.dir, 0700); !s.ok()) {
-      Ckpt("off", "cannot make the checkpoint directory: " + s.message());
+    // Made here, by this run alone (as the storage worker's folder): one
+    // that exists already, whoever made it, is not used.
+    if (::mkdir(trip.dir.c_str(), 0700) != 0) {
+      int e = errno;
+      Ckpt("off", "cannot make the checkpoint directory " + trip.dir + ": " + std::strerror(e) +
+                      (e == EEXIST ? " (not made by this run: left alone)" : ""));
       return RunCommand(a, a.cmd, false, false);
     }
     int rc = RunCommand(a, argv, false, true, env);

@@ -141,7 +141,7 @@ TEST(RoundTrip, TheTapSavesThenResumesFromTheNewestAndRemovesTheFolder) {
   EXPECT_NE(::access(t.dir.c_str(), F_OK), 0) << "removed";
 }
 
-TEST(RoundTrip, ACommandThatNeverSavesLeavesNothingAndAFolderThatCannotBeMadeIsSaid) {
+TEST(RoundTrip, ACommandThatNeverSavesLeavesNothingAndAFolderThatCannotBeMadeOrIsTakenIsSaid) {
   Trip t;
   TapRecord r = ReadTap(Capture(t.Args(false, false)));
   EXPECT_TRUE(r.ckpt_tried);
@@ -154,6 +154,16 @@ TEST(RoundTrip, ACommandThatNeverSavesLeavesNothingAndAFolderThatCannotBeMadeIsS
   TapRecord off = ReadTap(Capture(a));
   EXPECT_NE(off.ckpt_off.find("cannot make the checkpoint directory"), std::string::npos) << off.ckpt_off;
   EXPECT_FALSE(off.steps.empty()) << "the training run goes on without the round trip";
+
+  // A folder of that name that exists already (another user's in a shared
+  // path, a link) is not this run's: not used, not removed.
+  ASSERT_EQ(::symlink(t.tmp.path().c_str(), t.dir.c_str()), 0);
+  TapRecord taken = ReadTap(Capture(t.Args(false)));
+  EXPECT_NE(taken.ckpt_off.find("File exists (not made by this run: left alone)"), std::string::npos)
+      << taken.ckpt_off;
+  struct stat st;
+  EXPECT_EQ(::lstat(t.dir.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode)) << "left as it was";
 }
 
 }  // namespace
