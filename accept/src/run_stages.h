@@ -12,6 +12,7 @@
 
 #include "preflight/accept_report.h"
 #include "preflight/accept_run.h"
+#include "preflight/accept_train.h"
 #include "preflight/strings.h"
 
 namespace preflight::accept::run_internal {
@@ -72,6 +73,7 @@ class Stages {
   void Storage();
 
   // run_train.cc
+  std::map<std::string, TapRecord> TapStep(const std::vector<std::string>& extra, double seconds, ProcessResult* out);
   void Train();
   void Resume();
 

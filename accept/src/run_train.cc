@@ -10,6 +10,27 @@
 
 namespace preflight::accept::run_internal {
 
+// One job step of taps, a task per live node, bounded to `seconds`, the
+// tap's grace and srun's start-up, within the budget: each node's record.
+std::map<std::string, TapRecord> Stages::TapStep(const std::vector<std::string>& extra, double seconds,
+                                                 ProcessResult* out) {
+  std::vector<std::string> a = Srun(live_, false, 1, true);
+  // The tap reads the site config as the run does (pass_args): nvml_library.
+  a.push_back(o_.preflight);
+  a.insert(a.end(), o_.pass_args.begin(), o_.pass_args.end());
+  a.insert(a.end(), {"accept", "--train-tap", "--train", o_.train, "--train-seconds", F("%.0f", seconds)});
+  a.insert(a.end(), extra.begin(), extra.end());
+  unsigned ms = std::min(Left(), static_cast<unsigned>((seconds + RunnerGrace(seconds) + 60) * 1000));
+  ProcessResult p = run_(a, ms);
+  std::map<std::string, TapRecord> seen;
+  for (const auto& [task, text] : SplitLabelled(p.output)) {
+    TapRecord rec = ReadTap(text);
+    if (!rec.node.empty()) seen[rec.node] = std::move(rec);
+  }
+  if (out) *out = std::move(p);
+  return seen;
+}
+
 void Stages::Train() {
   TrainRun& t = r_->train;
   if (o_.train.empty()) {
@@ -26,24 +47,14 @@ void Stages::Train() {
   if (!Budget("the training run")) return;
   t.command = o_.train;
   t.seconds = o_.train_seconds;
-  std::vector<std::string> a = Srun(live_, false, 1, true);
-  // The tap reads the site config as the run does (pass_args): nvml_library.
-  a.push_back(o_.preflight);
-  a.insert(a.end(), o_.pass_args.begin(), o_.pass_args.end());
-  a.insert(a.end(), {"accept", "--train-tap", "--train", o_.train, "--train-seconds", F("%.0f", o_.train_seconds)});
   // The checkpoint round trip's folders: in the first storage path (the
   // storage stage's, %n each node's own).
-  if (!o_.storage_paths.empty()) a.insert(a.end(), {"--train-dir", o_.storage_paths[0], "--tag", o_.tag});
+  std::vector<std::string> trip;
+  if (!o_.storage_paths.empty()) trip = {"--train-dir", o_.storage_paths[0], "--tag", o_.tag};
   Say("train: " + o_.train + " on " + std::to_string(live_.size()) + " nodes for " + F("%.0f", o_.train_seconds) +
       " s");
-  // The bound, the tap's grace and srun's start-up, within the budget.
-  unsigned ms = std::min(Left(), static_cast<unsigned>((o_.train_seconds + RunnerGrace(o_.train_seconds) + 60) * 1000));
-  ProcessResult p = run_(a, ms);
-  std::map<std::string, TapRecord> seen;
-  for (const auto& [task, text] : SplitLabelled(p.output)) {
-    TapRecord rec = ReadTap(text);
-    if (!rec.node.empty()) seen[rec.node] = std::move(rec);
-  }
+  ProcessResult p;
+  std::map<std::string, TapRecord> seen = TapStep(trip, o_.train_seconds, &p);
   std::vector<std::string> missing;
   for (const auto& node : live_) {
     TrainNode n;
@@ -93,7 +104,7 @@ void Stages::Train() {
 
 // The round trip's second run: on the same nodes, so each task has the rank
 // it had, resuming from each node's newest complete checkpoint; it stops at
-// its first progress line and removes the folder.
+// its first progress line with a loss and removes the folder.
 void Stages::Resume() {
   TrainRun& t = r_->train;
   bool any = false;
@@ -105,19 +116,9 @@ void Stages::Resume() {
     return;
   }
   t.resume_seconds = ResumeSeconds(o_.train_seconds);
-  std::vector<std::string> a = Srun(live_, false, 1, true);
-  a.push_back(o_.preflight);
-  a.insert(a.end(), o_.pass_args.begin(), o_.pass_args.end());
-  a.insert(a.end(), {"accept", "--train-tap", "--train-resume", "--train", o_.train, "--train-seconds",
-                     F("%.0f", t.resume_seconds), "--train-dir", o_.storage_paths[0], "--tag", o_.tag});
   Say("train: the checkpoint round trip: resuming on " + std::to_string(live_.size()) + " nodes");
-  unsigned ms = std::min(Left(), static_cast<unsigned>((t.resume_seconds + RunnerGrace(t.resume_seconds) + 60) * 1000));
-  ProcessResult p = run_(a, ms);
-  std::map<std::string, TapRecord> seen;
-  for (const auto& [task, text] : SplitLabelled(p.output)) {
-    TapRecord rec = ReadTap(text);
-    if (!rec.node.empty()) seen[rec.node] = std::move(rec);
-  }
+  std::map<std::string, TapRecord> seen = TapStep(
+      {"--train-resume", "--train-dir", o_.storage_paths[0], "--tag", o_.tag}, t.resume_seconds, nullptr);
   for (auto& n : t.nodes) {
     if (n.ckpt.saved.empty()) continue;
     auto it = seen.find(n.node);

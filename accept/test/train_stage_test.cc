@@ -248,7 +248,7 @@ TEST(AcceptTrain, TheCheckpointRoundTripResumesOnTheSameNodesAndJudgesWhereItWen
   ASSERT_EQ(t.resume_calls.size(), 1u) << "one resume step for the whole allocation";
   EXPECT_NE(t.resume_calls[0].find("--nodelist=n1,n2,n3,n4,n5 --ntasks-per-node=1"), std::string::npos) << "the same nodes, the same ranks: "
                                                                            << t.resume_calls[0];
-  EXPECT_NE(t.resume_calls[0].find("--train-seconds 15 --train-dir /scratch/%n --tag 77-1"), std::string::npos)
+  EXPECT_NE(t.resume_calls[0].find("--train-seconds 15 --train-resume --train-dir /scratch/%n --tag 77-1"), std::string::npos)
       << t.resume_calls[0];
   EXPECT_EQ(r.train.resume_seconds, 15);
   const Figure* ok = TripFigure(r, "n1");

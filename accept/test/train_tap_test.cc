@@ -13,6 +13,7 @@
 
 #include "preflight/text.h"
 #include "preflight_test/temp_dir.h"
+#include "tap_capture.h"
 
 namespace preflight::accept {
 namespace {
@@ -70,25 +71,7 @@ TEST(ProgressLine, ErrorLines) {
   EXPECT_FALSE(IsTrainErrorLine("NCCL INFO Using network IB"));
 }
 
-// The tap's stdout while it runs `a`; its return code in *rc.
-std::string Capture(const TrainTapArgs& a, int* rc = nullptr) {
-  preflight_test::TempDir t("tap");
-  std::string out = t.path() + "/out";
-  std::fflush(stdout);
-  int saved = ::dup(1);
-  FILE* f = std::fopen(out.c_str(), "w");
-  ::dup2(::fileno(f), 1);
-  int r = RunTrainTap(a);
-  if (rc) *rc = r;
-  std::fflush(stdout);
-  ::dup2(saved, 1);
-  ::close(saved);
-  std::fclose(f);
-  std::ifstream in(out);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string Capture(const TrainTapArgs& a, int* rc = nullptr) { return testing::CaptureTap(a, rc); }
 
 // The tap around `script` (sh -c) for `seconds`.
 std::string Tap(const std::string& script, double seconds, double grace = 10) {

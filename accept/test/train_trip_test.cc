@@ -17,6 +17,7 @@
 
 #include "preflight/accept_train.h"
 #include "preflight_test/temp_dir.h"
+#include "tap_capture.h"
 
 namespace preflight::accept {
 namespace {
@@ -55,24 +56,7 @@ TEST(RoundTrip, PreflightRunIsToldNoRequeueNoTierAndTheGrace) {
   EXPECT_FALSE(RoundTripDir("/scratch/%n", "../etc", "77-1").ok()) << "a node name that is not one";
 }
 
-// The tap's stdout while it runs `a`.
-std::string Capture(const TrainTapArgs& a) {
-  preflight_test::TempDir t("tap");
-  std::string out = t.path() + "/out";
-  std::fflush(stdout);
-  int saved = ::dup(1);
-  FILE* f = std::fopen(out.c_str(), "w");
-  ::dup2(::fileno(f), 1);
-  RunTrainTap(a);
-  std::fflush(stdout);
-  ::dup2(saved, 1);
-  ::close(saved);
-  std::fclose(f);
-  std::ifstream in(out);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string Capture(const TrainTapArgs& a, int* rc = nullptr) { return testing::CaptureTap(a, rc); }
 
 // The newest step-N folder with its COMPLETE marker.
 Expected<std::string> Newest(const std::string& dir) {
