@@ -41,6 +41,7 @@ struct AcceptCli {
   bool train_tap = false;
   std::string train_dir;       // the tap: the storage path for the round trip's checkpoints ("": none)
   bool train_resume = false;   // the tap: the round trip's resume run
+  bool train_clean = false;    // the tap: only remove the round trip's folder
 };
 AcceptCli g_accept;
 
@@ -98,6 +99,7 @@ int TrainTap(const CommonCli& cli) {
       t.cmd = accept::RoundTripShell(g_accept.train, cfg->run.checkpoint_signal);
       t.trip.dir = *dir;
       t.trip.resume = g_accept.train_resume;
+      t.trip.clean = g_accept.train_clean;
       t.grace = accept::RunnerGrace(t.seconds);
       std::string marker = cfg->run.checkpoint_marker;
       t.trip.newest = [marker](const std::string& d) -> Expected<std::string> {
@@ -106,7 +108,7 @@ int TrainTap(const CommonCli& cli) {
         return p->empty() ? *p : p->substr(p->rfind('/') + 1);
       };
       // The resume run stops at its first progress line: no GPU samples.
-      if (g_accept.train_resume) return accept::RunTrainTap(t);
+      if (g_accept.train_resume || g_accept.train_clean) return accept::RunTrainTap(t);
     }
   }
   std::shared_ptr<GpuSampler> sampler;
@@ -301,7 +303,8 @@ void AddAcceptOptions(po::options_description& visible, po::options_description&
       ("tag", po::value<std::string>(&g_accept.tag), "internal: the storage worker's directory suffix")
       ("train-tap", po::bool_switch(&g_accept.train_tap), "internal: run --train on this node under the tap")
       ("train-dir", po::value<std::string>(&g_accept.train_dir), "internal: the tap's storage path for the checkpoint round trip")
-      ("train-resume", po::bool_switch(&g_accept.train_resume), "internal: the tap's resume run of the round trip");
+      ("train-resume", po::bool_switch(&g_accept.train_resume), "internal: the tap's resume run of the round trip")
+      ("train-clean", po::bool_switch(&g_accept.train_clean), "internal: remove this node's round-trip folder");
 }
 
 // preflight accept: the acceptance run inside an allocation (accept/accept_run.h

@@ -115,6 +115,19 @@ void Stages::Resume() {
       if (!n.ckpt.saved.empty()) Note(n.node + ": its round-trip checkpoints stay in " + o_.storage_paths[0]);
     return;
   }
+  // A node lost in the training run: the others would resume with other
+  // ranks (srun numbers the tasks of the nodes it gets), which is not a
+  // resume. Their folders are removed; the lost nodes' stay, said.
+  std::string lost;
+  for (const auto& n : t.nodes)
+    if (std::find(live_.begin(), live_.end(), n.node) == live_.end()) lost += (lost.empty() ? "" : ",") + n.node;
+  if (!lost.empty()) {
+    for (auto& n : t.nodes)
+      if (!n.ckpt.saved.empty()) n.ckpt.off = "not resumed: " + lost + " lost in the training run (the ranks would change)";
+    Note("the checkpoint round trip's resume is not run: " + lost + " lost; their folders stay in " + o_.storage_paths[0]);
+    TapStep({"--train-clean", "--train-dir", o_.storage_paths[0], "--tag", o_.tag}, 5, nullptr);
+    return;
+  }
   t.resume_seconds = ResumeSeconds(o_.train_seconds);
   Say("train: the checkpoint round trip: resuming on " + std::to_string(live_.size()) + " nodes");
   std::map<std::string, TapRecord> seen = TapStep(

@@ -282,6 +282,10 @@ int RunTrainTap(const TrainTapArgs& a) {
   const char* node = std::getenv("SLURMD_NODENAME");
   std::printf("%s%s\n", kTapNode, node && *node ? Cut(node).c_str() : Cut(ShortHostname()).c_str());
   const TrainRoundTrip& trip = a.trip;
+  if (trip.clean) {
+    if (Status s = RemoveTree(trip.dir); !s.ok()) Ckpt("left", trip.dir + " " + s.message());
+    return 0;
+  }
   if (!trip.off.empty()) Ckpt("off", trip.off);
   if (trip.runner.empty() || !trip.off.empty()) return RunCommand(a, a.cmd, false, false);
   // The round trip: the command under preflight-run with its own checkpoint

@@ -30,7 +30,7 @@ std::string TapOf(int task, const std::string& node, double rate, const std::str
 
 struct TrainCase {
   RunOptions o;
-  std::vector<std::string> tap_calls, resume_calls;
+  std::vector<std::string> tap_calls, resume_calls, clean_calls;
   std::string tap_output, resume_output;
   std::string down;  // the node slurmctld calls down once the training step ran
   Report Go() {
@@ -39,7 +39,9 @@ struct TrainCase {
       for (const auto& a : argv) cmd += a + " ";
       ProcessResult p;
       p.exit_code = 0;
-      if (cmd.find("--train-resume") != std::string::npos) {
+      if (cmd.find("--train-clean") != std::string::npos) {
+        clean_calls.push_back(cmd);
+      } else if (cmd.find("--train-resume") != std::string::npos) {
         resume_calls.push_back(cmd);
         p.output = resume_output;
       } else if (cmd.find("--train-tap") != std::string::npos) {
@@ -268,6 +270,30 @@ TEST(AcceptTrain, TheCheckpointRoundTripResumesOnTheSameNodesAndJudgesWhereItWen
                       "\"first_step\": 15,\n          \"resume_step\": 41,"),
             std::string::npos) << json.substr(json.find("\"checkpoint\""), 300);
   EXPECT_NE(ReportHtml(r).find("step-40 &rarr; step 41"), std::string::npos);
+}
+
+TEST(AcceptTrain, ANodeLostInTheRunMeansNoResumeTheOthersFoldersRemovedAndSaid) {
+  TrainCase t;
+  t.o.nodes = {"n1", "n2", "n3"};
+  t.o.train = "./smoke.sh";
+  t.o.storage_paths = {"/scratch"};
+  const std::string saved = "#accept-train-ckpt saved step-40";
+  t.tap_output = TapOf(0, "n1", 10, "bound 300 x", saved) + TapOf(2, "n3", 10, "bound 300 x", saved);
+  t.down = "n2";
+  Report r = t.Go();
+  EXPECT_TRUE(t.resume_calls.empty()) << "n3 would resume as rank 1";
+  ASSERT_EQ(t.clean_calls.size(), 1u);
+  EXPECT_NE(t.clean_calls[0].find("--nodelist=n1,n3 "), std::string::npos) << t.clean_calls[0];
+  for (const char* n : {"n1", "n3"}) {
+    const Figure* f = TripFigure(r, n);
+    ASSERT_TRUE(f) << n;
+    EXPECT_EQ(f->verdict, Verdict::kWarn);
+    EXPECT_NE(f->reason.find("not resumed: n2 lost in the training run"), std::string::npos) << f->reason;
+  }
+  bool said = false;
+  for (const auto& st : r.stages)
+    for (const auto& note : st.notes) said = said || note.find("their folders stay in /scratch") != std::string::npos;
+  EXPECT_TRUE(said);
 }
 
 TEST(AcceptTrain, NoResumeRunWhenNoNodeSavedOrNoFolderWasGiven) {

@@ -123,6 +123,15 @@ TEST(RoundTrip, TheTapSavesThenResumesFromTheNewestAndRemovesTheFolder) {
   EXPECT_EQ(second.first_loss_step, c + 1) << "the first step trained";
   EXPECT_EQ(second.end, "bound") << "stopped at its first step, well before its 30 s";
   EXPECT_NE(::access(t.dir.c_str(), F_OK), 0) << "removed";
+
+  // A node whose resume cannot be had: its folder removed, nothing run.
+  TapRecord again = ReadTap(Capture(t.Args(false)));
+  ASSERT_FALSE(again.ckpt_saved.empty());
+  TrainTapArgs clean = t.Args(false);
+  clean.trip.clean = true;
+  TapRecord cleaned = ReadTap(Capture(clean));
+  EXPECT_TRUE(cleaned.steps.empty());
+  EXPECT_NE(::access(t.dir.c_str(), F_OK), 0) << "removed";
 }
 
 TEST(RoundTrip, ACommandThatNeverSavesLeavesNothingAndAFolderThatCannotBeMadeOrIsTakenIsSaid) {

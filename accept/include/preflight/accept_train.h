@@ -94,6 +94,7 @@ struct TrainRoundTrip {
   NewestCheckpoint newest;
   bool resume = false;              // the second run: stop at its first progress line, then remove dir
   std::string off;                  // why there is no round trip on this node (said; the run goes on)
+  bool clean = false;               // no run: only remove dir (the resume run cannot be had)
 };
 
 struct TrainTapArgs {
