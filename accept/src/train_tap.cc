@@ -188,9 +188,10 @@ void Ckpt(const std::string& what, const std::string& text) {
 // bound kept; prints everything but the node and the checkpoint lines.
 // `stop_first`: stop it at its first progress line with a loss (a line
 // such as "resumed from step-60 at step 60" is not yet a step trained).
-// `leader_only`: at the
-// bound SIGTERM goes to the child alone (preflight-run, which asks its
-// command to checkpoint), else to its whole process group.
+// `leader_only`: the child is preflight-run, which gets the bound's SIGTERM
+// alone (it asks its command to checkpoint) and whose own lines are not
+// the command's; else the SIGTERM goes to the child's whole process group.
+// `env`: added to the child's environment.
 int RunCommand(const TrainTapArgs& a, const std::vector<std::string>& argv, bool stop_first, bool leader_only,
                const std::vector<std::string>& env = {}) {
   Tap tap;
