@@ -21,13 +21,18 @@ std::vector<std::string> Stages::NcclArgs(std::vector<std::string> a) {
 // A launch whose PMIx fence never completed (Slurm 22.05's stepd can refuse
 // a peer's direct connection while it launches its task; the fence then
 // waits until preflight-nccl's watchdog ends the rank) says nothing about
-// the nodes: it is run once more, within the stage's budget.
+// the nodes: it is run again, up to kBootstrapLaunches in all, within the
+// stage's budget.
 ProcessResult Stages::Launch(const std::vector<std::string>& a, const std::string& what) {
   ProcessResult p = run_(a, Left());
-  if (p.exit_code == 0 || p.timed_out || p.output.find(collective::kNoBootstrapLine) == std::string::npos) return p;
-  if (!Budget(what + " once more")) return p;
-  Note(what + ": no PMIx bootstrap within nccl_timeout (a fence Slurm never completed): run once more");
-  return run_(a, Left());
+  for (int launch = 2; launch <= collective::kBootstrapLaunches; ++launch) {
+    if (p.exit_code == 0 || p.timed_out || p.output.find(collective::kNoBootstrapLine) == std::string::npos) return p;
+    if (!Budget(what + " again")) return p;
+    Note(what + ": no PMIx bootstrap within nccl_timeout (a fence Slurm never completed): launch " +
+         std::to_string(launch) + " of " + std::to_string(collective::kBootstrapLaunches));
+    p = run_(a, Left());
+  }
+  return p;
 }
 
 void Stages::Collective() {

@@ -58,8 +58,8 @@ class Stages {
   // run_collective.cc
   std::vector<std::string> NcclArgs(std::vector<std::string> a);
   // A preflight-nccl step; one its watchdog ended before the PMIx bootstrap
-  // completed (collective_records.h: kNoBootstrapLine) runs once more, said
-  // as a note.
+  // completed (collective_records.h: kNoBootstrapLine) runs again, up to
+  // kBootstrapLaunches in all, each said as a note.
   ProcessResult Launch(const std::vector<std::string>& a, const std::string& what);
   void Collective();
   void Operations(int per);

@@ -272,9 +272,10 @@ class AllocationCheck {
   bool AllocationStep(int* rc) {
     double t0 = MonotonicSeconds();
     auto all = UserStep(Scope::kAllocation, with_pairs_, compare_nodes_);
-    if (all && HungLaunch(*all)) {
+    for (int launch = 2; launch <= kBootstrapLaunches && all && HungLaunch(*all); ++launch) {
       o_.text += kHead + "the check's launch ended with no PMIx bootstrap within nccl_timeout (a fence Slurm never "
-                         "completed): launched once more\n";
+                         "completed): launch " + std::to_string(launch) + " of " + std::to_string(kBootstrapLaunches) +
+                 "\n";
       all = UserStep(Scope::kAllocation, with_pairs_, compare_nodes_);
     }
     if (!all) {

@@ -150,7 +150,8 @@ accept_job() {  # OUTFILE ARGS...: run preflight accept as the test user in an a
   local jid
   jid=$(as_user sbatch --parsable -N"${ALLOC:-$count}" -D "$OUT/logs" -o "$o" --wrap "$B/admin/preflight accept $*")
   # A launch whose PMIx fence Slurm never completes costs nccl_timeout (60 s
-  # here) and runs once more (accept's Launch): bounded with room for that.
+  # here) and runs again (accept's Launch, up to three launches): bounded with
+  # room for one more.
   wait_job "$jid" 330
 }
 

@@ -28,9 +28,14 @@ inline constexpr const char* kRecordPrefix = "#record ";
 inline constexpr const char* kNodeRecordPrefix = "#node-record ";
 // The lines a rank prints when its watchdog ends it at nccl_timeout: before
 // the PMIx bootstrap completed (a fence Slurm never completed: the launch
-// said nothing about the nodes, and a caller may launch it once more), or
-// after it (a dead peer's socket, a cut link: a finding).
+// said nothing about the nodes, and a caller may launch it again, up to
+// kBootstrapLaunches in all), or after it (a dead peer's socket, a cut
+// link: a finding).
 inline constexpr const char* kNoBootstrapLine = "# FAILED: preflight-nccl: no PMIx bootstrap within nccl_timeout";
+// Launches of one step whose bootstrap Slurm never completed: CI saw Slurm
+// 22.05's stepd refuse a peer's direct connection on two launches in a row
+// (stop 48), so three.
+inline constexpr int kBootstrapLaunches = 3;
 inline constexpr const char* kNoVerdictLine = "# FAILED: preflight-nccl: no verdict within nccl_timeout";
 
 struct ResultRecord {
