@@ -74,6 +74,7 @@ class Stages {
 
   // run_train.cc
   std::map<std::string, TapRecord> TapStep(const std::vector<std::string>& extra, double seconds, ProcessResult* out);
+  std::vector<std::string> TripArgs(std::vector<std::string> mode) const;
   void Train();
   void Resume();
 

@@ -31,6 +31,14 @@ std::map<std::string, TapRecord> Stages::TapStep(const std::vector<std::string>&
   return seen;
 }
 
+// The tap's arguments for the checkpoint round trip, after `mode`: its
+// folders are in the first storage path (the storage stage's, %n each
+// node's own).
+std::vector<std::string> Stages::TripArgs(std::vector<std::string> mode) const {
+  mode.insert(mode.end(), {"--train-dir", o_.storage_paths[0], "--tag", o_.tag});
+  return mode;
+}
+
 void Stages::Train() {
   TrainRun& t = r_->train;
   if (o_.train.empty()) {
@@ -47,10 +55,8 @@ void Stages::Train() {
   if (!Budget("the training run")) return;
   t.command = o_.train;
   t.seconds = o_.train_seconds;
-  // The checkpoint round trip's folders: in the first storage path (the
-  // storage stage's, %n each node's own).
   std::vector<std::string> trip;
-  if (!o_.storage_paths.empty()) trip = {"--train-dir", o_.storage_paths[0], "--tag", o_.tag};
+  if (!o_.storage_paths.empty()) trip = TripArgs({});
   Say("train: " + o_.train + " on " + std::to_string(live_.size()) + " nodes for " + F("%.0f", o_.train_seconds) +
       " s");
   ProcessResult p;
@@ -125,13 +131,12 @@ void Stages::Resume() {
     for (auto& n : t.nodes)
       if (!n.ckpt.saved.empty()) n.ckpt.off = "not resumed: " + lost + " lost in the training run (the ranks would change)";
     Note("the checkpoint round trip's resume is not run: " + lost + " lost; their folders stay in " + o_.storage_paths[0]);
-    TapStep({"--train-clean", "--train-dir", o_.storage_paths[0], "--tag", o_.tag}, 5, nullptr);
+    TapStep(TripArgs({"--train-clean"}), 5, nullptr);
     return;
   }
   t.resume_seconds = ResumeSeconds(o_.train_seconds);
   Say("train: the checkpoint round trip: resuming on " + std::to_string(live_.size()) + " nodes");
-  std::map<std::string, TapRecord> seen = TapStep(
-      {"--train-resume", "--train-dir", o_.storage_paths[0], "--tag", o_.tag}, t.resume_seconds, nullptr);
+  std::map<std::string, TapRecord> seen = TapStep(TripArgs({"--train-resume"}), t.resume_seconds, nullptr);
   for (auto& n : t.nodes) {
     if (n.ckpt.saved.empty()) continue;
     auto it = seen.find(n.node);

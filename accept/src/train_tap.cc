@@ -283,8 +283,12 @@ int RunTrainTap(const TrainTapArgs& a) {
   const char* node = std::getenv("SLURMD_NODENAME");
   std::printf("%s%s\n", kTapNode, node && *node ? Cut(node).c_str() : Cut(ShortHostname()).c_str());
   const TrainRoundTrip& trip = a.trip;
-  if (trip.clean) {
+  // rm -r of the folder; one that stays is said ("left").
+  auto remove = [&trip] {
     if (Status s = RemoveTree(trip.dir); !s.ok()) Ckpt("left", trip.dir + " " + s.message());
+  };
+  if (trip.clean) {
+    remove();
     return 0;
   }
   if (!trip.off.empty()) Ckpt("off", trip.off);
@@ -316,13 +320,12 @@ int RunTrainTap(const TrainTapArgs& a) {
     std::string saved = newest();
     Ckpt("saved", saved);
     // Nothing to resume from: the second run does not come here.
-    if (saved.empty())
-      if (Status s = RemoveTree(trip.dir); !s.ok()) Ckpt("left", trip.dir + " " + s.message());
+    if (saved.empty()) remove();
     return rc;
   }
   Ckpt("from", newest());
   int rc = RunCommand(a, argv, true, true, env);
-  if (Status s = RemoveTree(trip.dir); !s.ok()) Ckpt("left", trip.dir + " " + s.message());
+  remove();
   return rc;
 }
 

@@ -1,6 +1,5 @@
 #include "ckpt_io.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>

@@ -11,7 +11,6 @@
 
 #include <atomic>
 #include <cerrno>
-#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <sstream>

@@ -1,6 +1,5 @@
 #include "preflight/stage_copy.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
