@@ -45,21 +45,6 @@ const MirrorOption kMirrored[] = {
     {"checkpoint-marker", "run_checkpoint_marker", "NAME", "file that marks a checkpoint directory complete"},
 };
 
-// Every %C in s replaced by `value`; "" with *missing set when there is
-// one and no value.
-std::string ReplacePercent(const std::string& s, char c, const std::string& value, bool* missing) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 1 < s.size() && s[i + 1] == c) {
-      if (value.empty()) *missing = true;
-      out += value;
-      ++i;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
 
 // The two tiers' part of the policy (issue 30): the shared tier, the
 // convention, the resume check, and the local dir a tier needs.
@@ -99,6 +84,20 @@ Status ResolveTiers(const Config& cfg, const po::variables_map& vm, const RunCli
 }
 
 }  // namespace
+
+std::string ReplacePercent(const std::string& s, char c, const std::string& value, bool* missing) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 1 < s.size() && s[i + 1] == c) {
+      if (value.empty()) *missing = true;
+      out += value;
+      ++i;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
 
 void AddRunOptions(po::options_description& desc, RunCli& cli) {
   desc.add_options()

@@ -86,4 +86,8 @@ void AddRunOptions(po::options_description& desc, RunCli& cli);
 // Errors name the option or key: "--max-requeues 'x': bad count 'x'".
 Expected<RunPolicy> ResolveRunPolicy(const Config& cfg, const po::variables_map& vm, const RunCli& cli);
 
+// Every %C in s replaced by `value` (--persist-to's %u, --checkpoint-dir's
+// %n); *missing set when there is one and `value` is empty.
+std::string ReplacePercent(const std::string& s, char c, const std::string& value, bool* missing);
+
 }  // namespace preflight
