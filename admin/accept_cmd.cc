@@ -1,6 +1,8 @@
 // The accept subcommand of `preflight` and its options (accept_cmd.h).
 #include "accept_cmd.h"
 
+#include <pwd.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,6 +15,7 @@
 #include "preflight/accept_storage_worker.h"
 #include "preflight/accept_train.h"
 #include "preflight/checkpoint.h"
+#include "preflight/ckpt_resume.h"
 #include "preflight/fileutil.h"
 #include "preflight/hostlist.h"
 #include "preflight/job.h"
@@ -20,6 +23,8 @@
 #include "preflight/node_watch.h"
 #include "preflight/nvml.h"
 #include "preflight/process.h"
+#include "preflight/run_policy.h"
+#include "preflight/supervisor.h"
 
 namespace preflight {
 
@@ -42,6 +47,9 @@ struct AcceptCli {
   std::string train_dir;       // the tap: the storage path for the round trip's checkpoints ("": none)
   bool train_resume = false;   // the tap: the round trip's resume run
   bool train_clean = false;    // the tap: only remove the round trip's folder
+  bool train_make = false;     // the tap: only make the round trip's folder (through a shared tier)
+  bool train_relay = false;    // the tap: under one preflight-run around srun (through a shared tier)
+  std::string train_tier;      // "" the site's ckpt_persist_to; "none": no shared tier
 };
 AcceptCli g_accept;
 
@@ -100,6 +108,13 @@ int TrainTap(const CommonCli& cli) {
       t.trip.dir = *dir;
       t.trip.resume = g_accept.train_resume;
       t.trip.clean = g_accept.train_clean;
+      t.trip.make = g_accept.train_make;
+      if (g_accept.train_relay) {
+        // The site's checkpoint signal, relayed; with none, SIGTERM alone.
+        auto sig = ParseSignal(cfg->run.checkpoint_signal);
+        t.trip.relay_signal = sig && *sig > 0 ? *sig : SIGTERM;
+      }
+      if (t.trip.make) return accept::RunTrainTap(t);
       t.grace = accept::RunnerGrace(t.seconds);
       std::string marker = cfg->run.checkpoint_marker;
       t.trip.newest = [marker](const std::string& d) -> Expected<std::string> {
@@ -223,6 +238,7 @@ void SetRun(const CommonCli& cli, const Config& cfg, const std::string& job, acc
   o->nccl = cfg.nccl.binary;
   o->preflight = SelfExe();
   o->prolog = g_accept.prolog.empty() ? Beside("preflight-prolog", "prolog") : g_accept.prolog;
+  o->preflight_run = Beside("preflight-run", "wrapper");
   if (cli.config_given()) o->pass_args = {"--config", cli.config};
   for (const auto& kv : cli.sets) o->pass_args.insert(o->pass_args.end(), {"--set", kv});
   o->max_bytes = g_accept.max_bytes;
@@ -237,6 +253,36 @@ void SetRun(const CommonCli& cli, const Config& cfg, const std::string& job, acc
     o->train = g_accept.train.empty() ? ExampleTrain() : g_accept.train;
     if (o->train.empty()) o->train_skip = "no --train command, and the example train.sh is not installed";
   }
+}
+
+// The shared tier of the checkpoint round trip: --train-tier, else the
+// site's ckpt_persist_to, %u your user name, as preflight-run reads them;
+// and its reader of the newest durable checkpoint. False (logged) on a
+// tier that is not an absolute path of at most kMaxStoragePath bytes.
+bool SetTier(const Config& cfg, accept::RunOptions* o) {
+  const bool given = !g_accept.train_tier.empty();
+  std::string tier = given ? g_accept.train_tier : cfg.ckpt.persist_to;
+  if (tier == "none") tier.clear();
+  bool missing = false;
+  const struct passwd* pw = ::getpwuid(::getuid());
+  tier = ReplacePercent(tier, 'u', pw ? pw->pw_name : "", &missing);
+  while (tier.size() > 1 && tier.back() == '/') tier.pop_back();
+  const std::string origin = given ? "--train-tier" : "ckpt_persist_to";
+  if (missing || (!tier.empty() && (tier[0] != '/' || tier.size() > accept::kMaxStoragePath))) {
+    Log(LogLevel::kError, "accept", origin + " " + tier.substr(0, 80),
+        missing ? "%u but your user name is unknown"
+                : "expected an absolute path of at most " + std::to_string(accept::kMaxStoragePath) + " bytes");
+    return false;
+  }
+  o->train_tier = tier;
+  o->newest_durable = [](const std::string& dir) -> Expected<std::string> {
+    CkptResumeInputs in;
+    in.tier = dir;
+    auto c = ChooseCkptResume(in);
+    if (!c) return c.status();
+    return c->found ? c->chosen.name : "";
+  };
+  return true;
 }
 
 // The Runner the run's steps go through (accept_run.h): core's RunCommand, a
@@ -297,14 +343,19 @@ void AddAcceptOptions(po::options_description& visible, po::options_description&
       ("train", po::value<std::string>(&g_accept.train)->value_name("CMD"),
        "the training run's command, by sh -c on every node at once (default: the example train.sh; none: skip)")
       ("train-seconds", po::value<double>(&g_accept.train_seconds)->value_name("SECONDS"),
-       "the training run's bound (default quick 30, full 300; 5 to 3600)");
+       "the training run's bound (default quick 30, full 300; 5 to 3600)")
+      ("train-tier", po::value<std::string>(&g_accept.train_tier)->value_name("DIR"),
+       "the shared tier the checkpoint round trip goes through (%u: your user name; none: each node's own disk) "
+       "[site: ckpt_persist_to]");
   hidden.add_options()
       ("storage-worker", po::bool_switch(&g_accept.storage_worker), "internal: measure --storage paths on this node")
       ("tag", po::value<std::string>(&g_accept.tag), "internal: the storage worker's directory suffix")
       ("train-tap", po::bool_switch(&g_accept.train_tap), "internal: run --train on this node under the tap")
       ("train-dir", po::value<std::string>(&g_accept.train_dir), "internal: the tap's storage path for the checkpoint round trip")
       ("train-resume", po::bool_switch(&g_accept.train_resume), "internal: the tap's resume run of the round trip")
-      ("train-clean", po::bool_switch(&g_accept.train_clean), "internal: remove this node's round-trip folder");
+      ("train-clean", po::bool_switch(&g_accept.train_clean), "internal: remove this node's round-trip folder")
+      ("train-make", po::bool_switch(&g_accept.train_make), "internal: make this node's round-trip folder")
+      ("train-relay", po::bool_switch(&g_accept.train_relay), "internal: the tap under one preflight-run (shared tier)");
 }
 
 // preflight accept: the acceptance run inside an allocation (accept/accept_run.h
@@ -345,6 +396,7 @@ int AcceptCmd(const std::vector<std::string>& args, const CommonCli& cli) {
   o.thresholds.straggler_fraction = cfg->nccl.straggler_fraction;
   if (!SetLimits(&o)) return 2;
   SetRun(cli, *cfg, job, &o);
+  if (!SetTier(*cfg, &o)) return 2;
 
   std::string out = g_accept.out.empty() ? "preflight-accept-" + std::string(job) : g_accept.out;
   std::string used, note;

@@ -354,7 +354,9 @@ std::string TrainHtml(const Report& r) {
   std::string o = "<h2>Training</h2>\n";
   if (t.command.empty()) return o + "<p class=\"none\">" + HtmlEscape(t.error.empty() ? "not run" : t.error) + "</p>\n";
   o += "<p><code>" + HtmlEscape(t.command) + "</code> on every node at once for " + F("%.0f", t.seconds) + " s" +
-       (t.resume_seconds > 0 ? ", stopped at the bound like a preemption (checkpoint) and resumed" : "") + ".</p>\n";
+       (t.resume_seconds > 0 ? ", stopped at the bound like a preemption (checkpoint) and resumed" : "") +
+       (t.tier.empty() ? "" : ", its checkpoints made durable on the shared tier <code>" + HtmlEscape(t.tier) + "</code>") +
+       ".</p>\n";
   std::vector<const TrainNode*> shown;
   for (const auto& n : t.nodes) shown.push_back(&n);
   std::sort(shown.begin(), shown.end(), [](const TrainNode* a, const TrainNode* b) { return a->median_rate < b->median_rate; });
@@ -382,7 +384,7 @@ std::string TrainHtml(const Report& r) {
     for (const auto& x : r.figures)
       if (x.stage == "train" && x.node == n.node) (x.name == "checkpoint resume" ? c : f) = &x;
     std::string trip = !c ? "-"
-                       : n.ckpt.saved.empty() || n.ckpt.resume_step < 0
+                       : n.ckpt.saved.empty() || n.ckpt.resume_step < 0 || c->verdict == Verdict::kFail
                            ? HtmlEscape(c->reason.substr(std::min(c->reason.size(), n.node.size() + 2)))
                            : HtmlEscape(n.ckpt.saved) + " &rarr; step " + std::to_string(n.ckpt.resume_step);
     if (c) trip = Badge(c->verdict) + " " + trip;

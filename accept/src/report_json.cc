@@ -106,9 +106,10 @@ std::string ReportJson(const Report& r) {
     w.Field("saved_step", static_cast<int64_t>(c.saved_step)).Field("resumed", c.resumed).Field("from", c.from);
     w.Field("first_step", static_cast<int64_t>(c.first_step)).Field("resume_step", static_cast<int64_t>(c.resume_step));
     w.Field("resume_seconds", c.resume_time).Field("resume_end", c.resume_end).Field("resume_last_line", c.resume_last);
-    w.Field("left", c.left).EndObject().EndObject();
+    w.Field("left", c.left).Field("saved_local", c.saved_local).Field("from_path", c.from_path);
+    w.Field("from_tier", c.from_tier).EndObject().EndObject();
   }
-  w.EndArray().Field("resume_seconds", r.train.resume_seconds).EndObject();
+  w.EndArray().Field("resume_seconds", r.train.resume_seconds).Field("tier", r.train.tier).EndObject();
   w.Key("node_rows").BeginArray();
   for (const auto& n : r.node_rows) {
     w.BeginObject().Field("node", n.node).Field("verdict", ReportWord(n.verdict));

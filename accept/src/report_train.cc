@@ -37,13 +37,18 @@ void JudgeCheckpoint(Report* r, const TrainRun& t, const TrainNode& n) {
   f.value = c.resume_step;
   f.reference = c.saved_step >= 0 ? c.saved_step : c.first_step;
   f.threshold_source = c.saved_step >= 0 ? "the saved checkpoint's step (its name)" : "the training run's first step";
-  f.reproduce = "srun -N1 -w " + n.node + " preflight-run --checkpoint-dir DIR -- sh -c '" + t.command +
-                "' (twice: stopped with SIGTERM, then resumed)";
+  f.reproduce = t.tier.empty() ? "srun -N1 -w " + n.node + " preflight-run --checkpoint-dir DIR -- sh -c '" + t.command +
+                                     "' (twice: stopped with SIGTERM, then resumed)"
+                               : "preflight-run --checkpoint-dir DIR/%n --persist-to TIER -- srun --ntasks-per-node=1 sh -c '" +
+                                     t.command + "' (twice: stopped with SIGTERM, then resumed)";
   f.verdict = Verdict::kFail;
   std::string why, last = c.resume_last.empty() ? "" : " (last line: " + c.resume_last + ")";
   if (!c.off.empty()) {
     f.verdict = Verdict::kWarn;
     why = "no checkpoint round trip: " + c.off;
+  } else if (c.saved.empty() && !t.tier.empty() && !c.saved_local.empty()) {
+    why = "no checkpoint became durable on the shared tier " + t.tier + " (complete on this node's disk: " +
+          c.saved_local + ")";
   } else if (c.saved.empty()) {
     f.verdict = Verdict::kWarn;
     why = "no checkpoint round trip: the command wrote no complete checkpoint (a folder in $PREFLIGHT_CHECKPOINT_DIR "
@@ -52,6 +57,8 @@ void JudgeCheckpoint(Report* r, const TrainRun& t, const TrainNode& n) {
     why = "the checkpoint resume run never ended there (node lost or step killed)";
   } else if (c.from.empty()) {
     why = "the resume run found no complete checkpoint (saved: " + c.saved + ")";
+  } else if (!t.tier.empty() && !c.from_tier) {
+    why = "the resume run did not resume from the shared tier: " + c.from_path;
   } else if (c.resume_step < 0) {
     why = "the resumed command printed no progress line in " + Fmt("%.0f s", t.resume_seconds) + " (ended: " +
           c.resume_end + ")" + last;
@@ -66,7 +73,8 @@ void JudgeCheckpoint(Report* r, const TrainRun& t, const TrainNode& n) {
   }
   if (why.empty()) {
     f.verdict = Verdict::kPass;
-    f.reason = n.node + ": saved " + c.saved + ", resumed at step " + std::to_string(c.resume_step);
+    f.reason = n.node + ": saved " + c.saved + (t.tier.empty() ? "" : " (durable on the shared tier)") +
+               ", resumed at step " + std::to_string(c.resume_step);
   } else {
     f.rule = "training: " + why.substr(0, why.find(": step "));
     f.reason = n.node + ": " + why;

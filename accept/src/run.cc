@@ -23,10 +23,12 @@ void DefaultBudgets(RunOptions* o) {
   if (o->budget_storage <= 0) o->budget_storage = full ? 1800 : 600;
   if (o->train_seconds <= 0) o->train_seconds = full ? 300 : 30;
   // The run and its checkpoint grace, the resume run and its grace, and
-  // 30 s of start-up for each of the two job steps.
+  // 30 s of start-up for each of the two job steps; through a shared tier
+  // also preflight-run's last round after each, and two short steps.
   const double resume = ResumeSeconds(o->train_seconds);
   if (o->budget_train <= 0)
-    o->budget_train = o->train_seconds + RunnerGrace(o->train_seconds) + resume + RunnerGrace(resume) + 60;
+    o->budget_train = o->train_seconds + RunnerGrace(o->train_seconds) + resume + RunnerGrace(resume) + 60 +
+                      (o->train_tier.empty() ? 0 : 2 * kTierLastRound + 30);
 }
 
 std::vector<int> NodeCounts(int n) {

@@ -73,10 +73,18 @@ class Stages {
   void Storage();
 
   // run_train.cc
-  std::map<std::string, TapRecord> TapStep(const std::vector<std::string>& extra, double seconds, ProcessResult* out);
+  // `runner`: words before the srun (preflight-run, through the shared
+  // tier); `nodes`: these instead of every live node.
+  std::map<std::string, TapRecord> TapStep(const std::vector<std::string>& extra, double seconds, ProcessResult* out,
+                                           const std::vector<std::string>& runner = {},
+                                           const std::vector<std::string>* nodes = nullptr);
   std::vector<std::string> TripArgs(std::vector<std::string> mode) const;
   void Train();
+  bool MakeTier();
+  std::vector<std::string> TierRunner(double seconds) const;
+  void Durable();
   void Resume();
+  void EndTier();
 
   const RunOptions& o_;
   const Runner& run_;

@@ -2,9 +2,14 @@
 // the command on every live node at once under the tap, one task per node,
 // read back per node into the report's TrainRun, then the checkpoint round
 // trip's resume run.
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 
 #include "preflight/accept_train.h"
+#include "preflight/fileutil.h"
+#include "preflight/strings.h"
 #include "preflight/stats.h"
 #include "run_stages.h"
 
@@ -13,14 +18,17 @@ namespace preflight::accept::run_internal {
 // One job step of taps, a task per live node, bounded to `seconds`, the
 // tap's grace and srun's start-up, within the budget: each node's record.
 std::map<std::string, TapRecord> Stages::TapStep(const std::vector<std::string>& extra, double seconds,
-                                                 ProcessResult* out) {
-  std::vector<std::string> a = Srun(live_, false, 1, true);
+                                                 ProcessResult* out, const std::vector<std::string>& runner,
+                                                 const std::vector<std::string>* nodes) {
+  std::vector<std::string> a = runner;
+  for (const auto& w : Srun(nodes ? *nodes : live_, false, 1, true)) a.push_back(w);
   // The tap reads the site config as the run does (pass_args): nvml_library.
   a.push_back(o_.preflight);
   a.insert(a.end(), o_.pass_args.begin(), o_.pass_args.end());
   a.insert(a.end(), {"accept", "--train-tap", "--train", o_.train, "--train-seconds", F("%.0f", seconds)});
   a.insert(a.end(), extra.begin(), extra.end());
-  unsigned ms = std::min(Left(), static_cast<unsigned>((seconds + RunnerGrace(seconds) + 60) * 1000));
+  const double last = runner.empty() ? 0 : kTierLastRound;
+  unsigned ms = std::min(Left(), static_cast<unsigned>((seconds + RunnerGrace(seconds) + last + 60) * 1000));
   ProcessResult p = run_(a, ms);
   std::map<std::string, TapRecord> seen;
   for (const auto& [task, text] : SplitLabelled(p.output)) {
@@ -55,12 +63,16 @@ void Stages::Train() {
   if (!Budget("the training run")) return;
   t.command = o_.train;
   t.seconds = o_.train_seconds;
-  std::vector<std::string> trip;
+  std::vector<std::string> trip, runner;
   if (!o_.storage_paths.empty()) trip = TripArgs({});
+  if (!trip.empty() && MakeTier()) {
+    trip = TripArgs({"--train-relay"});
+    runner = TierRunner(o_.train_seconds);
+  }
   Say("train: " + o_.train + " on " + std::to_string(live_.size()) + " nodes for " + F("%.0f", o_.train_seconds) +
-      " s");
+      " s" + (t.tier.empty() ? "" : ", its checkpoints made durable on " + t.tier));
   ProcessResult p;
-  std::map<std::string, TapRecord> seen = TapStep(trip, o_.train_seconds, &p);
+  std::map<std::string, TapRecord> seen = TapStep(trip, o_.train_seconds, &p, runner);
   std::vector<std::string> missing;
   for (const auto& node : live_) {
     TrainNode n;
@@ -105,7 +117,83 @@ void Stages::Train() {
     if (p.timed_out) Note("the training step outlived its bound: stopped");
     FindLost(missing, "the training run");
   }
+  if (!t.tier.empty()) Durable();
   Resume();
+  if (!t.tier.empty()) EndTier();
+}
+
+// The round trip through the shared tier, when there is one and every node
+// of the allocation is still here (preflight-run's agent takes its parts
+// from every node of the job; on one node it resumes from local disk):
+// the tier's folder made here, every node's folder by a step of its own,
+// each only when it did not exist. False, said: each node's round trip
+// stays on its own disk (what was made is removed).
+bool Stages::MakeTier() {
+  TrainRun& t = r_->train;
+  if (o_.train_tier.empty()) return false;
+  const std::string stays = "the checkpoint round trip stays on each node's disk: ";
+  if (live_.size() < 2 || live_.size() != o_.nodes.size()) {
+    Note(stays + (live_.size() < 2 ? "one node (preflight-run resumes it from local disk)"
+                                   : "a node of the allocation is lost (the shared tier waits for every node's part)"));
+    return false;
+  }
+  const std::string dir = RoundTripTier(o_.train_tier, o_.tag);
+  Status s = MakeDirs(o_.train_tier, 0700);
+  if (s.ok() && ::mkdir(dir.c_str(), 0700) != 0)
+    s = Status::FromErrno(errno, "cannot make " + dir + (errno == EEXIST ? " (not made by this run: left alone)" : ""));
+  if (!s.ok()) {
+    Note(stays + "the shared tier: " + s.message());
+    return false;
+  }
+  std::map<std::string, TapRecord> seen = TapStep(TripArgs({"--train-make"}), 5, nullptr);
+  std::vector<std::string> made, off;
+  for (const auto& node : live_) {
+    auto it = seen.find(node);
+    if (it != seen.end() && it->second.ckpt_made) made.push_back(node);
+    else off.push_back(node + ": " + (it == seen.end() ? std::string("no answer") : it->second.ckpt_off));
+  }
+  if (off.empty()) {
+    t.tier = dir;
+    return true;
+  }
+  Note(stays + Join(off, "; "));
+  if (!made.empty()) TapStep(TripArgs({"--train-clean"}), 5, nullptr, {}, &made);
+  if (Status r = RemoveTree(dir); !r.ok()) Note("cannot remove " + dir + ": " + r.message());
+  return false;
+}
+
+// preflight-run around the srun of the taps, with the shared tier's folder
+// and every node's own checkpoint folder (%n), for a run of `seconds`.
+std::vector<std::string> Stages::TierRunner(double seconds) const {
+  return accept::TierRunner(o_.preflight_run, o_.pass_args, seconds, r_->train.tier,
+                            RoundTripDirPattern(o_.storage_paths[0], o_.tag));
+}
+
+// After the training run through the tier: the checkpoint durable there is
+// each node's saved one (every node's part of it); what each node had on
+// its own disk stays as saved_local.
+void Stages::Durable() {
+  TrainRun& t = r_->train;
+  auto newest = o_.newest_durable ? o_.newest_durable(t.tier) : Expected<std::string>(std::string());
+  if (!newest) Note("the shared tier " + t.tier + ": " + newest.status().message());
+  const std::string durable = newest ? *newest : "";
+  for (auto& n : t.nodes) {
+    n.ckpt.saved_local = n.ckpt.saved;
+    n.ckpt.saved = durable;
+    n.ckpt.saved_step = durable.empty() ? -1 : CheckpointStep(durable);
+  }
+  Say("train: durable on the shared tier: " + (durable.empty() ? std::string("none") : durable));
+}
+
+// Every node's folder and the tier's removed, whatever happened before.
+void Stages::EndTier() {
+  TrainRun& t = r_->train;
+  std::map<std::string, TapRecord> seen = TapStep(TripArgs({"--train-clean"}), 5, nullptr);
+  for (auto& n : t.nodes) {
+    auto it = seen.find(n.node);
+    if (it != seen.end() && !it->second.ckpt_left.empty()) n.ckpt.left = it->second.ckpt_left;
+  }
+  if (Status s = RemoveTree(t.tier); !s.ok()) Note("cannot remove the round trip's folder on the shared tier: " + s.message());
 }
 
 // The round trip's second run: on the same nodes, so each task has the rank
@@ -131,12 +219,16 @@ void Stages::Resume() {
     for (auto& n : t.nodes)
       if (!n.ckpt.saved.empty()) n.ckpt.off = "not resumed: " + lost + " lost in the training run (the ranks would change)";
     Note("the checkpoint round trip's resume is not run: " + lost + " lost; their folders stay in " + o_.storage_paths[0]);
-    TapStep(TripArgs({"--train-clean"}), 5, nullptr);
+    if (t.tier.empty()) TapStep(TripArgs({"--train-clean"}), 5, nullptr);
     return;
   }
   t.resume_seconds = ResumeSeconds(o_.train_seconds);
-  Say("train: the checkpoint round trip: resuming on " + std::to_string(live_.size()) + " nodes");
-  std::map<std::string, TapRecord> seen = TapStep(TripArgs({"--train-resume"}), t.resume_seconds, nullptr);
+  Say("train: the checkpoint round trip: resuming on " + std::to_string(live_.size()) + " nodes" +
+      (t.tier.empty() ? "" : " from the shared tier"));
+  std::map<std::string, TapRecord> seen =
+      t.tier.empty() ? TapStep(TripArgs({"--train-resume"}), t.resume_seconds, nullptr)
+                     : TapStep(TripArgs({"--train-resume", "--train-relay"}), t.resume_seconds, nullptr,
+                               TierRunner(t.resume_seconds));
   for (auto& n : t.nodes) {
     if (n.ckpt.saved.empty()) continue;
     auto it = seen.find(n.node);
@@ -144,6 +236,12 @@ void Stages::Resume() {
     const TapRecord& rec = it->second;
     n.ckpt.resumed = !rec.end.empty();
     n.ckpt.from = rec.ckpt_from;
+    if (!t.tier.empty() && !n.ckpt.from.empty()) {
+      // The relayed tap names the whole path ($PREFLIGHT_RESUME_FROM).
+      n.ckpt.from_tier = n.ckpt.from.rfind(t.tier + "/", 0) == 0;
+      n.ckpt.from_path = n.ckpt.from;
+      n.ckpt.from = n.ckpt.from.substr(n.ckpt.from.rfind('/') + 1);
+    }
     // Its first trained step: the first line with a loss where there is
     // one ("resumed from step-60 at step 60" is not one).
     for (const auto& [when, step] : rec.steps)

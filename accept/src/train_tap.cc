@@ -56,9 +56,9 @@ size_t SkipSeparator(const std::string& s, size_t p) {
 // line of at most kMaxText bytes: core's text rules (text.h), which keep it
 // valid UTF-8 for report.json and show a control byte as "\xNN". A CRLF
 // line's '\r' is the line's end, not its text.
-std::string Cut(std::string_view s) {
+std::string Cut(std::string_view s, size_t max = kMaxText) {
   while (!s.empty() && s.back() == '\r') s.remove_suffix(1);
-  return Utf8Cut(PrintableText(Utf8Prefix(s, kMaxText)), kMaxText);
+  return Utf8Cut(PrintableText(Utf8Prefix(s, max)), max);
 }
 
 // The tap's state while the command runs.
@@ -179,8 +179,10 @@ double RateWindow(double seconds) { return std::max(1.0, seconds / 20); }
 
 namespace {
 
-void Ckpt(const std::string& what, const std::string& text) {
-  std::printf("%s%s %s\n", kTapCkpt, what.c_str(), text.empty() ? "-" : Cut(text).c_str());
+// `max`: a whole path (a resume's, which accept compares with the tier's)
+// is not cut at kMaxText.
+void Ckpt(const std::string& what, const std::string& text, size_t max = kMaxText) {
+  std::printf("%s%s %s\n", kTapCkpt, what.c_str(), text.empty() ? "-" : Cut(text, max).c_str());
   std::fflush(stdout);
 }
 
@@ -191,9 +193,45 @@ void Ckpt(const std::string& what, const std::string& text) {
 // `leader_only`: the child is preflight-run, which gets the bound's SIGTERM
 // alone (it asks its command to checkpoint) and whose own lines are not
 // the command's; else the SIGTERM goes to the child's whole process group.
-// `env`: added to the child's environment.
+// `env`: added to the child's environment. `relay` (a signal number, 0
+// none): that signal, and SIGTERM, sent to the tap go on to the child's
+// process group; a SIGTERM is the bound (TrainRoundTrip::relay_signal),
+// whose own bound is then RunnerGrace later, as a safety net.
+volatile sig_atomic_t g_relay_ckpt = 0, g_relay_term = 0;
+void OnRelay(int sig) { (sig == SIGTERM ? g_relay_term : g_relay_ckpt) = 1; }
+
+// The relay's handlers while it runs (no SA_RESTART: poll wakes), back to
+// the default after; a handled signal is the default again in the child.
+struct Relay {
+  int sig = 0;
+  explicit Relay(int s) : sig(s) {
+    if (sig <= 0) return;
+    g_relay_ckpt = g_relay_term = 0;
+    struct sigaction sa = {};
+    sa.sa_handler = OnRelay;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(sig, &sa, nullptr);
+    ::sigaction(SIGTERM, &sa, nullptr);
+  }
+  ~Relay() {
+    if (sig <= 0) return;
+    ::signal(sig, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+  }
+  // Passes what came on to `pid`'s group; true once a SIGTERM came.
+  bool Pass(pid_t pid) {
+    if (sig <= 0) return false;
+    if (g_relay_ckpt) {
+      g_relay_ckpt = 0;
+      ::kill(-pid, sig);
+    }
+    return g_relay_term != 0;
+  }
+};
+
 int RunCommand(const TrainTapArgs& a, const std::vector<std::string>& argv, bool stop_first, bool leader_only,
-               const std::vector<std::string>& env = {}) {
+               const std::vector<std::string>& env = {}, int relay_signal = 0) {
+  Relay relay(relay_signal);
   Tap tap;
   tap.window = RateWindow(a.seconds);
   tap.gpus = a.gpus;
@@ -209,7 +247,7 @@ int RunCommand(const TrainTapArgs& a, const std::vector<std::string>& argv, bool
                 Cut(child.status().message()).c_str());
     return 2;
   }
-  const double bound = tap.t0 + a.seconds;
+  const double bound = tap.t0 + a.seconds + (relay.sig > 0 ? RunnerGrace(a.seconds) : 0);
   double kill_at = 0;  // set once SIGTERM went out at the bound
   double give_up = 0;  // after SIGKILL: a grandchild of its own may hold the pipe
   std::string buf;
@@ -217,7 +255,8 @@ int RunCommand(const TrainTapArgs& a, const std::vector<std::string>& argv, bool
   char chunk[65536];
   while (open) {
     double now = MonotonicSeconds();
-    if (kill_at == 0 && (now >= bound || (stop_first && tap.loss_printed))) {
+    const bool relayed_term = relay.Pass(child->pid);
+    if (kill_at == 0 && (now >= bound || relayed_term || (stop_first && tap.loss_printed))) {
       ::kill(leader_only ? child->pid : -child->pid, SIGTERM);
       kill_at = now + a.grace;
     } else if (kill_at > 0 && give_up == 0 && now >= kill_at) {
@@ -258,7 +297,8 @@ int RunCommand(const TrainTapArgs& a, const std::vector<std::string>& argv, bool
     pid_t w = ::waitpid(child->pid, &status, WNOHANG);
     if (w == child->pid || (w < 0 && errno != EINTR)) break;
     double now = MonotonicSeconds();
-    if (kill_at == 0 && now >= bound) {
+    const bool relayed_term = relay.Pass(child->pid);
+    if (kill_at == 0 && (now >= bound || relayed_term)) {
       ::kill(leader_only ? child->pid : -child->pid, SIGTERM);
       kill_at = now + a.grace;
     } else if (kill_at > 0 && now >= kill_at) {
@@ -291,7 +331,38 @@ int RunTrainTap(const TrainTapArgs& a) {
     remove();
     return 0;
   }
+  // The folder made here, by this run alone (as the storage worker's
+  // folder): one that exists already, whoever made it, is not used ("off").
+  auto make = [&trip]() -> bool {
+    if (::mkdir(trip.dir.c_str(), 0700) == 0) return true;
+    int e = errno;
+    Ckpt("off", "cannot make the checkpoint directory " + trip.dir + ": " + std::strerror(e) +
+                    (e == EEXIST ? " (not made by this run: left alone)" : ""));
+    return false;
+  };
+  if (trip.make) {
+    if (make()) Ckpt("made", trip.dir);
+    return 0;
+  }
   if (!trip.off.empty()) Ckpt("off", trip.off);
+  auto newest = [&]() -> std::string {
+    auto n = trip.newest ? trip.newest(trip.dir) : Expected<std::string>(std::string());
+    return n ? *n : "";
+  };
+  if (trip.relay_signal > 0 && trip.off.empty()) {
+    // Through the shared tier: preflight-run is around the srun of this
+    // tap; the folder is made and removed by steps of their own. The
+    // node's own folder, not the batch node's, is the command's.
+    const std::vector<std::string> local = {"PREFLIGHT_CKPT_LOCAL=" + trip.dir, "PREFLIGHT_CHECKPOINT_DIR=" + trip.dir};
+    if (trip.resume) {
+      const char* from = std::getenv("PREFLIGHT_RESUME_FROM");
+      Ckpt("from", from ? from : "", kMaxLine);
+      return RunCommand(a, a.cmd, true, false, local, trip.relay_signal);
+    }
+    int rc = RunCommand(a, a.cmd, false, false, local, trip.relay_signal);
+    Ckpt("saved", newest());
+    return rc;
+  }
   if (trip.runner.empty() || !trip.off.empty()) return RunCommand(a, a.cmd, false, false);
   // The round trip: the command under preflight-run with its own checkpoint
   // directory, made here so that one that cannot be is said, and the
@@ -303,19 +374,8 @@ int RunTrainTap(const TrainTapArgs& a) {
   // too: a command that writes there (the example does on several nodes)
   // writes where preflight-run looks.
   const std::vector<std::string> env = {"PREFLIGHT_CKPT_LOCAL=" + trip.dir};
-  auto newest = [&]() -> std::string {
-    auto n = trip.newest ? trip.newest(trip.dir) : Expected<std::string>(std::string());
-    return n ? *n : "";
-  };
   if (!trip.resume) {
-    // Made here, by this run alone (as the storage worker's folder): one
-    // that exists already, whoever made it, is not used.
-    if (::mkdir(trip.dir.c_str(), 0700) != 0) {
-      int e = errno;
-      Ckpt("off", "cannot make the checkpoint directory " + trip.dir + ": " + std::strerror(e) +
-                      (e == EEXIST ? " (not made by this run: left alone)" : ""));
-      return RunCommand(a, a.cmd, false, false);
-    }
+    if (!make()) return RunCommand(a, a.cmd, false, false);
     int rc = RunCommand(a, argv, false, true, env);
     std::string saved = newest();
     Ckpt("saved", saved);
@@ -345,6 +405,7 @@ TapRecord ReadTap(const std::string& text) {
       else if (what == "from") r.ckpt_from = text;
       else if (what == "off") r.ckpt_off = text;
       else if (what == "left") r.ckpt_left = text;
+      else if (what == "made") r.ckpt_made = true;
     } else if ((at = line.find(kTapGpuOff)) != std::string::npos) {
       r.gpu_off = line.substr(at + std::strlen(kTapGpuOff));
     } else if ((at = line.find(kTapGpu)) != std::string::npos) {

@@ -35,14 +35,40 @@ double RunnerGrace(double seconds) { return CheckpointGrace(seconds) + 5 + 5; }
 double ResumeSeconds(double seconds) { return std::clamp(seconds / 5, 15.0, 60.0); }
 
 std::vector<std::string> RoundTripRunner(const std::string& preflight_run, const std::vector<std::string>& pass_args,
-                                         double seconds) {
+                                         double seconds, const std::string& tier, const std::string& local) {
   std::vector<std::string> a = {preflight_run};
   a.insert(a.end(), pass_args.begin(), pass_args.end());
   char grace[32];
   std::snprintf(grace, sizeof grace, "%.0fs", CheckpointGrace(seconds));
-  a.insert(a.end(), {"--requeue", "no", "--persist-to", "none", "--stall-restart", "no", "--watch-gpus", "0", "--grace",
+  a.insert(a.end(), {"--requeue", "no", "--persist-to", tier, "--stall-restart", "no", "--watch-gpus", "0", "--grace",
                      grace, "--kill-wait", "5s", "--checkpoint-dir"});
+  if (!local.empty()) a.push_back(local);
   return a;
+}
+
+std::vector<std::string> TierRunner(const std::string& preflight_run, const std::vector<std::string>& pass_args,
+                                    double seconds, const std::string& tier, const std::string& local) {
+  char at[32], kill[32];
+  std::snprintf(at, sizeof at, "%.0f", seconds);
+  std::snprintf(kill, sizeof kill, "%.0f", RunnerGrace(seconds) + kTierLastRound);
+  std::vector<std::string> a = {"timeout", "--foreground", "--kill-after=" + std::string(kill), at};
+  for (const auto& w : RoundTripRunner(preflight_run, pass_args, seconds, tier, local)) a.push_back(w);
+  a.push_back("--");
+  return a;
+}
+
+std::string RoundTripTier(const std::string& tier, const std::string& tag) {
+  std::string n = ".preflight-accept-" + tag + "-tier";
+  for (char& c : n)
+    if (c == '/' || c == '\0') c = '_';
+  return tier + "/" + n;
+}
+
+std::string RoundTripDirPattern(const std::string& storage_path, const std::string& tag) {
+  StorageOptions o;
+  o.node = "%n";
+  o.tag = tag;
+  return storage_path + "/" + PrivateDirName(o) + "-train";
 }
 
 Expected<std::string> RoundTripDir(const std::string& storage_path, const std::string& node, const std::string& tag) {

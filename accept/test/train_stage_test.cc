@@ -2,6 +2,8 @@
 // (report_judge.cc: JudgeTrain), through RunAccept with a runner that
 // answers the tap's srun step as srun --label would; every other step
 // answers nothing.
+#include <unistd.h>
+
 #include <sstream>
 #include <string>
 #include <vector>
@@ -10,6 +12,7 @@
 
 #include "preflight/accept_report.h"
 #include "preflight/accept_run.h"
+#include "preflight_test/temp_dir.h"
 
 namespace preflight::accept {
 namespace {
@@ -30,8 +33,8 @@ std::string TapOf(int task, const std::string& node, double rate, const std::str
 
 struct TrainCase {
   RunOptions o;
-  std::vector<std::string> tap_calls, resume_calls, clean_calls;
-  std::string tap_output, resume_output;
+  std::vector<std::string> tap_calls, resume_calls, clean_calls, make_calls;
+  std::string tap_output, resume_output, make_output;
   std::string down;  // the node slurmctld calls down once the training step ran
   Report Go() {
     auto run = [this](const std::vector<std::string>& argv, unsigned) {
@@ -41,6 +44,9 @@ struct TrainCase {
       p.exit_code = 0;
       if (cmd.find("--train-clean") != std::string::npos) {
         clean_calls.push_back(cmd);
+      } else if (cmd.find("--train-make") != std::string::npos) {
+        make_calls.push_back(cmd);
+        p.output = make_output;
       } else if (cmd.find("--train-resume") != std::string::npos) {
         resume_calls.push_back(cmd);
         p.output = resume_output;
@@ -319,6 +325,104 @@ TEST(AcceptTrain, NoResumeRunWhenNoNodeSavedOrNoFolderWasGiven) {
   Report p = plain.Go();
   EXPECT_EQ(plain.tap_calls[0].find("--train-dir"), std::string::npos);
   EXPECT_EQ(TripFigure(p, "n1"), nullptr);
+}
+
+// Through a shared tier: the tier's folder, made by the run in a temporary
+// directory; every node's folder made by the tap step (`off`: that node's
+// answer instead); n1 had a newer checkpoint on its own disk than the
+// durable one.
+struct TierCase : TrainCase {
+  preflight_test::TempDir tmp{"tier"};
+  std::string dir, durable = "step-40", asked;
+  explicit TierCase(const std::string& off_n2 = "") {
+    o.nodes = {"n1", "n2", "n3"};
+    o.train = "./smoke.sh";
+    o.storage_paths = {"/scratch/%n"};
+    o.tag = "77-1";
+    o.train_tier = tmp.path() + "/tier";
+    o.preflight_run = "/usr/bin/preflight-run";
+    dir = o.train_tier + "/.preflight-accept-77-1-tier";
+    o.newest_durable = [this](const std::string& d) -> Expected<std::string> {
+      asked = d;
+      return durable;
+    };
+    for (int k = 0; k < 3; ++k) {
+      std::string n = "n" + std::to_string(k + 1), p = std::to_string(k) + ": ";
+      make_output += p + "#accept-train-node " + n + "\n" + p + "#accept-train-ckpt " +
+                     (n == "n2" && !off_n2.empty() ? "off " + off_n2 : "made /scratch/" + n) + "\n";
+      tap_output += TapOf(k, n, 10, "bound 300 x", n == "n1" ? "#accept-train-ckpt saved step-60"
+                                                             : "#accept-train-ckpt saved step-40");
+    }
+  }
+};
+
+TEST(AcceptTrain, ThroughASharedTierOnePreflightRunHoldsTheRunAndTheResumeMustComeFromTheTier) {
+  TierCase t;
+  const std::string on_tier = t.dir + "/step-40";
+  t.resume_output = ResumeOf(0, "n1", on_tier, "#accept-train 0.100 40 -\n#accept-train 0.200 41 0.5") +
+                    ResumeOf(1, "n2", on_tier, "#accept-train 0.200 41 0.5") +
+                    ResumeOf(2, "n3", "/scratch/n3/.preflight-accept-n3-77-1-train/step-40", "#accept-train 0.200 41 0.5");
+  Report r = t.Go();
+  ASSERT_EQ(t.make_calls.size(), 1u);
+  ASSERT_EQ(t.tap_calls.size(), 1u);
+  EXPECT_EQ(t.tap_calls[0].rfind("timeout --foreground --kill-after=90 30 /usr/bin/preflight-run --requeue no --persist-to " +
+                                     t.dir + " ",
+                                 0),
+            0u)
+      << t.tap_calls[0];
+  EXPECT_NE(t.tap_calls[0].find("--checkpoint-dir /scratch/%n/.preflight-accept-%n-77-1-train -- srun "),
+            std::string::npos) << t.tap_calls[0];
+  EXPECT_NE(t.tap_calls[0].find("--train-relay"), std::string::npos);
+  ASSERT_EQ(t.resume_calls.size(), 1u);
+  EXPECT_EQ(t.resume_calls[0].rfind("timeout --foreground --kill-after=90 15 /usr/bin/preflight-run ", 0), 0u)
+      << t.resume_calls[0];
+  EXPECT_NE(t.resume_calls[0].find("--train-resume --train-relay"), std::string::npos) << t.resume_calls[0];
+  EXPECT_EQ(t.asked, t.dir);
+  EXPECT_EQ(t.clean_calls.size(), 1u) << "every node's folder removed at the end";
+  EXPECT_NE(::access(t.dir.c_str(), F_OK), 0) << "the tier's folder removed";
+  EXPECT_EQ(r.train.tier, t.dir);
+  for (const auto& n : r.train.nodes) EXPECT_EQ(n.ckpt.saved, "step-40") << "the durable one, every node's part";
+  EXPECT_EQ(r.train.nodes[0].ckpt.saved_local, "step-60");
+  const Figure* n1 = TripFigure(r, "n1");
+  ASSERT_TRUE(n1);
+  EXPECT_EQ(n1->verdict, Verdict::kPass) << n1->reason;
+  EXPECT_NE(n1->reason.find("saved step-40 (durable on the shared tier), resumed at step 41"), std::string::npos)
+      << n1->reason;
+  EXPECT_EQ(TripFigure(r, "n2")->verdict, Verdict::kPass);
+  const Figure* n3 = TripFigure(r, "n3");
+  EXPECT_EQ(n3->verdict, Verdict::kFail);
+  EXPECT_NE(n3->reason.find("did not resume from the shared tier: /scratch/n3/"), std::string::npos) << n3->reason;
+  EXPECT_NE(ReportJson(r).find("\"tier\": \"" + t.dir + "\""), std::string::npos);
+}
+
+TEST(AcceptTrain, ThroughASharedTierNothingDurableFailsAndAFolderTakenKeepsTheRoundTripOnEachNode) {
+  TierCase none;
+  none.durable = "";
+  Report r = none.Go();
+  EXPECT_TRUE(none.resume_calls.empty()) << "nothing to resume from";
+  const Figure* f = TripFigure(r, "n2");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->verdict, Verdict::kFail);
+  EXPECT_NE(f->reason.find("no checkpoint became durable on the shared tier " + none.dir +
+                           " (complete on this node's disk: step-40)"),
+            std::string::npos) << f->reason;
+  EXPECT_EQ(none.clean_calls.size(), 1u);
+  EXPECT_NE(::access(none.dir.c_str(), F_OK), 0);
+
+  TierCase taken("cannot make the checkpoint directory /scratch/n2/x: File exists (not made by this run: left alone)");
+  Report t = taken.Go();
+  ASSERT_EQ(taken.clean_calls.size(), 1u) << "the folders this run made, and only those";
+  EXPECT_NE(taken.clean_calls[0].find("--nodelist=n1,n3 "), std::string::npos) << taken.clean_calls[0];
+  ASSERT_EQ(taken.tap_calls.size(), 1u);
+  EXPECT_EQ(taken.tap_calls[0].find("preflight-run"), std::string::npos) << "each node's own round trip";
+  EXPECT_EQ(taken.tap_calls[0].find("--train-relay"), std::string::npos);
+  EXPECT_TRUE(t.train.tier.empty());
+  EXPECT_NE(::access(taken.dir.c_str(), F_OK), 0);
+  bool said = false;
+  for (const auto& st : t.stages)
+    for (const auto& note : st.notes)
+      said = said || note.find("stays on each node's disk: n2: cannot make") != std::string::npos;
+  EXPECT_TRUE(said);
 }
 
 }  // namespace

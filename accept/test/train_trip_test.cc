@@ -6,10 +6,12 @@
 // PREFLIGHT_CHECKPOINT_DIR and PREFLIGHT_RESUME_FROM. The real preflight-run
 // runs it in system.accept.
 #include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -157,6 +159,67 @@ TEST(RoundTrip, ACommandThatNeverSavesLeavesNothingAndAFolderThatCannotBeMadeOrI
   struct stat st;
   EXPECT_EQ(::lstat(t.dir.c_str(), &st), 0);
   EXPECT_TRUE(S_ISLNK(st.st_mode)) << "left as it was";
+}
+
+TEST(RoundTrip, ThroughASharedTierOnePreflightRunIsAroundTheSrunWithEveryNodesFolder) {
+  auto a = TierRunner("/usr/bin/preflight-run", {"--config", "/etc/site.conf"}, 30, "/tier/.preflight-accept-77-1-tier",
+                      RoundTripDirPattern("/scratch/%n", "77-1"));
+  std::string all;
+  for (const auto& w : a) all += w + " ";
+  EXPECT_EQ(all, "timeout --foreground --kill-after=90 30 /usr/bin/preflight-run --config /etc/site.conf --requeue no "
+                 "--persist-to /tier/.preflight-accept-77-1-tier --stall-restart no --watch-gpus 0 --grace 10s "
+                 "--kill-wait 5s --checkpoint-dir /scratch/%n/.preflight-accept-%n-77-1-train -- ")
+      << "SIGTERM to preflight-run alone at the bound; SIGKILL after its grace and its agent's last round";
+  EXPECT_EQ(RoundTripTier("/tier/pfuser", "77-1"), "/tier/pfuser/.preflight-accept-77-1-tier");
+  // preflight-run expands %n on each node to the folder the tap made there.
+  std::string pattern = RoundTripDirPattern("/scratch/%n", "77-1");
+  for (size_t p; (p = pattern.find("%n")) != std::string::npos;) pattern.replace(p, 2, "n3");
+  EXPECT_EQ(pattern, *RoundTripDir("/scratch/%n", "n3", "77-1"));
+}
+
+TEST(RoundTrip, ThroughASharedTierTheTapMakesItsFolderOnceAndRelaysTheSignalsFromSrun) {
+  preflight_test::TempDir tmp("relay");
+  TrainTapArgs m;
+  m.trip.dir = tmp.path() + "/ckpt";
+  m.trip.make = true;
+  TapRecord made = ReadTap(Capture(m));
+  EXPECT_TRUE(made.ckpt_made);
+  EXPECT_TRUE(made.steps.empty()) << "nothing run";
+  TapRecord again = ReadTap(Capture(m));
+  EXPECT_FALSE(again.ckpt_made);
+  EXPECT_NE(again.ckpt_off.find("File exists (not made by this run: left alone)"), std::string::npos)
+      << again.ckpt_off;
+
+  // The command plays srun: at step 5 it sends the tap the checkpoint
+  // signal, which the tap passes on to the command's process group (its
+  // trap saves step-5 in its node's folder); once saved, SIGTERM, passed on
+  // as well, ends it as the bound does.
+  TrainTapArgs a;
+  a.cmd = {"/bin/sh", "-c",
+           "n=0; saved=; trap 'mkdir -p $PREFLIGHT_CHECKPOINT_DIR/step-$n; : > $PREFLIGHT_CKPT_LOCAL/step-$n/COMPLETE; "
+           "saved=1' USR2; trap 'exit 0' TERM; "
+           "while :; do n=$((n+1)); [ -n \"$saved\" ] && { saved=; kill -TERM $PPID; }; echo step $n loss 0.5; "
+           "[ $n = 5 ] && kill -USR2 $PPID; sleep 0.05; done"};
+  a.seconds = 30;
+  a.grace = 10;
+  a.trip.dir = m.trip.dir;
+  a.trip.newest = Newest;
+  a.trip.relay_signal = SIGUSR2;
+  TapRecord run = ReadTap(Capture(a));
+  EXPECT_EQ(run.ckpt_saved, "step-5") << "the relayed signal reached the command";
+  EXPECT_EQ(run.end, "bound") << "the relayed SIGTERM is the bound";
+  EXPECT_LT(run.steps.back().second, 100) << "ended by the relayed SIGTERM, not its own bound";
+  EXPECT_EQ(::access((m.trip.dir + "/step-5/COMPLETE").c_str(), F_OK), 0) << "kept: removed by a step of its own";
+
+  // The resume run: where preflight-run (on the batch node) said to resume.
+  a.trip.resume = true;
+  a.cmd = {"/bin/sh", "-c", "echo resumed at step 5; n=5; while :; do n=$((n+1)); echo step $n loss 0.5; sleep 0.05; done"};
+  ::setenv("PREFLIGHT_RESUME_FROM", "/tier/.preflight-accept-77-1-tier/step-5", 1);
+  TapRecord resumed = ReadTap(Capture(a));
+  ::unsetenv("PREFLIGHT_RESUME_FROM");
+  EXPECT_EQ(resumed.ckpt_from, "/tier/.preflight-accept-77-1-tier/step-5") << "the whole path";
+  EXPECT_EQ(resumed.first_loss_step, 6);
+  EXPECT_EQ(resumed.end, "bound") << "stopped at its first step";
 }
 
 }  // namespace

@@ -117,10 +117,14 @@ struct TrainNode {
   struct Checkpoint {
     bool tried = false;        // the run went under preflight-run with a checkpoint directory
     std::string off;           // why there was no round trip here ("" when tried or not asked)
-    std::string saved;         // the newest complete checkpoint after the run ("" none)
+    std::string saved;         // the newest complete checkpoint after the run ("" none); through
+                               // a shared tier the newest durable there (every node's part)
+    std::string saved_local;   // through a shared tier: the newest complete one on this node's disk
     long saved_step = -1;      // the step its name carries (-1: none)
     bool resumed = false;      // the resume run came back from this node
     std::string from;          // what it resumed from ("" nothing)
+    std::string from_path;     // through a shared tier: its whole path ($PREFLIGHT_RESUME_FROM)
+    bool from_tier = false;    // ... and that is on the shared tier
     long first_step = -1;      // the training run's first progress step
     long resume_step = -1;     // the resume run's first progress step (-1 none)
     double resume_time = 0;    // when it came (seconds after the resume run started)
@@ -133,6 +137,7 @@ struct TrainRun {
   std::string command;       // "" : the stage did not run (error says why)
   double seconds = 0;        // the bound
   double resume_seconds = 0; // the round trip's resume run's bound (0: none ran)
+  std::string tier;          // the shared tier's folder the round trip went through ("" none)
   std::vector<TrainNode> nodes;
   std::string error;
 };

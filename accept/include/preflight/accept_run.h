@@ -29,6 +29,7 @@
 
 #include "preflight/accept_report.h"
 #include "preflight/process.h"
+#include "preflight/status.h"
 
 namespace preflight::accept {
 
@@ -42,6 +43,7 @@ struct RunOptions {
   // Programs (absolute paths beside this binary, or names searched in PATH).
   std::string srun = "srun";
   std::string preflight = "preflight", nccl = "preflight-nccl", prolog = "preflight-prolog";
+  std::string preflight_run = "preflight-run";
   std::vector<std::string> pass_args;       // --config/--set, given to every preflight program
   int ranks_per_node = 0;                   // 0: srun's default (one per node)
   std::string max_bytes;                    // preflight-nccl --max-bytes ("" the level's)
@@ -62,6 +64,12 @@ struct RunOptions {
   std::string train_skip;
   double train_seconds = 0;
   double budget_train = 0;                  // 0: the run, the resume run, their graces, 60 s of start-up (DefaultBudgets)
+  // The checkpoint round trip through a shared tier (preflight-accept(1)):
+  // the tier's absolute path (%u expanded; "" none: each node's round trip
+  // stays on its own disk), and the newest checkpoint durable in a folder
+  // of it ("" none; the shell's: ckpt's tier listing).
+  std::string train_tier;
+  std::function<Expected<std::string>(const std::string& dir)> newest_durable;
 };
 
 // The budgets of a level in seconds: quick 300/600/600, full 1200/1800/1800;

@@ -50,7 +50,9 @@ bool IsTrainErrorLine(std::string_view line);
 //   #accept-train-ckpt saved NAME the newest complete checkpoint after the
 //                                 run ("-": none); the round trip only
 //   #accept-train-ckpt from NAME  the resume run: the one it resumes from
+//                                 (relayed: $PREFLIGHT_RESUME_FROM, whole)
 //   #accept-train-ckpt off REASON no round trip on this node (its folder)
+//   #accept-train-ckpt made DIR   the folder was made (--train-make)
 //   #accept-train-ckpt left DIR REASON  the folder could not be removed
 //   #accept-train-end HOW LINES LAST
 //                                 HOW: "exit CODE", "signal N" or "bound"
@@ -95,6 +97,14 @@ struct TrainRoundTrip {
   bool resume = false;              // the second run: stop at its first progress line, then remove dir
   std::string off;                  // why there is no round trip on this node (said; the run goes on)
   bool clean = false;               // no run: only remove dir (the resume run cannot be had)
+  bool make = false;                // no run: only make dir (the shared tier's round trip)
+  // The round trip through a shared tier (one preflight-run around the
+  // srun of the taps, on the batch node): the command runs here without a
+  // runner, and this signal and SIGTERM, which srun forwards from
+  // preflight-run, go on to its process group; a SIGTERM ends it as the
+  // bound does. The resume run's checkpoint is $PREFLIGHT_RESUME_FROM, the
+  // folder is neither made nor removed here (--train-make, --train-clean).
+  int relay_signal = 0;             // 0: not relayed
 };
 
 struct TrainTapArgs {
@@ -132,8 +142,25 @@ std::vector<std::string> RoundTripShell(const std::string& cmd, const std::strin
 // `pass_args` the site config options (--config, --set): no requeue, no
 // shared tier, no stall restart, no GPU watch of its own (the tap samples),
 // the grace above; ends with "--checkpoint-dir" (TrainRoundTrip::runner).
+// `tier`: the shared tier's folder, "none" for none; `local`: the node-local
+// checkpoint directory, "" when the caller appends it (the tap does).
 std::vector<std::string> RoundTripRunner(const std::string& preflight_run, const std::vector<std::string>& pass_args,
-                                         double seconds);
+                                         double seconds, const std::string& tier = "none",
+                                         const std::string& local = "");
+// The round trip through a shared tier: `timeout --foreground` around
+// RoundTripRunner, so that at `seconds` preflight-run alone gets SIGTERM
+// (a preemption: it asks its srun, and so every node's command, to
+// checkpoint) and SIGKILL RunnerGrace later; then "--" and the srun.
+std::vector<std::string> TierRunner(const std::string& preflight_run, const std::vector<std::string>& pass_args,
+                                    double seconds, const std::string& tier, const std::string& local);
+// How long preflight-run takes after its command at most: its agent's last
+// round (60 s, preflight-run(1)) and 10 s to spare.
+inline constexpr double kTierLastRound = 70;
+// The shared tier's folder for the round trip: `tier` and a private name
+// (".preflight-accept-TAG-tier") accept makes and removes.
+std::string RoundTripTier(const std::string& tier, const std::string& tag);
+// RoundTripDir with "%n" for the node, as preflight-run expands it on each node.
+std::string RoundTripDirPattern(const std::string& storage_path, const std::string& tag);
 // This node's checkpoint directory for the round trip: the storage path
 // (%n its node's, as the storage stage reads it) and a private name
 // (".preflight-accept-NODE-TAG-train") the run removes at its end.
@@ -155,9 +182,10 @@ struct TapRecord {
   std::string gpu_off;                         // why there are none ("" when there are)
   bool ckpt_tried = false;                     // a round-trip run (a ckpt line came)
   std::string ckpt_saved;                      // "saved": the name, "" none
-  std::string ckpt_from;                       // "from": the name, "" none
+  std::string ckpt_from;                       // "from": the name (relayed: the path), "" none
   std::string ckpt_off;                        // "off": why
   std::string ckpt_left;                       // "left": DIR REASON
+  bool ckpt_made = false;                      // "made": the folder was made
 };
 TapRecord ReadTap(const std::string& text);
 
