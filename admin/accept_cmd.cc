@@ -15,6 +15,7 @@
 #include "preflight/accept_storage_worker.h"
 #include "preflight/accept_train.h"
 #include "preflight/checkpoint.h"
+#include "preflight/ckpt_convention.h"
 #include "preflight/ckpt_resume.h"
 #include "preflight/fileutil.h"
 #include "preflight/hostlist.h"
@@ -50,6 +51,7 @@ struct AcceptCli {
   bool train_make = false;     // the tap: only make the round trip's folder (through a shared tier)
   bool train_relay = false;    // the tap: under one preflight-run around srun (through a shared tier)
   std::string train_tier;      // "" the site's ckpt_persist_to; "none": no shared tier
+  std::string train_convention;  // "" marker
 };
 AcceptCli g_accept;
 
@@ -170,6 +172,14 @@ bool AcceptArgsOk(const std::vector<std::string>& args) {
     Log(LogLevel::kError, "accept", "--train", "longer than 4096 bytes");
     return false;
   }
+  if (!g_accept.train_convention.empty()) {
+    auto c = ParseCkptConvention(g_accept.train_convention);
+    if (!c) {
+      Log(LogLevel::kError, "accept", "--train-convention " + g_accept.train_convention.substr(0, 80),
+          c.status().message());
+      return false;
+    }
+  }
   if (g_accept.train_seconds != 0 && !(g_accept.train_seconds >= 5 && g_accept.train_seconds <= 3600)) {
     Log(LogLevel::kError, "accept", "--train-seconds", "expected 5 to 3600 seconds");
     return false;
@@ -247,6 +257,8 @@ void SetRun(const CommonCli& cli, const Config& cfg, const std::string& job, acc
   o->storage_runtime = g_accept.storage_runtime;
   o->ranks_per_node = g_accept.ranks_per_node;
   o->train_seconds = g_accept.train_seconds;
+  if (!g_accept.train_convention.empty())
+    o->train_convention = CkptConventionName(*ParseCkptConvention(g_accept.train_convention));
   if (g_accept.train == "none") {
     o->train_skip = "--train none";
   } else {
@@ -344,6 +356,9 @@ void AddAcceptOptions(po::options_description& visible, po::options_description&
        "the training run's command, by sh -c on every node at once (default: the example train.sh; none: skip)")
       ("train-seconds", po::value<double>(&g_accept.train_seconds)->value_name("SECONDS"),
        "the training run's bound (default quick 30, full 300; 5 to 3600)")
+      ("train-convention", po::value<std::string>(&g_accept.train_convention)->value_name("NAME"),
+       "how the training command's checkpoints are known complete: marker (default), dcp, torchtitan, megatron, "
+       "deepspeed, nemo (a framework's own needs the shared tier)")
       ("train-tier", po::value<std::string>(&g_accept.train_tier)->value_name("DIR"),
        "the shared tier the checkpoint round trip goes through (%u: your user name; none: each node's own disk) "
        "[site: ckpt_persist_to]");

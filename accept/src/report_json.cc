@@ -109,7 +109,8 @@ std::string ReportJson(const Report& r) {
     w.Field("left", c.left).Field("saved_local", c.saved_local).Field("from_path", c.from_path);
     w.Field("from_tier", c.from_tier).EndObject().EndObject();
   }
-  w.EndArray().Field("resume_seconds", r.train.resume_seconds).Field("tier", r.train.tier).EndObject();
+  w.EndArray().Field("resume_seconds", r.train.resume_seconds).Field("tier", r.train.tier);
+  w.Field("convention", r.train.convention).EndObject();
   w.Key("node_rows").BeginArray();
   for (const auto& n : r.node_rows) {
     w.BeginObject().Field("node", n.node).Field("verdict", ReportWord(n.verdict));

@@ -39,8 +39,10 @@ void JudgeCheckpoint(Report* r, const TrainRun& t, const TrainNode& n) {
   f.threshold_source = c.saved_step >= 0 ? "the saved checkpoint's step (its name)" : "the training run's first step";
   f.reproduce = t.tier.empty() ? "srun -N1 -w " + n.node + " preflight-run --checkpoint-dir DIR -- sh -c '" + t.command +
                                      "' (twice: stopped with SIGTERM, then resumed)"
-                               : "preflight-run --checkpoint-dir DIR/%n --persist-to TIER -- srun --ntasks-per-node=1 sh -c '" +
-                                     t.command + "' (twice: stopped with SIGTERM, then resumed)";
+                               : "preflight-run --checkpoint-dir DIR/%n --persist-to TIER" +
+                                     (t.convention.empty() ? "" : " --checkpoint-convention " + t.convention) +
+                                     " -- srun --ntasks-per-node=1 sh -c '" + t.command +
+                                     "' (twice: stopped with SIGTERM, then resumed)";
   f.verdict = Verdict::kFail;
   std::string why, last = c.resume_last.empty() ? "" : " (last line: " + c.resume_last + ")";
   if (!c.off.empty()) {
@@ -51,8 +53,10 @@ void JudgeCheckpoint(Report* r, const TrainRun& t, const TrainNode& n) {
           c.saved_local + ")";
   } else if (c.saved.empty()) {
     f.verdict = Verdict::kWarn;
-    why = "no checkpoint round trip: the command wrote no complete checkpoint (a folder in $PREFLIGHT_CHECKPOINT_DIR "
-          "with its marker written last) by the end of its grace";
+    why = "no checkpoint round trip: the command wrote no complete checkpoint (" +
+          (t.convention.empty() ? std::string("a folder in $PREFLIGHT_CHECKPOINT_DIR with its marker written last")
+                                : "complete by the " + t.convention + " convention") +
+          ") by the end of its grace";
   } else if (!c.resumed) {
     why = "the checkpoint resume run never ended there (node lost or step killed)";
   } else if (c.from.empty()) {

@@ -68,6 +68,13 @@ void Stages::Train() {
   if (!trip.empty() && MakeTier()) {
     trip = TripArgs({"--train-relay"});
     runner = TierRunner(o_.train_seconds);
+    t.convention = o_.train_convention;
+  } else if (!trip.empty() && !o_.train_convention.empty() && o_.train_convention != "marker") {
+    // A framework's convention knows a checkpoint complete from every
+    // node's part (rank 0's metadata, say): one node's disk cannot say.
+    Note("no checkpoint round trip: --train-convention " + o_.train_convention +
+         " needs the shared tier (--train-tier), and it is not used here");
+    trip.clear();
   }
   Say("train: " + o_.train + " on " + std::to_string(live_.size()) + " nodes for " + F("%.0f", o_.train_seconds) +
       " s" + (t.tier.empty() ? "" : ", its checkpoints made durable on " + t.tier));
@@ -166,7 +173,7 @@ bool Stages::MakeTier() {
 // and every node's own checkpoint folder (%n), for a run of `seconds`.
 std::vector<std::string> Stages::TierRunner(double seconds) const {
   return accept::TierRunner(o_.preflight_run, o_.pass_args, seconds, r_->train.tier,
-                            RoundTripDirPattern(o_.storage_paths[0], o_.tag));
+                            RoundTripDirPattern(o_.storage_paths[0], o_.tag), o_.train_convention);
 }
 
 // After the training run through the tier: the checkpoint durable there is

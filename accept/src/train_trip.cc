@@ -47,12 +47,14 @@ std::vector<std::string> RoundTripRunner(const std::string& preflight_run, const
 }
 
 std::vector<std::string> TierRunner(const std::string& preflight_run, const std::vector<std::string>& pass_args,
-                                    double seconds, const std::string& tier, const std::string& local) {
+                                    double seconds, const std::string& tier, const std::string& local,
+                                    const std::string& convention) {
   char at[32], kill[32];
   std::snprintf(at, sizeof at, "%.0f", seconds);
   std::snprintf(kill, sizeof kill, "%.0f", RunnerGrace(seconds) + kTierLastRound);
   std::vector<std::string> a = {"timeout", "--foreground", "--kill-after=" + std::string(kill), at};
   for (const auto& w : RoundTripRunner(preflight_run, pass_args, seconds, tier, local)) a.push_back(w);
+  if (!convention.empty()) a.insert(a.end(), {"--checkpoint-convention", convention});
   a.push_back("--");
   return a;
 }

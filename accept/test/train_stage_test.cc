@@ -425,5 +425,37 @@ TEST(AcceptTrain, ThroughASharedTierNothingDurableFailsAndAFolderTakenKeepsTheRo
   EXPECT_TRUE(said);
 }
 
+TEST(AcceptTrain, AFrameworksCheckpointConventionGoesToPreflightRunThroughTheTierOnly) {
+  TierCase t;
+  t.o.train_convention = "dcp";
+  t.resume_output = ResumeOf(0, "n1", t.dir + "/step-40", "#accept-train 0.200 41 0.5");
+  Report r = t.Go();
+  ASSERT_EQ(t.tap_calls.size(), 1u);
+  EXPECT_NE(t.tap_calls[0].find("--checkpoint-convention dcp -- srun "), std::string::npos) << t.tap_calls[0];
+  ASSERT_EQ(t.resume_calls.size(), 1u);
+  EXPECT_NE(t.resume_calls[0].find("--checkpoint-convention dcp -- srun "), std::string::npos) << t.resume_calls[0];
+  EXPECT_EQ(r.train.convention, "dcp");
+  EXPECT_NE(ReportJson(r).find("\"convention\": \"dcp\""), std::string::npos);
+  EXPECT_NE(TripFigure(r, "n1")->reproduce.find("--persist-to TIER --checkpoint-convention dcp -- srun"),
+            std::string::npos) << TripFigure(r, "n1")->reproduce;
+
+  // Without a shared tier one node's disk cannot say that rank 0's metadata
+  // and every part are there: no round trip, said.
+  TrainCase plain;
+  plain.o.nodes = {"n1", "n2"};
+  plain.o.train = "./smoke.sh";
+  plain.o.storage_paths = {"/scratch"};
+  plain.o.train_convention = "dcp";
+  plain.tap_output = TapOf(0, "n1", 10, "bound 300 x") + TapOf(1, "n2", 10, "bound 300 x");
+  Report p = plain.Go();
+  ASSERT_EQ(plain.tap_calls.size(), 1u);
+  EXPECT_EQ(plain.tap_calls[0].find("--train-dir"), std::string::npos) << plain.tap_calls[0];
+  EXPECT_EQ(TripFigure(p, "n1"), nullptr);
+  bool said = false;
+  for (const auto& st : p.stages)
+    for (const auto& note : st.notes) said = said || note.find("--train-convention dcp needs the shared tier") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
 }  // namespace
 }  // namespace preflight::accept

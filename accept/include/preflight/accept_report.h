@@ -138,6 +138,7 @@ struct TrainRun {
   double seconds = 0;        // the bound
   double resume_seconds = 0; // the round trip's resume run's bound (0: none ran)
   std::string tier;          // the shared tier's folder the round trip went through ("" none)
+  std::string convention;    // how its checkpoints were known complete ("" preflight-run's marker)
   std::vector<TrainNode> nodes;
   std::string error;
 };

@@ -69,6 +69,11 @@ struct RunOptions {
   // stays on its own disk), and the newest checkpoint durable in a folder
   // of it ("" none; the shell's: ckpt's tier listing).
   std::string train_tier;
+  // How the command's checkpoints are known complete (preflight-run's
+  // --checkpoint-convention; "" or "marker" its default). A framework's own
+  // (dcp, torchtitan, megatron, deepspeed, nemo) needs the whole node set:
+  // through a shared tier only; without one there is no round trip.
+  std::string train_convention;
   std::function<Expected<std::string>(const std::string& dir)> newest_durable;
 };
 

@@ -151,8 +151,10 @@ std::vector<std::string> RoundTripRunner(const std::string& preflight_run, const
 // RoundTripRunner, so that at `seconds` preflight-run alone gets SIGTERM
 // (a preemption: it asks its srun, and so every node's command, to
 // checkpoint) and SIGKILL RunnerGrace later; then "--" and the srun.
+// `convention`: preflight-run's --checkpoint-convention ("" its default).
 std::vector<std::string> TierRunner(const std::string& preflight_run, const std::vector<std::string>& pass_args,
-                                    double seconds, const std::string& tier, const std::string& local);
+                                    double seconds, const std::string& tier, const std::string& local,
+                                    const std::string& convention = "");
 // How long preflight-run takes after its command at most: its agent's last
 // round (60 s, preflight-run(1)) and 10 s to spare.
 inline constexpr double kTierLastRound = 70;
