@@ -26,8 +26,6 @@
 #include <mutex>
 #include <thread>
 
-#include <xxhash.h>
-
 #include "preflight/clock.h"
 #include "preflight/report.h"
 #include "preflight/stage_manifest.h"
@@ -36,100 +34,7 @@
 
 namespace preflight {
 
-
-int StageFs::OpenAt(int dirfd, const char* path, int flags, mode_t mode) { return ::openat(dirfd, path, flags, mode); }
-ssize_t StageFs::Pread(int fd, void* buf, size_t n, off_t off) { return ::pread(fd, buf, n, off); }
-ssize_t StageFs::Pwrite(int fd, const void* buf, size_t n, off_t off) { return ::pwrite(fd, buf, n, off); }
-ssize_t StageFs::CopyFileRange(int in, off_t* in_off, int out, size_t n) {
-  return ::copy_file_range(in, in_off, out, nullptr, n, 0);
-}
-int StageFs::MkdirAt(int dirfd, const char* path, mode_t mode) { return ::mkdirat(dirfd, path, mode); }
-int StageFs::SymlinkAt(const char* target, int dirfd, const char* path) { return ::symlinkat(target, dirfd, path); }
-int StageFs::Futimens(int fd, const struct timespec ts[2]) { return ::futimens(fd, ts); }
-int StageFs::Close(int fd) { return ::close(fd); }
-
-StageFs& DefaultStageFs() {
-  static StageFs fs;
-  return fs;
-}
-
-std::string ManifestRootLine(char type, const std::string& path) { return std::string("root ") + type + " " + path; }
-
-bool ParseManifestRootLine(const std::string& line, char* type, std::string* path) {
-  if (line.size() < 7 || line.compare(0, 5, "root ") != 0 || (line[5] != 'd' && line[5] != 'f') || line[6] != ' ')
-    return false;
-  *type = line[5];
-  *path = line.substr(7);
-  return true;
-}
-
-char ManifestRootType(const std::vector<std::string>& manifest) {
-  char type = 0;
-  std::string path;
-  return !manifest.empty() && ParseManifestRootLine(manifest[0], &type, &path) ? type : 0;
-}
-
-std::string ManifestRootPath(const std::vector<std::string>& manifest) {
-  char type = 0;
-  std::string path;
-  return !manifest.empty() && ParseManifestRootLine(manifest[0], &type, &path) ? path : std::string();
-}
-
-bool SameManifest(const std::vector<std::string>& a_in, const std::vector<std::string>& b_in) {
-  if (a_in.size() != b_in.size()) return false;
-  if (a_in == b_in) return true;  // the usual case: same readdir order
-  std::vector<std::string> a = a_in, b = b_in;
-  std::sort(a.begin() + (a.empty() ? 0 : 1), a.end());
-  std::sort(b.begin() + (b.empty() ? 0 : 1), b.end());
-  return a == b;
-}
-
-// The digest of a set of lines: their count and the sums of each line's
-// 128-bit XXH3, so the order the lines come in does not matter.
-void ManifestDigest::Add(const std::string& line) {
-  XXH128_hash_t h = XXH3_128bits(line.data(), line.size());
-  ++n_;
-  a_ += h.low64;
-  b_ += h.high64;
-}
-
-std::string ManifestDigest::str() const {
-  char b[64];
-  std::snprintf(b, sizeof b, "%llu-%016llx-%016llx", static_cast<unsigned long long>(n_),
-                static_cast<unsigned long long>(a_), static_cast<unsigned long long>(b_));
-  return b;
-}
-
-std::string DigestOf(const std::vector<std::string>& lines) {
-  ManifestDigest d;
-  for (const auto& l : lines) d.Add(l);
-  return d.str();
-}
-
 using namespace stage_internal;
-
-void FreeRoomLimits(const struct statvfs& v, CopyOptions* o) {
-  o->space_limit = static_cast<uint64_t>(v.f_bavail) * v.f_frsize;
-  if (o->space_limit == 0) o->space_limit = 1;  // a full disk: the first byte is refused
-  o->free_inodes = v.f_files == 0 ? CopyOptions::kNoInodeLimit : static_cast<uint64_t>(v.f_favail);
-}
-
-void LimitToFreeRoom(int dst_fd, CopyOptions* o) {
-  struct statvfs v;
-  if (::fstatvfs(dst_fd, &v) == 0) FreeRoomLimits(v, o);
-}
-
-Status RoomFor(const CopyOptions& o, uint64_t bytes, uint64_t entries) {
-  if (o.space_limit != 0 && bytes > o.space_limit)
-    return Status::Failed("the dataset needs at least " + HumanBytes(static_cast<double>(bytes)) +
-                          " (apparent size, sparse files count in full), more than the " +
-                          HumanBytes(static_cast<double>(o.space_limit)) + " free");
-  if (o.free_inodes != CopyOptions::kNoInodeLimit && entries + CopyOptions::kInodeReserve > o.free_inodes)
-    return Status::Failed("it has at least " + std::to_string(entries) + " files and folders, the file system has " +
-                          std::to_string(o.free_inodes) + " free inodes (" + std::to_string(CopyOptions::kInodeReserve) +
-                          " of them kept for the cache's own records; see df -i)");
-  return Status::Ok();
-}
 
 Status ScanSource(const std::string& src, const CopyOptions& o, std::vector<std::string>* manifest, FaultSide* side,
                   std::string* digest) {

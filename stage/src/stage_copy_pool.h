@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "preflight/stage_copy.h"
+#include "preflight/stage_copy_options.h"
 #include "preflight/stage_manifest.h"
 #include "stage_walk.h"  // kLargeFile
 

@@ -20,11 +20,66 @@
 #include <cstring>
 #include <thread>
 
+#include <xxhash.h>
+
 #include "preflight/fileutil.h"
 #include "preflight/report.h"
 #include "stage_check_format.h"
 
 namespace preflight {
+
+std::string ManifestRootLine(char type, const std::string& path) { return std::string("root ") + type + " " + path; }
+
+bool ParseManifestRootLine(const std::string& line, char* type, std::string* path) {
+  if (line.size() < 7 || line.compare(0, 5, "root ") != 0 || (line[5] != 'd' && line[5] != 'f') || line[6] != ' ')
+    return false;
+  *type = line[5];
+  *path = line.substr(7);
+  return true;
+}
+
+char ManifestRootType(const std::vector<std::string>& manifest) {
+  char type = 0;
+  std::string path;
+  return !manifest.empty() && ParseManifestRootLine(manifest[0], &type, &path) ? type : 0;
+}
+
+std::string ManifestRootPath(const std::vector<std::string>& manifest) {
+  char type = 0;
+  std::string path;
+  return !manifest.empty() && ParseManifestRootLine(manifest[0], &type, &path) ? path : std::string();
+}
+
+bool SameManifest(const std::vector<std::string>& a_in, const std::vector<std::string>& b_in) {
+  if (a_in.size() != b_in.size()) return false;
+  if (a_in == b_in) return true;  // the usual case: same readdir order
+  std::vector<std::string> a = a_in, b = b_in;
+  std::sort(a.begin() + (a.empty() ? 0 : 1), a.end());
+  std::sort(b.begin() + (b.empty() ? 0 : 1), b.end());
+  return a == b;
+}
+
+// The digest of a set of lines: their count and the sums of each line's
+// 128-bit XXH3, so the order the lines come in does not matter.
+void ManifestDigest::Add(const std::string& line) {
+  XXH128_hash_t h = XXH3_128bits(line.data(), line.size());
+  ++n_;
+  a_ += h.low64;
+  b_ += h.high64;
+}
+
+std::string ManifestDigest::str() const {
+  char b[64];
+  std::snprintf(b, sizeof b, "%llu-%016llx-%016llx", static_cast<unsigned long long>(n_),
+                static_cast<unsigned long long>(a_), static_cast<unsigned long long>(b_));
+  return b;
+}
+
+std::string DigestOf(const std::vector<std::string>& lines) {
+  ManifestDigest d;
+  for (const auto& l : lines) d.Add(l);
+  return d.str();
+}
 
 using namespace stage_internal;  // the check file's records
 

@@ -36,15 +36,6 @@
 
 namespace preflight {
 
-size_t PeerParent(size_t i, unsigned fanout) { return i == 0 ? SIZE_MAX : (i - 1) / std::max(1u, fanout); }
-
-std::vector<size_t> PeerChildren(size_t i, size_t n, unsigned fanout) {
-  std::vector<size_t> c;
-  unsigned k = std::max(1u, fanout);
-  for (size_t j = i * k + 1; j <= i * k + k && j < n; ++j) c.push_back(j);
-  return c;
-}
-
 using namespace stage_internal;
 
 bool PeerHelloAccepted(const PeerEndpoint& ep, size_t claim,

@@ -1,4 +1,4 @@
-#include "preflight/stage_peer.h"
+#include "preflight/stage_peer_auth.h"
 
 #include <xxhash.h>
 

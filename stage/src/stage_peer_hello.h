@@ -14,7 +14,8 @@
 #include <cstddef>
 #include <string>
 
-#include "preflight/stage_peer.h"
+#include "preflight/stage_peer_auth.h"
+#include "preflight/stage_peer_options.h"
 #include "preflight/status.h"
 
 namespace preflight::stage_internal {

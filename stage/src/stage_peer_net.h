@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "preflight/fileutil.h"
-#include "preflight/stage_peer.h"
+#include "preflight/stage_peer_options.h"
 
 namespace preflight::stage_internal {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "preflight/stage_cache.h"
-#include "preflight/stage_peer.h"
+#include "preflight/stage_peer_options.h"
 #include "stage_peer_net.h"
 #include "stage_peer_serve.h"  // Relay
 

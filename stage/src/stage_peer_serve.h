@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "preflight/stage_cache.h"
-#include "preflight/stage_peer.h"
+#include "preflight/stage_peer_options.h"
 #include "stage_peer_net.h"
 
 namespace preflight::stage_internal {

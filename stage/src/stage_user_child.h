@@ -14,7 +14,7 @@
 
 #include <string>
 
-#include "preflight/stage_copy.h"
+#include "preflight/stage_copy_options.h"  // FaultSide
 #include "preflight/stage_user.h"
 #include "preflight/status.h"
 

@@ -1,5 +1,5 @@
 // The source walker (stage_walk.h).
-#include "preflight/stage_copy.h"
+#include "stage_walk.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -33,7 +33,6 @@
 #include "preflight/stage_manifest.h"
 #include "preflight/stage_spec.h"
 #include "stage_user_child.h"
-#include "stage_walk.h"
 #include "stage_walk_open.h"
 #include "stage_walk_send.h"
 

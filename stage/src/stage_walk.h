@@ -12,30 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "preflight/stage_copy.h"
+#include "preflight/stage_copy_options.h"  // StageIdentity
+#include "stage_walk_wire.h"
 
 namespace preflight::stage_internal {
 
-// ---- wire format between the walker child and the parent ------------------
-enum Kind : uint8_t { kRoot = 1, kEntry = 2, kError = 3, kEnd = 4 };
-struct Wire {
-  uint8_t kind;
-  char type;  // 'd', 'f', 'l'
-  uint16_t path_len;
-  uint16_t link_len;
-  uint8_t has_fd;
-  uint8_t pad = 0;
-  uint32_t mode;
-  uint32_t mtime_nsec;
-  uint64_t size;
-  int64_t mtime_sec;
-  int64_t ctime_sec;
-  uint32_t ctime_nsec;
-  uint32_t err;  // kError: the errno of the failed call, 0 for a refusal
-  uint64_t ino;
-};
-constexpr size_t kMsgBytes = 60 * 1024;
-constexpr size_t kMaxFdsPerMsg = 128;  // below SCM_MAX_FD (253)
+// 1 MiB: files from this size on go through copy_file_range (stage_copy.h);
+// also the copy pool's read buffer and batch size.
 constexpr uint64_t kLargeFile = 1 << 20;
 
 struct Record {

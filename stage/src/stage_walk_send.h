@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "stage_walk.h"
+#include "stage_walk_wire.h"
 
 namespace preflight::stage_internal {
 

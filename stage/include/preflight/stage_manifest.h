@@ -1,4 +1,6 @@
-// The cache's per-directory check manifest and the warm (cache hit) check
+// The manifests of a staged dataset: the copy's text manifest (its lines,
+// their root line, comparison and digest: their one owner), and the
+// cache's per-directory check manifest with the warm (cache hit) check
 // built on it.
 //
 // At build time the copy (CopyTree) records every entry it copied: type,
@@ -34,10 +36,45 @@
 #include <unordered_map>
 #include <vector>
 
-#include "preflight/stage_copy.h"
 #include "preflight/status.h"
 
 namespace preflight {
+
+// The manifest: one line per entry, first "root <d|f> <resolved source>",
+// then "d MODE PATH", "f MODE SIZE MTIME.NSEC PATH", "l PATH -> TARGET".
+// Two manifests are the same dataset iff SameManifest.
+// The light manifest of a directory source lists only directories, by
+// ctime: "R MODE CTIME ROOT", "d MODE CTIME PATH". Checking it costs one
+// stat per directory the copy recorded, none per file, and no listing. It
+// catches entries added, removed or renamed anywhere (a directory's ctime
+// moves, and no user can set a ctime) but not a file rewritten in place;
+// sites choose it with stage_verify = dirs.
+bool SameManifest(const std::vector<std::string>& a, const std::vector<std::string>& b);
+
+// The manifest's first line, its one writer and reader: "root d PATH" for
+// a directory source, "root f PATH" for one file (PATH: the resolved
+// source, which may hold spaces; it runs to the end of the line).
+std::string ManifestRootLine(char type, const std::string& path);
+// True for a root line, with its type ('d' or 'f') and path.
+bool ParseManifestRootLine(const std::string& line, char* type, std::string* path);
+// The source's type and resolved path from a manifest's first line; 0 and
+// "" for an empty manifest or one whose first line is not a root line.
+char ManifestRootType(const std::vector<std::string>& manifest);
+std::string ManifestRootPath(const std::vector<std::string>& manifest);
+
+// An order-independent digest of a manifest (readdir order may change
+// without the dataset changing): the line count and two sums of
+// independently mixed 64-bit hashes of the lines, "N-HEX-HEX". The cache
+// compares digests, so a reuse check holds no line in memory.
+class ManifestDigest {
+ public:
+  void Add(const std::string& line);
+  std::string str() const;
+
+ private:
+  uint64_t n_ = 0, a_ = 0, b_ = 0;
+};
+std::string DigestOf(const std::vector<std::string>& lines);
 
 // Collected by CopyTree's receiver (Add, single thread) and its copy
 // workers (MarkAcl, any thread).
