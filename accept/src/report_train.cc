@@ -44,13 +44,15 @@ void JudgeCheckpoint(Report* r, const TrainRun& t, const TrainNode& n) {
                                      " -- srun --ntasks-per-node=1 sh -c '" + t.command +
                                      "' (twice: stopped with SIGTERM, then resumed)";
   f.verdict = Verdict::kFail;
-  std::string why, last = c.resume_last.empty() ? "" : " (last line: " + c.resume_last + ")";
+  // `rule`: the words every node that broke it shares, for one finding
+  // with the node list (default: `why` up to its ": step N ...").
+  std::string why, rule, last = c.resume_last.empty() ? "" : " (last line: " + c.resume_last + ")";
   if (!c.off.empty()) {
     f.verdict = Verdict::kWarn;
     why = "no checkpoint round trip: " + c.off;
   } else if (c.saved.empty() && !t.tier.empty() && !c.saved_local.empty()) {
-    why = "no checkpoint became durable on the shared tier " + t.tier + " (complete on this node's disk: " +
-          c.saved_local + ")";
+    rule = "no checkpoint became durable on the shared tier " + t.tier;
+    why = rule + " (complete on this node's disk: " + c.saved_local + ")";
   } else if (c.saved.empty()) {
     f.verdict = Verdict::kWarn;
     why = "no checkpoint round trip: the command wrote no complete checkpoint (" +
@@ -62,7 +64,8 @@ void JudgeCheckpoint(Report* r, const TrainRun& t, const TrainNode& n) {
   } else if (c.from.empty()) {
     why = "the resume run found no complete checkpoint (saved: " + c.saved + ")";
   } else if (!t.tier.empty() && !c.from_tier) {
-    why = "the resume run did not resume from the shared tier: " + c.from_path;
+    rule = "the resume run did not resume from the shared tier";
+    why = rule + ": " + c.from_path;
   } else if (c.resume_step < 0) {
     why = "the resumed command printed no progress line in " + Fmt("%.0f s", t.resume_seconds) + " (ended: " +
           c.resume_end + ")" + last;
@@ -80,7 +83,7 @@ void JudgeCheckpoint(Report* r, const TrainRun& t, const TrainNode& n) {
     f.reason = n.node + ": saved " + c.saved + (t.tier.empty() ? "" : " (durable on the shared tier)") +
                ", resumed at step " + std::to_string(c.resume_step);
   } else {
-    f.rule = "training: " + why.substr(0, why.find(": step "));
+    f.rule = "training: " + (rule.empty() ? why.substr(0, why.find(": step ")) : rule);
     f.reason = n.node + ": " + why;
     Blame(r, n.node, f.verdict, "training: " + why);
   }

@@ -392,6 +392,7 @@ TEST(AcceptTrain, ThroughASharedTierOnePreflightRunHoldsTheRunAndTheResumeMustCo
   const Figure* n3 = TripFigure(r, "n3");
   EXPECT_EQ(n3->verdict, Verdict::kFail);
   EXPECT_NE(n3->reason.find("did not resume from the shared tier: /scratch/n3/"), std::string::npos) << n3->reason;
+  EXPECT_EQ(n3->rule, "training: the resume run did not resume from the shared tier") << "one finding, whatever the path";
   EXPECT_NE(ReportJson(r).find("\"tier\": \"" + t.dir + "\""), std::string::npos);
 }
 
@@ -406,6 +407,10 @@ TEST(AcceptTrain, ThroughASharedTierNothingDurableFailsAndAFolderTakenKeepsTheRo
   EXPECT_NE(f->reason.find("no checkpoint became durable on the shared tier " + none.dir +
                            " (complete on this node's disk: step-40)"),
             std::string::npos) << f->reason;
+  EXPECT_EQ(f->rule, "training: no checkpoint became durable on the shared tier " + none.dir);
+  bool one = false;
+  for (const auto& line : r.reasons) one = one || line.find("durable on the shared tier " + none.dir + " on n[1-3]") != std::string::npos;
+  EXPECT_TRUE(one) << "one finding for the three nodes: " << SummaryText(r);
   EXPECT_EQ(none.clean_calls.size(), 1u);
   EXPECT_NE(::access(none.dir.c_str(), F_OK), 0);
 
