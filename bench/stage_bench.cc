@@ -85,7 +85,9 @@ bool Fill(const std::string& path, uint64_t size, uint64_t seed) {
   for (auto& w : buf) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; w = x; }
   uint64_t done = 0;
   while (done < size) {
-    size_t n = std::min<uint64_t>(size - done, (buf.size() - 1) * 8);
+    // The whole buffer (it holds at least `size` bytes below 1 MiB): with
+    // (size - 1) words a file under 8 bytes wrote nothing, forever.
+    size_t n = std::min<uint64_t>(size - done, buf.size() * 8);
     if (::write(fd, buf.data(), n) != static_cast<ssize_t>(n)) { ::close(fd); return false; }
     buf[0] ^= done;
     done += n;
