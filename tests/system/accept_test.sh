@@ -6,7 +6,8 @@
 #      and report.html name both (the node as a straggler and the step of the
 #      curve that broke, the path below the threshold), report.json is valid
 #      against accept/accept-report.schema.json;
-#   2. clean: no shaping, one fast path: the verdict is pass;
+#   2. clean: no shaping, one fast path: the verdict is pass; then on two
+#      nodes a DCP-shaped command's round trip by --train-convention dcp;
 #   3. bad input: an unwritable path, a path that fills up, --out holding
 #      other files, a training command that exits at once and one that
 #      hangs: a clear line
@@ -85,8 +86,8 @@ mm=$(printf '%d:%d' "0x$(stat -c %t "$loopdev")" "0x$(stat -c %T "$loopdev")")
 echo "$mm 8388608" >$blkio/blkio.throttle.write_bps_device
 echo "$mm 8388608" >$blkio/blkio.throttle.read_bps_device
 chmod 0755 "$OUT"
-mkdir -p "$OUT/shaped" "$OUT/clean" "$OUT/bad" "$OUT/logs"
-chown "$TEST_USER" "$OUT/shaped" "$OUT/clean" "$OUT/bad" "$OUT/logs"
+mkdir -p "$OUT/shaped" "$OUT/clean" "$OUT/dcp" "$OUT/bad" "$OUT/logs"
+chown "$TEST_USER" "$OUT/shaped" "$OUT/clean" "$OUT/dcp" "$OUT/bad" "$OUT/logs"
 echo "mine" >"$OUT/bad/notes.txt"
 
 # --- the slow node
@@ -261,6 +262,41 @@ check "clean: a passing checkpoint resume figure per node" jq_py \
   "sys.exit(len([f for f in r['figures'] if f['name'] == 'checkpoint resume' and f['verdict'] == 'pass']) != $count)"
 check "clean: nothing of the round trip left on the path" test -z "$(ls -A "$OUT/fast" | grep -v lost+found)"
 check "clean: nothing of the round trip left on the tier" test -z "$(ls -A "$OUT/tier")"
+
+# --- 2b. a framework's convention through the tier: a DCP-shaped command
+# (every rank writes its shard of step-N every 20 steps, then rank 0
+# .metadata and the others .preflight-part, as dcp.save() and the
+# convention's per-node marker do; no COMPLETE marker anywhere), on two
+# nodes with --train-convention dcp: preflight-run knows its checkpoints
+# complete by that convention, makes one durable on the tier with both
+# parts, and both ranks resume from the tier at the step after it.
+cat >"$OUT/train_dcp.sh" <<'EOF'
+#!/bin/sh
+r=${SLURM_PROCID:-0} d=${PREFLIGHT_CKPT_LOCAL:?} n=0
+trap 'exit 0' USR2
+if [ -n "${PREFLIGHT_RESUME_FROM:-}" ]; then
+  n=$(cat "$PREFLIGHT_RESUME_FROM/__${r}_0.distcp") && echo "resumed from $PREFLIGHT_RESUME_FROM at step $n"
+fi
+while :; do
+  n=$((n + 1))
+  echo "step $n loss 0.5"
+  if [ $((n % 20)) = 0 ]; then
+    mkdir -p "$d/step-$n" && echo "$n" >"$d/step-$n/__${r}_0.distcp"
+    if [ "$r" = 0 ]; then : >"$d/step-$n/.metadata"; else : >"$d/step-$n/.preflight-part"; fi
+  fi
+  sleep 0.05
+done
+EOF
+chmod 755 "$OUT/train_dcp.sh"
+ALLOC=2 accept_job "$OUT/logs/dcp.out" --out "$OUT/dcp" --storage "$OUT/fast" $common --storage-bytes 1M \
+  --storage-files 50 --train "$OUT/train_dcp.sh" --train-seconds 5 --train-tier "$OUT/tier" --train-convention dcp
+cat "$OUT/logs/dcp.out"
+J=$OUT/dcp/report.json
+check "dcp: the round trip went through the tier by the dcp convention" jq_py \
+  "sys.exit(r['train']['convention'] != 'dcp' or not r['train']['tier'])"
+check "dcp: both ranks' checkpoint durable, resumed from the tier, went on from it" jq_py \
+  "c=[n['checkpoint'] for n in r['train']['nodes']]; sys.exit(len(c) != 2 or any(x['saved_step'] < 20 or x['saved_step'] % 20 or x['from'] != x['saved'] or not x['from_tier'] or x['resume_step'] != x['saved_step'] + 1 for x in c))"
+check "dcp: nothing of the round trip left on the path or the tier" test -z "$(ls -A "$OUT/fast" "$OUT/tier" | grep -v -e lost+found -e '^/' -e '^$')"
 
 # --- 3. bad input
 ALLOC=2 accept_job "$OUT/logs/bad.out" --config "$C/etc/preflight.conf" --out "$OUT/bad" --storage "$OUT/locked" --storage "$OUT/full" \
