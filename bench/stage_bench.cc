@@ -327,6 +327,7 @@ int main(int argc, char** argv) {
     else if (k == "--verify") a.verify_dirs = v == "dirs";
     else if (k == "--each") a.each = v == "1";
     else if (k == "--preflight-only") a.only_pf = v == "1";
+    else if (k == "--one-dir") a.one_dir = v == "1";
     else if (k == "--peers") a.peers = v;
     else if (k == "--netfs-us") a.netfs_us = std::atoi(v.c_str());
     else if (k == "--netfs-inflight") a.netfs_inflight = static_cast<unsigned>(std::atoi(v.c_str()));
@@ -357,7 +358,7 @@ int main(int argc, char** argv) {
   std::string small = a.dir + "/small";
   if (a.files > 0) {
   for (uint64_t i = 0; i < a.files; ++i) {
-    std::string d = small + "/d" + std::to_string(i / 1000);
+    std::string d = small + "/d" + std::to_string(a.one_dir ? 0 : i / 1000);
     if (i % 1000 == 0) MakeDirs(d, 0755);
     if (!Fill(d + "/f" + std::to_string(i), a.file_size, i)) { std::perror("stage_bench: fill"); return 1; }
   }

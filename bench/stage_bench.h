@@ -17,6 +17,7 @@ struct Args {
   unsigned workers = 0;
   bool verify_dirs = false;  // --verify dirs: stage_verify = dirs
   bool each = false;         // --each 1: print every timed run, not only the medians
+  bool one_dir = false;      // --one-dir 1: every small file in one folder (stage_max_entries' memory)
   bool only_pf = false;      // --preflight-only 1: no cp, rsync, fpsync or floors (quick looks; no ratios)
   std::string tmpfs_size = "12G";
   std::string peers;  // "1,3,8": the peer fan-out bench
