@@ -345,6 +345,8 @@ const std::vector<ConfigKey>& ConfigKeys() {
        "Operations in flight per staged dataset on a network or FUSE source (nfs, lustre, gpfs, fuse, ...): "
        "walk, copy and warm check",
        PF_PARSED(stage.remote_workers, (CountIn<1, 256>), CountText)},
+      {"stage_max_entries", "count", "Files, folders and symlinks one staged dataset may have (the copy's memory: about 400 B each)",
+       PF_PARSED(stage.max_entries, (CountIn<1, 1000000000>), CountText)},
       {"stage_timeout", "duration", "Upper bound for staging all of a job's datasets on a node",
        PF_PARSED(stage.timeout_ms, ParseDurationMs, DurationText)},
       {"stage_verify", "string", "Cache reuse check: files (every entry's type, mode, size, inode, mtime, ctime and the user's read access) or dirs (directories only)",

@@ -289,6 +289,7 @@ Status StageDataset(const StageCacheOptions& o, const std::string& source, const
   CopyOptions co;
   co.workers = o.workers;
   co.remote_workers = o.remote_workers;
+  co.max_entries = o.max_entries;
   co.deadline = o.deadline;
   co.fs = o.fs;
   co.who = who;

@@ -89,6 +89,11 @@ struct TreeCopy {
   Status OverSpace(const Record& r) {
     if (r.type == 'f') apparent += r.size;
     ++entries;
+    if (Status many = TooManyEntries(o, entries); !many.ok()) {
+      if (r.fd >= 0) ::close(r.fd);
+      *side = FaultSide::kSource;
+      return Status::Failed(src_root + ": " + many.message());
+    }
     Status room = RoomFor(o, apparent, entries);
     if (room.ok()) return room;
     if (r.fd >= 0) ::close(r.fd);

@@ -36,6 +36,13 @@ void LimitToFreeRoom(int dst_fd, CopyOptions* o) {
   if (::fstatvfs(dst_fd, &v) == 0) FreeRoomLimits(v, o);
 }
 
+Status TooManyEntries(const CopyOptions& o, uint64_t entries) {
+  if (o.max_entries == 0 || entries <= o.max_entries) return Status::Ok();
+  return Status::Failed("it has more than " + std::to_string(o.max_entries) +
+                        " files, folders and symlinks, the most one staged dataset may have (stage_max_entries: the "
+                        "copy keeps every entry in memory); pack it (tar, webdataset shards) or split it");
+}
+
 Status RoomFor(const CopyOptions& o, uint64_t bytes, uint64_t entries) {
   if (o.space_limit != 0 && bytes > o.space_limit)
     return Status::Failed("the dataset needs at least " + HumanBytes(static_cast<double>(bytes)) +

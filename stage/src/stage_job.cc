@@ -64,6 +64,7 @@ StageCacheOptions CacheOptionsFor(const Config& cfg) {
   unsigned n = cfg.stage.workers ? static_cast<unsigned>(cfg.stage.workers) : std::thread::hardware_concurrency();
   o.workers = std::max(2u, std::min(n, 64u));
   o.remote_workers = static_cast<unsigned>(cfg.stage.remote_workers);
+  o.max_entries = cfg.stage.max_entries;
   o.verify_dirs_only = cfg.stage.verify == StageVerify::kDirs;
   return o;
 }

@@ -84,6 +84,7 @@ Status StageWithPeers(const StageCacheOptions& o, const std::string& source, con
   CopyOptions co;
   co.workers = o.workers;
   co.remote_workers = o.remote_workers;
+  co.max_entries = o.max_entries;
   co.deadline = o.deadline;
   co.fs = o.fs;
   co.who = who;

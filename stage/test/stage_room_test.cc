@@ -110,6 +110,33 @@ TEST(StageRoom, MoreEntriesThanFreeInodesIsRefusedBeforeTheyAreWritten) {
   EXPECT_LT(Entries(t.path() + "/dst"), 35u);
 }
 
+TEST(StageRoom, ADatasetPastStageMaxEntriesIsTheSourcesFaultBeforeItIsWritten) {
+  TempDir t;
+  ManyFiles(t.path() + "/src", 100);
+  MakeDirs(t.path() + "/dst");
+  int dfd = ::open((t.path() + "/dst").c_str(), O_RDONLY | O_DIRECTORY);
+  CopyOptions o;
+  o.workers = 2;
+  o.max_entries = 40;
+  CopyStats st;
+  std::vector<std::string> m;
+  FaultSide side;
+  Status s = CopyTree(t.path() + "/src", dfd, "data", o, &st, &m, &side);
+  ::close(dfd);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(side, FaultSide::kSource) << "the dataset's shape, not the node's disk";
+  EXPECT_NE(s.message().find("/src: it has more than 40 files, folders and symlinks, the most one staged dataset may "
+                             "have (stage_max_entries: the copy keeps every entry in memory); pack it (tar, "
+                             "webdataset shards) or split it"),
+            std::string::npos) << s.message();
+  EXPECT_LE(Entries(t.path() + "/dst"), 41u) << "refused at the 41st entry, not after the walk";
+  EXPECT_LE(m.size(), 41u) << "the manifest in memory stops there too";
+  o.max_entries = 0;
+  EXPECT_TRUE(TooManyEntries(o, 1u << 30).ok()) << "0: no bound";
+  o.max_entries = 101;
+  EXPECT_TRUE(TooManyEntries(o, 101).ok());
+}
+
 TEST(StageRoom, AFileSystemOutOfInodesSaysInodesNotSpace) {
   TempDir t;
   SmallInodeFs fs(t.path() + "/fs", 24);

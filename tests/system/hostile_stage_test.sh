@@ -10,7 +10,9 @@ CONF=$C/etc/preflight.conf
 U=$TEST_USER
 DS=$(mktemp -d /tmp/pf-hostile.XXXXXX)
 chmod 755 "$DS"
+cp "$CONF" "$OUT/preflight.conf.orig"
 cleanup() {
+  cp "$OUT/preflight.conf.orig" "$CONF"
   chmod 755 "$C/nodes/n3/stage" 2>/dev/null || true
   rm -rf "$DS"
 }
@@ -68,6 +70,21 @@ check "sparse 1 TB: the output says it does not fit" contains "$OUT/u/sparse-$js
 check "sparse 1 TB: nothing of it on n1's disk" test "$(du -sk "$C/nodes/n1/stage" | cut -f1)" -lt 102400
 no_drain "sparse 1 TB"
 
+# ---- 5b. more entries than stage_max_entries (the copy keeps each in the
+# prolog's memory: a million-file tree would once have grown root's memory
+# without a bound). The site's bound is 50 here, the dataset has 60 files.
+mkdir "$DS/many"; (cd "$DS/many" && touch $(printf 'f%d ' $(seq 1 60))); chmod -R a+rX "$DS/many"
+echo "stage_max_entries = 50" >>"$CONF"
+jm=$(as_user sbatch --parsable -w n1 --stage="$DS/many" -o "$OUT/u/many-%j.out" --wrap 'echo SHOULD-NOT-RUN')
+wait_job "$jm" 120
+cp "$OUT/preflight.conf.orig" "$CONF"
+cat "$OUT/u/many-$jm.out" || true
+check "past stage_max_entries: the job failed" test "$(job_field "$jm" JobState)" = FAILED
+check "past stage_max_entries: the output names the bound" contains "$OUT/u/many-$jm.out" \
+  "preflight: stage on n1: $DS/many: it has more than 50 files, folders and symlinks, the most one staged dataset may have \(stage_max_entries"
+check "past stage_max_entries: the command never ran" bash -c "! grep -q SHOULD-NOT-RUN '$OUT/u/many-$jm.out'"
+no_drain "past stage_max_entries"
+
 # ---- 6. a stage request the prolog never saw (exported by hand): once ran
 # with PREFLIGHT_STAGE_DIR pointing at nothing
 jf=$(as_user env SLURM_SPANK_PREFLIGHT_STAGE="$DS/ds1:ds1" sbatch --parsable -w n1 -o "$OUT/u/forged-%j.out" --wrap 'echo SHOULD-NOT-RUN $PREFLIGHT_STAGE_DIR')
@@ -105,7 +122,7 @@ scancel "$jr"; wait_job "$jr" 60
 wait_idle n1 n2 n3
 check "no job views left" test -z "$(find "$C"/nodes/*/stage/jobs -mindepth 1 2>/dev/null)"
 check "no mounts left" bash -c "! grep -q '$C/nodes' /proc/mounts"
-check "no refused dataset in any cache" bash -c "! grep -rqsE '$DS/(deep|sparse)' $C/nodes/*/stage/cache/*/v-*/info.json"
+check "no refused dataset in any cache" bash -c "! grep -rqsE '$DS/(deep|sparse|many)' $C/nodes/*/stage/cache/*/v-*/info.json"
 check "no partial builds left" test -z "$(ls -d "$C"/nodes/*/stage/cache/*/tmp-* 2>/dev/null)"
 no_drain "the whole suite"
 finish

@@ -62,6 +62,7 @@ struct StageCacheOptions {
   uint64_t quota = UINT64_MAX;  // bytes kept by TrimCache callers (UINT64_MAX: no limit)
   unsigned workers = 4;
   unsigned remote_workers = 0;  // a network source: CopyOptions::remote_workers
+  uint64_t max_entries = 0;     // CopyOptions::max_entries (stage_max_entries; 0: none)
   double deadline = 0;       // MonotonicSeconds() deadline; 0: none
   StageFs* fs = nullptr;
   // stage_verify = dirs: reuse on the light manifest (stage_copy.h) when

@@ -85,6 +85,11 @@ struct CopyOptions {
   // counted. A file system out of inodes says ENOSPC while df -h shows
   // free space: this says inodes, before anything is written.
   uint64_t free_inodes = kNoInodeLimit;
+  // CopyTree: refuse (kSource, before creating it) the entry that takes the
+  // dataset past this many files, folders and symlinks, the root too; 0:
+  // none. The copy keeps each entry's manifest lines in memory (about 400
+  // bytes), so this bounds the prolog's memory (stage_max_entries).
+  uint64_t max_entries = 0;
   static constexpr uint64_t kNoInodeLimit = UINT64_MAX;
   // Inodes the cache's own records of a copy take beside the data
   // (manifest, dirs, check, info.json, refs, current, the job's view).
@@ -102,7 +107,10 @@ void LimitToFreeRoom(int dst_fd, CopyOptions* o);
 // folders and symlinks so far) still fits o's limits: Ok, or kFailed
 // saying which ("the dataset needs at least 1.0T ...", "it has at least N
 // files and folders, the file system has M free inodes ...").
+// TooManyEntries: the same for max_entries alone (the source's fault, not
+// the destination's).
 Status RoomFor(const CopyOptions& o, uint64_t bytes, uint64_t entries);
+Status TooManyEntries(const CopyOptions& o, uint64_t entries);
 
 struct CopyStats {
   uint64_t bytes = 0;
