@@ -89,19 +89,25 @@ TEST(StageRoom, TheFreeRoomDecisionFromStatvfsFigures) {
   EXPECT_EQ(o.space_limit, 1u);
 }
 
-TEST(StageRoom, MoreEntriesThanFreeInodesIsRefusedBeforeTheyAreWritten) {
-  TempDir t;
+// CopyTree of a 100-file tree in `t` (src/) into dst/data with `o` (two workers).
+Status CopyHundred(const TempDir& t, CopyOptions o, FaultSide* side, std::vector<std::string>* m) {
   ManyFiles(t.path() + "/src", 100);
   MakeDirs(t.path() + "/dst");
   int dfd = ::open((t.path() + "/dst").c_str(), O_RDONLY | O_DIRECTORY);
-  CopyOptions o;
   o.workers = 2;
-  o.free_inodes = 50;
   CopyStats st;
+  Status s = CopyTree(t.path() + "/src", dfd, "data", o, &st, m, side);
+  ::close(dfd);
+  return s;
+}
+
+TEST(StageRoom, MoreEntriesThanFreeInodesIsRefusedBeforeTheyAreWritten) {
+  TempDir t;
+  CopyOptions o;
+  o.free_inodes = 50;
   std::vector<std::string> m;
   FaultSide side;
-  Status s = CopyTree(t.path() + "/src", dfd, "data", o, &st, &m, &side);
-  ::close(dfd);
+  Status s = CopyHundred(t, o, &side, &m);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(side, FaultSide::kDestSpace);
   // The folder and 34 files fit (35 + 16 kept > 50): refused at the 35th entry.
@@ -112,17 +118,11 @@ TEST(StageRoom, MoreEntriesThanFreeInodesIsRefusedBeforeTheyAreWritten) {
 
 TEST(StageRoom, ADatasetPastStageMaxEntriesIsTheSourcesFaultBeforeItIsWritten) {
   TempDir t;
-  ManyFiles(t.path() + "/src", 100);
-  MakeDirs(t.path() + "/dst");
-  int dfd = ::open((t.path() + "/dst").c_str(), O_RDONLY | O_DIRECTORY);
   CopyOptions o;
-  o.workers = 2;
   o.max_entries = 40;
-  CopyStats st;
   std::vector<std::string> m;
   FaultSide side;
-  Status s = CopyTree(t.path() + "/src", dfd, "data", o, &st, &m, &side);
-  ::close(dfd);
+  Status s = CopyHundred(t, o, &side, &m);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(side, FaultSide::kSource) << "the dataset's shape, not the node's disk";
   EXPECT_NE(s.message().find("/src: it has more than 40 files, folders and symlinks, the most one staged dataset may "
