@@ -128,6 +128,15 @@ int TrainTap(const CommonCli& cli) {
       if (g_accept.train_resume || g_accept.train_clean) return accept::RunTrainTap(t);
     }
   }
+  if (g_accept.train_make || g_accept.train_clean) {
+    // A step that only makes or removes the folder never runs the command,
+    // even when the folder cannot be had here: it says why ("off").
+    t.trip.make = g_accept.train_make;
+    t.trip.clean = g_accept.train_clean;
+    if (t.trip.off.empty())
+      t.trip.off = !cfg ? "site config: " + cfg.status().message() : "no checkpoint folder (--train-dir)";
+    return accept::RunTrainTap(t);
+  }
   std::shared_ptr<GpuSampler> sampler;
   std::string why;
   if (!cfg) {

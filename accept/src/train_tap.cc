@@ -327,6 +327,10 @@ int RunTrainTap(const TrainTapArgs& a) {
   auto remove = [&trip] {
     if (Status s = RemoveTree(trip.dir); !s.ok()) Ckpt("left", trip.dir + " " + s.message());
   };
+  if ((trip.clean || trip.make) && !trip.off.empty()) {
+    Ckpt("off", trip.off);  // no folder to make or remove here: nothing run
+    return 0;
+  }
   if (trip.clean) {
     remove();
     return 0;

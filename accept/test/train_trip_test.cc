@@ -187,6 +187,20 @@ TEST(RoundTrip, ThroughASharedTierTheTapMakesItsFolderOnceAndRelaysTheSignalsFro
   EXPECT_TRUE(made.steps.empty()) << "nothing run";
   TapRecord again = ReadTap(Capture(m));
   EXPECT_FALSE(again.ckpt_made);
+  // A node where the folder cannot be had (its site config, its name): the
+  // make and clean steps say so and never run the command.
+  TrainTapArgs off = m;
+  off.cmd = {"/bin/sh", "-c", "echo step 1 loss 0.5; sleep 30"};
+  off.seconds = 30;
+  off.trip.off = "site config: /etc/preflight/preflight.conf:3: key 'x': unknown";
+  for (bool clean : {false, true}) {
+    off.trip.make = !clean;
+    off.trip.clean = clean;
+    TapRecord none = ReadTap(Capture(off));
+    EXPECT_EQ(none.ckpt_off, off.trip.off);
+    EXPECT_TRUE(none.steps.empty()) << "the command did not run";
+    EXPECT_EQ(none.end, "");
+  }
   EXPECT_NE(again.ckpt_off.find("File exists (not made by this run: left alone)"), std::string::npos)
       << again.ckpt_off;
 

@@ -98,6 +98,7 @@ struct TrainRoundTrip {
   std::string off;                  // why there is no round trip on this node (said; the run goes on)
   bool clean = false;               // no run: only remove dir (the resume run cannot be had)
   bool make = false;                // no run: only make dir (the shared tier's round trip)
+                                    // (either with `off`: no run, only the off line)
   // The round trip through a shared tier (one preflight-run around the
   // srun of the taps, on the batch node): the command runs here without a
   // runner, and this signal and SIGTERM, which srun forwards from
