@@ -277,25 +277,22 @@ void SetRun(const CommonCli& cli, const Config& cfg, const std::string& job, acc
 }
 
 // The shared tier of the checkpoint round trip: --train-tier, else the
-// site's ckpt_persist_to, %u your user name, as preflight-run reads them;
+// site's ckpt_persist_to, read as preflight-run reads them (ExpandTierPath);
 // and its reader of the newest durable checkpoint. False (logged) on a
 // tier that is not an absolute path of at most kMaxStoragePath bytes.
 bool SetTier(const Config& cfg, accept::RunOptions* o) {
   const bool given = !g_accept.train_tier.empty();
-  std::string tier = given ? g_accept.train_tier : cfg.ckpt.persist_to;
-  if (tier == "none") tier.clear();
-  bool missing = false;
+  const std::string written = given ? g_accept.train_tier : cfg.ckpt.persist_to;
+  const std::string origin = (given ? "--train-tier '" : "ckpt_persist_to '") + written.substr(0, 80) + "'";
   const struct passwd* pw = ::getpwuid(::getuid());
-  tier = ReplacePercent(tier, 'u', pw ? pw->pw_name : "", &missing);
-  while (tier.size() > 1 && tier.back() == '/') tier.pop_back();
-  const std::string origin = given ? "--train-tier" : "ckpt_persist_to";
-  if (missing || (!tier.empty() && (tier[0] != '/' || tier.size() > accept::kMaxStoragePath))) {
-    Log(LogLevel::kError, "accept", origin + " " + tier.substr(0, 80),
-        missing ? "%u but your user name is unknown"
-                : "expected an absolute path of at most " + std::to_string(accept::kMaxStoragePath) + " bytes");
+  auto tier = ExpandTierPath(written, pw ? pw->pw_name : "", origin);
+  if (tier && tier->size() > accept::kMaxStoragePath)
+    tier = Status::InvalidArgument(origin + ": longer than " + std::to_string(accept::kMaxStoragePath) + " bytes");
+  if (!tier) {
+    Log(LogLevel::kError, "accept", "shared tier", tier.status().message());
     return false;
   }
-  o->train_tier = tier;
+  o->train_tier = *tier;
   o->newest_durable = [](const std::string& dir) -> Expected<std::string> {
     CkptResumeInputs in;
     in.tier = dir;

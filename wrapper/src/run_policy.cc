@@ -61,13 +61,10 @@ Status ResolveTiers(const Config& cfg, const po::variables_map& vm, const RunCli
   }
   const bool given = vm.count("persist-to") > 0;
   std::string tier = given ? cli.persist_to : cfg.ckpt.persist_to;
-  if (tier == "none") tier.clear();
   const std::string origin = given ? "--persist-to '" + cli.persist_to + "'" : "ckpt_persist_to '" + tier + "'";
-  bool missing = false;
-  tier = ReplacePercent(tier, 'u', cli.user, &missing);
-  if (missing) return Status::InvalidArgument(origin + ": %u but the user's name is unknown");
-  while (tier.size() > 1 && tier.back() == '/') tier.pop_back();
-  if (!tier.empty() && tier[0] != '/') return Status::InvalidArgument(origin + ": not an absolute path");
+  auto expanded = ExpandTierPath(tier, cli.user, origin);
+  if (!expanded) return expanded.status();
+  tier = *expanded;
   if (!tier.empty() && p.checkpoint_dir.empty()) {
     if (!cli.ckpt_local.empty()) {
       p.checkpoint_dir = cli.ckpt_local;
@@ -84,6 +81,16 @@ Status ResolveTiers(const Config& cfg, const po::variables_map& vm, const RunCli
 }
 
 }  // namespace
+
+Expected<std::string> ExpandTierPath(std::string tier, const std::string& user, const std::string& origin) {
+  if (tier == "none") return std::string();
+  bool missing = false;
+  tier = ReplacePercent(tier, 'u', user, &missing);
+  if (missing) return Status::InvalidArgument(origin + ": %u but the user's name is unknown");
+  while (tier.size() > 1 && tier.back() == '/') tier.pop_back();
+  if (!tier.empty() && tier[0] != '/') return Status::InvalidArgument(origin + ": not an absolute path");
+  return tier;
+}
 
 std::string ReplacePercent(const std::string& s, char c, const std::string& value, bool* missing) {
   std::string out;

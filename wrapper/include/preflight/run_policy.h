@@ -89,5 +89,10 @@ Expected<RunPolicy> ResolveRunPolicy(const Config& cfg, const po::variables_map&
 // Every %C in s replaced by `value` (--persist-to's %u, --checkpoint-dir's
 // %n); *missing set when there is one and `value` is empty.
 std::string ReplacePercent(const std::string& s, char c, const std::string& value, bool* missing);
+// A shared tier as written (--persist-to, ckpt_persist_to, preflight
+// accept's --train-tier): "none" and "" are "", %u is `user`, a trailing
+// '/' is dropped. InvalidArgument, after `origin`, when there is a %u and
+// no user name, or the path is not absolute.
+Expected<std::string> ExpandTierPath(std::string tier, const std::string& user, const std::string& origin);
 
 }  // namespace preflight
